@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/spec"
+)
+
+func newDeprovision() *cobra.Command {
+	var (
+		file  string
+		all   bool
+		purge bool
+	)
+	cmd := &cobra.Command{
+		Use:   "deprovision (-f FILE | --all) [--purge]",
+		Short: "Stop agents and remove their units, users and firewall rules",
+		Long: `deprovision -f FILE removes the agents that FILE names; --all removes
+everything flock created on this host. Agents' directories and logs are kept
+unless --purge is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (file == "") == !all {
+				return errors.New("give either -f FILE (the agents to remove) or --all")
+			}
+			var gone *spec.Flock
+			if file != "" {
+				var err error
+				if gone, err = spec.Load(file); err != nil {
+					return err
+				}
+			}
+			ctx := cmd.Context()
+			h, _, closeHost, err := openHost(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeHost()
+			applied, err := plan.LoadState(plan.StatePath)
+			if err != nil && !errors.Is(err, plan.ErrNoState) {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if all {
+				root := spec.DefaultRoot
+				if applied != nil {
+					root = applied.Root
+				}
+				if err := plan.RemoveAll(ctx, h, root, purge); err != nil {
+					return err
+				}
+				if err := plan.RemoveState(plan.StateDir); err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "removed every flock unit, user, group and table inet flock"+purged(purge, root))
+				return nil
+			}
+			if applied == nil {
+				applied = gone
+			}
+			ids := make([]int, 0, len(gone.Agents))
+			for _, a := range gone.Agents {
+				ids = append(ids, a.ID)
+			}
+			rest, err := plan.Remove(ctx, h, applied, ids, purge)
+			if err != nil {
+				return err
+			}
+			if err := plan.SaveState(plan.StatePath, rest); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "removed %d agents; %d remain\n", len(ids), len(rest.Agents))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "spec naming the agents to remove")
+	cmd.Flags().BoolVar(&all, "all", false, "remove everything flock created on this host")
+	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs")
+	return cmd
+}
+
+func purged(purge bool, root string) string {
+	if purge {
+		return " and " + root
+	}
+	return "; directories kept under " + root
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/users"
+)
+
+// preflight says in one sentence why this host cannot be changed, before
+// anything is touched.
+func preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("flockctl must run as root: it creates users, systemd units and firewall rules (try sudo)")
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		comm, _ := os.ReadFile("/proc/1/comm")
+		return fmt.Errorf("%w: PID 1 is %q, and flock runs every agent as a systemd unit; use a host booted with systemd",
+			units.ErrNoSystemd, strings.TrimSpace(string(comm)))
+	}
+	return nil
+}
+
+// openHost connects to the host's OS boundaries. close releases them.
+func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(), err error) {
+	if err := preflight(); err != nil {
+		return h, uo, nil, err
+	}
+	m, err := units.Connect(ctx)
+	if err != nil {
+		return h, uo, nil, err
+	}
+	if uo.SystemdVersion, err = units.SystemdVersion(ctx); err != nil {
+		m.Close()
+		return h, uo, nil, err
+	}
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New()}
+	return h, uo, m.Close, nil
+}
+
+// loadFlock reads the spec from -f, or makes one from --agents N.
+func loadFlock(file string, count int) (*spec.Flock, error) {
+	switch {
+	case file != "" && count > 0:
+		return nil, errors.New("give either -f FILE or --agents N, not both")
+	case file != "":
+		return spec.Load(file)
+	case count > 0:
+		return spec.Count(count)
+	}
+	return nil, errors.New("no spec: give -f FILE (see examples/flock.yaml) or --agents N")
+}
+
+// appliedFlock is the last provisioned flock, for verbs without a spec.
+func appliedFlock() (*spec.Flock, error) {
+	f, err := plan.LoadState(plan.StatePath)
+	if errors.Is(err, plan.ErrNoState) {
+		return nil, fmt.Errorf("%w (%s is absent); run flockctl provision first", err, plan.StatePath)
+	}
+	return f, err
+}

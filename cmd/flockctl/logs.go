@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flockrun/flock/spec"
+)
+
+func newLogs() *cobra.Command {
+	var follow bool
+	var lines int
+	cmd := &cobra.Command{
+		Use:   "logs ID [-f]",
+		Short: "Print an agent's journal and its log file",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.Atoi(args[0])
+			if err != nil || id < 1 {
+				return fmt.Errorf("agent id %q: give a positive number, e.g. flockctl logs 3", args[0])
+			}
+			f, err := appliedFlock()
+			if err != nil {
+				return err
+			}
+			if _, ok := f.Agent(id); !ok {
+				return fmt.Errorf("agent %d is not in the provisioned flock; flockctl status lists them", id)
+			}
+			if err := preflight(); err != nil {
+				return err
+			}
+			return showLogs(cmd.Context(), cmd.OutOrStdout(), id, f.LogPath(id), lines, follow)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the agent logs")
+	cmd.Flags().IntVarP(&lines, "lines", "n", 100, "how many recent lines of each to show")
+	return cmd
+}
+
+// showLogs prints the unit's journal, then the agent's own log file; with
+// follow it keeps tailing both until ctx ends.
+func showLogs(ctx context.Context, w io.Writer, id int, logPath string, lines int, follow bool) error {
+	jargs := []string{"--no-pager", "-o", "short-iso", "-n", strconv.Itoa(lines), "-u", spec.UnitName(id)}
+	if follow {
+		jargs = append(jargs, "-f")
+	}
+	journal := exec.CommandContext(ctx, "journalctl", jargs...)
+	journal.Stdout, journal.Stderr = w, os.Stderr
+	fmt.Fprintf(w, "==> journal of %s <==\n", spec.UnitName(id))
+	if !follow {
+		if err := journal.Run(); err != nil {
+			return fmt.Errorf("journalctl %v: %w", jargs, err)
+		}
+		fmt.Fprintf(w, "==> %s <==\n", logPath)
+		_, err := tailFile(w, logPath, lines, 0)
+		return err
+	}
+	if err := journal.Start(); err != nil {
+		return fmt.Errorf("journalctl %v: %w", jargs, err)
+	}
+	defer journal.Wait()
+	off, err := tailFile(w, logPath, lines, 0)
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
+		off, err = tailFile(w, logPath, -1, off)
+	}
+	return err
+}
+
+// tailFile prints the last n lines of path (everything after off when
+// n < 0) and returns the size it read up to. A missing file is empty.
+func tailFile(w io.Writer, path string, n int, off int64) (int64, error) {
+	const window = 256 << 10 // enough for n recent lines without reading it all
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return off, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return off, err
+	}
+	size := fi.Size()
+	if size < off { // truncated or rotated
+		off = 0
+	}
+	if n >= 0 {
+		off = max(0, size-window)
+	}
+	buf := make([]byte, size-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return off, err
+	}
+	if n >= 0 {
+		buf = lastLines(buf, n)
+	}
+	_, err = w.Write(buf)
+	return size, err
+}
+
+func lastLines(data []byte, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	count := 0
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] == '\n' && i != len(data)-1 {
+			count++
+			if count == n {
+				return data[i+1:]
+			}
+		}
+	}
+	return data
+}

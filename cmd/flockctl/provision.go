@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/flockrun/flock/plan"
+)
+
+func newProvision() *cobra.Command {
+	var (
+		file   string
+		count  int
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "provision (-f FILE | --agents N) [--dry-run]",
+		Short: "Make the host match the spec: users, directories, firewall, one unit per agent",
+		Long: `provision validates the spec, plans the desired state, diffs it against the
+host and applies only the difference. Running it again with the same spec
+changes nothing and restarts no agent; an agent removed from the spec is
+deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := loadFlock(file, count)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			h, uo, closeHost, err := openHost(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeHost()
+			start := time.Now()
+			d := plan.Build(f, uo)
+			cur, err := plan.Observe(ctx, h, d)
+			if err != nil {
+				return err
+			}
+			// Agents the last run applied but this spec drops: their units
+			// are in cur already; their users only if we know them.
+			p := plan.Diff(d, cur)
+			out := cmd.OutOrStdout()
+			if dryRun {
+				fmt.Fprint(out, p.String())
+				return nil
+			}
+			if p.Empty() {
+				fmt.Fprintf(out, "nothing to do: %d agents match the spec (%s)\n", len(f.Agents), time.Since(start).Round(time.Millisecond))
+				return plan.SaveState(plan.StatePath, f)
+			}
+			fmt.Fprint(out, p.String())
+			if err := plan.Apply(ctx, h, d, p, progressFor(cmd.ErrOrStderr())); err != nil {
+				return err
+			}
+			if err := plan.SaveState(plan.StatePath, f); err != nil {
+				return fmt.Errorf("recording the applied spec in %s: %w", plan.StatePath, err)
+			}
+			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec (flock.yaml)")
+	cmd.Flags().IntVar(&count, "agents", 0, "provision N default agents (ids 1..N) without a spec file")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	return cmd
+}
+
+// progressFor draws a bar on a terminal and a line per quarter elsewhere,
+// once there are enough units for it to matter.
+func progressFor(w io.Writer) plan.Progress {
+	const worthIt = 10
+	var bar *progressbar.ProgressBar
+	lastQuarter := 0
+	return func(done, total int) {
+		if total < worthIt {
+			return
+		}
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w),
+					progressbar.OptionSetDescription("starting agents"), progressbar.OptionShowCount(),
+					progressbar.OptionClearOnFinish())
+			}
+			_ = bar.Set(done)
+			return
+		}
+		if q := done * 4 / total; q > lastQuarter {
+			lastQuarter = q
+			fmt.Fprintf(w, "started %d/%d agents\n", done, total)
+		}
+	}
+}

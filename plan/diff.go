@@ -1,0 +1,195 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/users"
+)
+
+// Current is what the host has of a flock, as far as a plan cares.
+type Current struct {
+	Accounts   map[string]users.Account // flock accounts by name
+	Units      map[string]units.Status  // flock units by name
+	BadPaths   map[string]string        // desired path -> what is wrong with it
+	FirewallOK bool
+}
+
+// Observe reads the host's side of everything d describes.
+func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
+	c := Current{
+		Accounts: map[string]users.Account{},
+		Units:    map[string]units.Status{},
+		BadPaths: map[string]string{},
+	}
+	accts, err := h.Users.Accounts(ctx)
+	if err != nil {
+		return c, fmt.Errorf("reading flock accounts: %w", err)
+	}
+	for _, a := range accts {
+		c.Accounts[a.Name] = a
+	}
+	sts, err := h.Units.List(ctx)
+	if err != nil {
+		return c, fmt.Errorf("listing flock units: %w", err)
+	}
+	for _, s := range sts {
+		c.Units[s.Name] = s
+	}
+	for _, want := range d.Paths {
+		got, ok, err := h.Users.PathState(ctx, want.Path)
+		if err != nil {
+			return c, fmt.Errorf("reading %s: %w", want.Path, err)
+		}
+		if why := pathDrift(want, got, ok); why != "" {
+			c.BadPaths[want.Path] = why
+		}
+	}
+	if c.FirewallOK, err = h.Firewall.Matches(ctx, d.Policy); err != nil {
+		return c, fmt.Errorf("reading table inet flock: %w", err)
+	}
+	return c, nil
+}
+
+func pathDrift(want, got users.Path, exists bool) string {
+	switch {
+	case !exists:
+		return "missing"
+	case got.Dir != want.Dir:
+		return "wrong type"
+	case got.UID != want.UID || got.GID != want.GID:
+		return fmt.Sprintf("owner %d:%d, want %d:%d", got.UID, got.GID, want.UID, want.GID)
+	case got.Mode != want.Mode:
+		return fmt.Sprintf("mode %04o, want %04o", uint32(got.Mode), uint32(want.Mode))
+	}
+	return ""
+}
+
+// Kind is what a change does.
+type Kind string
+
+const (
+	StopUnit    Kind = "stop unit"
+	RemoveUser  Kind = "remove user"
+	CreateUser  Kind = "create user"
+	EnsurePath  Kind = "fix path"
+	Firewall    Kind = "replace firewall"
+	StartUnit   Kind = "start unit"
+	RestartUnit Kind = "restart unit"
+)
+
+// order is the apply order: stop what goes before its user and its
+// firewall rules go, and start nothing before its user, dirs and rules exist.
+var order = map[Kind]int{StopUnit: 0, RemoveUser: 1, CreateUser: 2, EnsurePath: 3, Firewall: 4, StartUnit: 5, RestartUnit: 5}
+
+// Change is one step of a plan.
+type Change struct {
+	Kind   Kind
+	Target string // unit, user, path or table name
+	Why    string
+}
+
+// Plan is the ordered list of changes that makes the host match Desired.
+type Plan struct{ Changes []Change }
+
+// Empty reports whether the host already matches.
+func (p Plan) Empty() bool { return len(p.Changes) == 0 }
+
+// Count returns how many changes are of kind k.
+func (p Plan) Count(k Kind) int {
+	n := 0
+	for _, c := range p.Changes {
+		if c.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func (p Plan) String() string {
+	if p.Empty() {
+		return "nothing to do: the host matches the spec\n"
+	}
+	var b strings.Builder
+	for _, c := range p.Changes {
+		fmt.Fprintf(&b, "%-16s %s (%s)\n", c.Kind, c.Target, c.Why)
+	}
+	return b.String()
+}
+
+// Diff lists what must change on a host in state c to reach d.
+func Diff(d Desired, c Current) Plan {
+	var p Plan
+	add := func(k Kind, target, why string) { p.Changes = append(p.Changes, Change{k, target, why}) }
+
+	wantUnit := map[string]bool{}
+	for _, u := range d.Units {
+		wantUnit[u.Name] = true
+	}
+	for _, name := range sortedKeys(c.Units) {
+		if !wantUnit[name] {
+			add(StopUnit, name, "agent not in spec")
+		}
+	}
+
+	wantAcct := map[string]users.Account{}
+	for _, a := range d.Accounts {
+		wantAcct[a.Name] = a
+	}
+	uidMoved := map[string]bool{}
+	for _, name := range sortedKeys(c.Accounts) {
+		got, want := c.Accounts[name], wantAcct[name]
+		_, ok := wantAcct[name]
+		switch {
+		case !ok:
+			add(RemoveUser, name, "agent not in spec")
+		case got.UID != want.UID:
+			add(RemoveUser, name, fmt.Sprintf("uid %d, want %d", got.UID, want.UID))
+			uidMoved[name] = true
+		}
+	}
+	for _, a := range d.Accounts {
+		if _, ok := c.Accounts[a.Name]; !ok || uidMoved[a.Name] {
+			add(CreateUser, a.Name, fmt.Sprintf("uid %d", a.UID))
+		}
+	}
+
+	for _, pth := range d.Paths {
+		if why, bad := c.BadPaths[pth.Path]; bad {
+			add(EnsurePath, pth.Path, why)
+		}
+	}
+	if !c.FirewallOK {
+		add(Firewall, "inet flock", "table missing or not as planned")
+	}
+
+	for i, u := range d.Units {
+		st, ok := c.Units[u.Name]
+		user := spec.UserName(d.Flock.Agents[i].ID)
+		switch {
+		case !ok:
+			add(StartUnit, u.Name, "not running")
+		case uidMoved[user]:
+			add(RestartUnit, u.Name, "its user's uid changed")
+		case st.Hash != u.Hash:
+			add(RestartUnit, u.Name, "configuration changed")
+		case st.ActiveState == "inactive" || st.ActiveState == "failed":
+			add(StartUnit, u.Name, st.ActiveState)
+		}
+	}
+	sort.SliceStable(p.Changes, func(i, j int) bool { return order[p.Changes[i].Kind] < order[p.Changes[j].Kind] })
+	return p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,78 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/spec"
+)
+
+// Remove deprovisions the agents with the given ids from a host whose
+// applied flock is f: units stop first, then the firewall forgets their
+// uids, then their users go. With purge their directories and logs go too.
+// It returns the flock that remains.
+func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (*spec.Flock, error) {
+	gone := map[int]bool{}
+	for _, id := range ids {
+		gone[id] = true
+	}
+	rest := *f
+	rest.Agents = nil
+	var names, paths []string
+	for _, a := range f.Agents {
+		if !gone[a.ID] {
+			rest.Agents = append(rest.Agents, a)
+			continue
+		}
+		if err := h.Units.Stop(ctx, spec.UnitName(a.ID)); err != nil {
+			return nil, fmt.Errorf("stopping %s: %w", spec.UnitName(a.ID), err)
+		}
+		names = append(names, spec.UserName(a.ID))
+		paths = append(paths, f.AgentDir(a.ID), f.LogPath(a.ID))
+	}
+	if len(rest.Agents) > 0 {
+		if err := h.Firewall.Ensure(ctx, netpolicy.ForFlock(&rest)); err != nil {
+			return nil, fmt.Errorf("replacing table inet flock: %w", err)
+		}
+	} else if err := h.Firewall.Remove(ctx); err != nil {
+		return nil, fmt.Errorf("removing table inet flock: %w", err)
+	}
+	if err := h.Users.RemoveAccounts(ctx, names); err != nil {
+		return nil, fmt.Errorf("removing users: %w", err)
+	}
+	if purge {
+		if err := h.Users.RemovePaths(ctx, paths); err != nil {
+			return nil, fmt.Errorf("removing directories: %w", err)
+		}
+	}
+	return &rest, nil
+}
+
+// RemoveAll deprovisions everything of flock on the host: every
+// flock-agent@ unit, table inet flock, every flock user and group and the
+// sysusers drop-in; with purge also root (the agents' directories, logs and
+// the shared directory).
+func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
+	sts, err := h.Units.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing flock units: %w", err)
+	}
+	for _, s := range sts {
+		if err := h.Units.Stop(ctx, s.Name); err != nil {
+			return fmt.Errorf("stopping %s: %w", s.Name, err)
+		}
+	}
+	if err := h.Firewall.Remove(ctx); err != nil {
+		return fmt.Errorf("removing table inet flock: %w", err)
+	}
+	if err := h.Users.RemoveAll(ctx); err != nil {
+		return fmt.Errorf("removing flock users: %w", err)
+	}
+	if purge && root != "" {
+		if err := h.Users.RemovePaths(ctx, []string{root}); err != nil {
+			return fmt.Errorf("removing %s: %w", root, err)
+		}
+	}
+	return nil
+}

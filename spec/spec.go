@@ -1,0 +1,146 @@
+// Package spec is flock.yaml: the operator's desired flock as plain data.
+// Parse decodes strictly and validates; everything it returns is defaulted
+// and safe to plan from. It touches nothing on the host.
+package spec
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// Level is how strongly an agent is isolated.
+type Level string
+
+const (
+	LevelProcess Level = "process"
+	LevelPodman  Level = "podman"
+	LevelGVisor  Level = "gvisor"
+)
+
+// Label is the honest wording of what a level gives.
+func (l Level) Label() string {
+	switch l {
+	case LevelPodman:
+		return "sandboxed (podman)"
+	case LevelGVisor:
+		return "sandboxed (gVisor)"
+	default:
+		return "process isolation with guardrails"
+	}
+}
+
+// Role decides what an agent may say and hear on the bus.
+type Role string
+
+const (
+	RoleOrchestrator Role = "orchestrator"
+	RoleWorker       Role = "worker"
+	RoleMonitor      Role = "monitor"
+)
+
+// Access is an agent's access to the shared directory.
+type Access string
+
+const (
+	AccessRO Access = "ro"
+	AccessRW Access = "rw"
+)
+
+// Defaults of the seed runtime.
+const (
+	DefaultRoot       = "/srv/flock"
+	DefaultUIDBase    = 2000000000 // 0x7735_9400: above every range systemd and useradd hand out
+	DefaultBusHost    = "127.0.0.1"
+	DefaultBusPort    = 4222
+	DefaultMemory     = 256 << 20
+	DefaultCPUPercent = 50
+	DefaultTasks      = 50
+	// MaxID bounds agent ids so uid_base+id stays inside one 16-bit block.
+	MaxID = 65535
+)
+
+// Flock is a validated, fully defaulted spec.
+type Flock struct {
+	Root    string // absolute; holds agents/, common/, logs/
+	UIDBase uint32 // agent N gets uid and gid UIDBase+N
+	Bus     Bus
+	Agents  []Agent // sorted by ID, ids unique
+}
+
+// Bus is where agents reach the embedded NATS server.
+type Bus struct {
+	Host string
+	Port int
+}
+
+// URL is the NATS_URL handed to agents.
+func (b Bus) URL() string { return "nats://" + b.Host + ":" + strconv.Itoa(b.Port) }
+
+// Agent is one agent, defaults applied.
+type Agent struct {
+	ID      int
+	Role    Role
+	Level   Level
+	Command []string // empty: flock-agent's own default program
+	Limits  Limits
+	Common  Access   // access to <root>/common
+	Egress  []string // extra destinations, "host:port[/proto]" or "cidr:port[/proto]"
+}
+
+// Limits are enforced by the agent's cgroup.
+type Limits struct {
+	MemoryBytes uint64
+	CPUPercent  int // of one CPU; 200 = two CPUs
+	Tasks       int
+}
+
+// UserName is the Unix user (and group) of agent id.
+func UserName(id int) string { return "flock-" + strconv.Itoa(id) }
+
+// UnitName is the systemd unit of agent id.
+func UnitName(id int) string { return "flock-agent@" + strconv.Itoa(id) + ".service" }
+
+// SharedGroup holds every agent; it owns the shared directory.
+const SharedGroup = "flock"
+
+// UID of agent id.
+func (f *Flock) UID(id int) uint32 { return f.UIDBase + uint32(id) }
+
+// AgentsDir holds one private directory per agent.
+func (f *Flock) AgentsDir() string { return filepath.Join(f.Root, "agents") }
+
+// AgentDir is agent id's private directory, also its home.
+func (f *Flock) AgentDir(id int) string { return filepath.Join(f.Root, "agents", strconv.Itoa(id)) }
+
+// CommonDir is the directory shared by all agents.
+func (f *Flock) CommonDir() string { return filepath.Join(f.Root, "common") }
+
+// LogsDir holds one log file per agent.
+func (f *Flock) LogsDir() string { return filepath.Join(f.Root, "logs") }
+
+// LogPath is agent id's log file.
+func (f *Flock) LogPath(id int) string { return filepath.Join(f.Root, "logs", strconv.Itoa(id)+".log") }
+
+// Agent returns the agent with the given id.
+func (f *Flock) Agent(id int) (Agent, bool) {
+	for _, a := range f.Agents {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+// FieldError is one problem in a spec: where it is and how to fix it.
+type FieldError struct {
+	Path string // e.g. agents[2].limits.memory
+	Msg  string // e.g. `"256 MB" is not a size; write 256M`
+}
+
+func (e *FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
+}

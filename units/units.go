@@ -1,0 +1,55 @@
+// Package units owns the systemd side of a flock: the hardened property set
+// of each agent's transient unit flock-agent@<id>.service, started and
+// stopped over D-Bus.
+package units
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Prefix is the name every agent unit starts with; nothing else is ours.
+const Prefix = "flock-agent@"
+
+// Property is one unit property as systemd names it, with a Go value of the
+// D-Bus type systemd expects for it.
+type Property struct {
+	Name  string
+	Value any
+}
+
+// Unit is a transient unit as flock wants it.
+type Unit struct {
+	Name        string // flock-agent@3.service
+	Description string // ends with the hash, so drift is seen from the host
+	Properties  []Property
+	Hash        string // of Properties; equal hash, nothing to do
+}
+
+// Status is a flock unit as the host has it.
+type Status struct {
+	Name        string
+	ActiveState string // systemd's: active, failed, inactive, activating...
+	SubState    string
+	Hash        string // parsed from Description; "" if not ours or unknown
+	ActiveEnter time.Time
+	MainPID     uint32
+}
+
+// ErrNoSystemd means there is no systemd to talk to.
+var ErrNoSystemd = errors.New("no systemd to talk to")
+
+// Manager is the OS boundary of this package. The real one speaks D-Bus to
+// systemd; Fake keeps units in memory for planner tests.
+type Manager interface {
+	// List returns every loaded unit whose name starts with Prefix.
+	List(ctx context.Context) ([]Status, error)
+	// Start starts u as a transient unit, first stopping a unit of the same
+	// name, and waits for systemd's job to finish.
+	Start(ctx context.Context, u Unit) error
+	// Stop stops the named unit and clears a failed state so it is gone.
+	// A unit that does not exist is not an error.
+	Stop(ctx context.Context, name string) error
+	Close()
+}
