@@ -1,0 +1,164 @@
+// Command probe is the hostile agent of the system tests. Provisioned as an
+// agent's command (`probe serve`), it runs inside the real unit with every
+// protection applied, and does what the test asks through files in its own
+// directory: the colluder opens channels and keeps them open, the attacker
+// tries to use them. Each request gets one result, so every attempt is
+// reported on its own, with how long it took.
+//
+//	probe serve          watch $HOME/probe/in/*.json, answer in $HOME/probe/out/
+//	probe attempt JSON   run one request now and print its result (root's
+//	                     positive controls, run from outside the unit)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Request is one operation. Fields beyond Op are per operation.
+type Request struct {
+	Op   string `json:"op"`
+	Addr string `json:"addr,omitempty"` // host:port, or a UNIX path ("@name" is abstract)
+	Path string `json:"path,omitempty"`
+	Data string `json:"data,omitempty"`
+	Mode string `json:"mode,omitempty"` // octal, e.g. "0666"; empty: leave to the umask
+	Key  int    `json:"key,omitempty"`  // SysV IPC key
+	Name string `json:"name,omitempty"` // POSIX mqueue name, e.g. /flock-collude
+	PID  int    `json:"pid,omitempty"`
+	Sig  int    `json:"sig,omitempty"`
+}
+
+// Result is what a request did. For an attack, OK means the channel worked.
+type Result struct {
+	OK        bool    `json:"ok"`
+	Err       string  `json:"err"`
+	Detail    string  `json:"detail"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+}
+
+// attemptTimeout bounds every operation: a hung attempt is a failed one,
+// and the test sees how long it hung.
+const attemptTimeout = 2 * time.Second
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	switch os.Args[1] {
+	case "serve":
+		if err := serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(1)
+		}
+	case "attempt":
+		if len(os.Args) != 3 {
+			usage()
+		}
+		var req Request
+		if err := json.Unmarshal([]byte(os.Args[2]), &req); err != nil {
+			fmt.Fprintln(os.Stderr, "probe: request:", err)
+			os.Exit(2)
+		}
+		out, _ := json.Marshal(run(req))
+		fmt.Println(string(out))
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON")
+	os.Exit(2)
+}
+
+// run executes req with a deadline. An operation that outlives it keeps
+// its goroutine (the process is a throw-away probe) but is reported failed.
+func run(req Request) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan Result, 1)
+	go func() {
+		detail, err := dispatch(ctx, req)
+		r := Result{OK: err == nil, Detail: detail}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		done <- r
+	}()
+	var r Result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		r = Result{Err: fmt.Sprintf("timed out after %s", attemptTimeout)}
+	}
+	r.ElapsedMS = float64(time.Since(start).Microseconds()) / 1000
+	return r
+}
+
+// serve answers requests until killed. Requests arrive by rename, so a
+// *.json file is always complete; anything else in in/ is ignored.
+func serve() error {
+	home := os.Getenv("HOME")
+	if home == "" {
+		return errors.New("HOME is not set")
+	}
+	base := filepath.Join(home, "probe")
+	in, out := filepath.Join(base, "in"), filepath.Join(base, "out")
+	for _, d := range []string{in, out} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// ready tells the test we are up, and which PID we are.
+	ready := fmt.Sprintf("{\"pid\":%d,\"uid\":%d}\n", os.Getpid(), os.Getuid())
+	if err := writeAtomic(filepath.Join(base, "ready"), []byte(ready)); err != nil {
+		return err
+	}
+	for {
+		names, err := filepath.Glob(filepath.Join(in, "*.json"))
+		if err != nil {
+			return err
+		}
+		sort.Strings(names) // the test numbers requests; order matters for colluders
+		for _, p := range names {
+			answer(p, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func answer(reqPath, outDir string) {
+	var r Result
+	var req Request
+	data, err := os.ReadFile(reqPath)
+	if err == nil {
+		err = json.Unmarshal(data, &req)
+	}
+	if err != nil {
+		r = Result{Err: "bad request: " + err.Error()}
+	} else {
+		r = run(req)
+	}
+	b, _ := json.Marshal(r)
+	name := strings.TrimSuffix(filepath.Base(reqPath), ".json")
+	if err := writeAtomic(filepath.Join(outDir, name+".json"), b); err != nil {
+		fmt.Fprintln(os.Stderr, "probe: answer:", err)
+	}
+	os.Remove(reqPath)
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
