@@ -53,6 +53,9 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		go udpEcho(pc)
 		return pc.LocalAddr().String(), nil
 	case "listen-unix": // Go's "@name" is an abstract socket
+		if !strings.HasPrefix(r.Addr, "@") {
+			os.Remove(r.Addr) // a stale socket from an earlier run
+		}
 		l, err := net.Listen("unix", r.Addr)
 		if err != nil {
 			return "", err
