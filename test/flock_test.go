@@ -1,0 +1,294 @@
+package test
+
+// Helpers shared by the system tests: provisioning a spec inside a booted
+// machine, reading flockctl's and systemd's view of it, and driving the
+// probe agents through files in their own directories.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/harness"
+)
+
+const (
+	specPath  = "/root/flock.yaml"
+	probeBin  = "/usr/local/bin/probe"
+	agentsDir = "/srv/flock/agents"
+	cmdWait   = 2 * time.Minute // bound on any one command in the machine
+)
+
+// run runs argv in the machine and returns its output and error, bounded.
+func run(t *testing.T, m *harness.Machine, argv ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdWait)
+	defer cancel()
+	return m.Run(ctx, argv...)
+}
+
+// mustRun runs argv and fails the test unless it exits 0.
+func mustRun(t *testing.T, m *harness.Machine, argv ...string) string {
+	t.Helper()
+	out, errOut, err := run(t, m, argv...)
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(argv, " "), err, out, errOut)
+	}
+	return out
+}
+
+// writeSpec puts spec where provision reads it.
+func writeSpec(t *testing.T, m *harness.Machine, spec string) {
+	t.Helper()
+	if err := m.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatalf("write spec: %v", err)
+	}
+}
+
+// provision applies spec and fails the test if flockctl does not succeed.
+func provision(t *testing.T, m *harness.Machine, spec string) {
+	t.Helper()
+	writeSpec(t, m, spec)
+	mustRun(t, m, "flockctl", "provision", "-f", specPath)
+}
+
+// agentStatus is one row of `flockctl status --output json`.
+type agentStatus struct {
+	ID    int    `json:"id"`
+	User  string `json:"user"`
+	UID   uint32 `json:"uid"`
+	Unit  string `json:"unit"`
+	State string `json:"state"`
+	Level string `json:"level"`
+	Label string `json:"label"`
+}
+
+func status(t *testing.T, m *harness.Machine) []agentStatus {
+	t.Helper()
+	out := mustRun(t, m, "flockctl", "status", "--output", "json")
+	var st []agentStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("flockctl status --output json: %v\n%s", err, out)
+	}
+	return st
+}
+
+// waitActive waits until flockctl reports exactly the agents ids, all active.
+func waitActive(t *testing.T, m *harness.Machine, ids ...int) []agentStatus {
+	t.Helper()
+	var st []agentStatus
+	m.Eventually(t, 30*time.Second, func() error {
+		st = status(t, m)
+		var got []int
+		for _, a := range st {
+			if a.State != "active" {
+				return fmt.Errorf("agent %d (%s) is %q", a.ID, a.Unit, a.State)
+			}
+			got = append(got, a.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ids) {
+			return fmt.Errorf("agents %v, want %v", got, ids)
+		}
+		return nil
+	})
+	return st
+}
+
+// unitRun is what tells one run of a unit from the next.
+type unitRun struct {
+	ActiveEnter string // ActiveEnterTimestampMonotonic
+	MainPID     string
+}
+
+func unitRunOf(t *testing.T, m *harness.Machine, id int) unitRun {
+	t.Helper()
+	out := mustRun(t, m, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "-p", "MainPID", unitName(id))
+	p := parseProps(out)
+	return unitRun{ActiveEnter: p["ActiveEnterTimestampMonotonic"], MainPID: p["MainPID"]}
+}
+
+func unitRuns(t *testing.T, m *harness.Machine, ids ...int) map[int]unitRun {
+	t.Helper()
+	r := map[int]unitRun{}
+	for _, id := range ids {
+		r[id] = unitRunOf(t, m, id)
+	}
+	return r
+}
+
+// unitProp reads one property of an agent's unit.
+func unitProp(t *testing.T, m *harness.Machine, id int, prop string) string {
+	t.Helper()
+	return parseProps(mustRun(t, m, "systemctl", "show", "-p", prop, unitName(id)))[prop]
+}
+
+func parseProps(out string) map[string]string {
+	p := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			p[k] = v
+		}
+	}
+	return p
+}
+
+func unitName(id int) string { return "flock-agent@" + strconv.Itoa(id) + ".service" }
+
+var exposureRe = regexp.MustCompile(`Overall exposure level for \S+: ([0-9]+(?:\.[0-9]+)?)`)
+
+// exposure is systemd-analyze security's overall score of an agent's unit.
+func exposure(t *testing.T, m *harness.Machine, id int) float64 {
+	t.Helper()
+	// systemd-analyze exits non-zero only with --threshold; parse either way.
+	out, errOut, err := run(t, m, "systemd-analyze", "security", "--no-pager", unitName(id))
+	mm := exposureRe.FindStringSubmatch(out + errOut)
+	if mm == nil {
+		t.Fatalf("systemd-analyze security %s: no overall exposure (err %v)\n%s\n%s", unitName(id), err, out, errOut)
+	}
+	v, _ := strconv.ParseFloat(mm[1], 64)
+	return v
+}
+
+// hostSnapshot is everything a bad spec must leave untouched.
+func hostSnapshot(t *testing.T, m *harness.Machine) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	for name, argv := range map[string][]string{
+		"passwd":   {"cat", "/etc/passwd"},
+		"group":    {"cat", "/etc/group"},
+		"sysusers": {"ls", "-la", "/etc/sysusers.d"},
+		"units":    {"systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"},
+		"nft":      {"nft", "list", "ruleset"},
+		"srv":      {"ls", "-laR", "--time-style=full-iso", "/srv"},
+	} {
+		out, errOut, err := run(t, m, argv...)
+		snap[name] = fmt.Sprintf("%s\n%s\nerr=%v", out, errOut, err)
+	}
+	return snap
+}
+
+// assertNothingLeft checks that no trace of flock remains on the machine.
+func assertNothingLeft(t *testing.T, m *harness.Machine) {
+	t.Helper()
+	for _, db := range []string{"passwd", "group"} {
+		out, _, _ := run(t, m, "getent", db)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "flock") {
+				t.Errorf("getent %s still has %q", db, l)
+			}
+		}
+	}
+	if out, _, _ := run(t, m, "systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"); strings.TrimSpace(out) != "" {
+		t.Errorf("units left:\n%s", out)
+	}
+	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/srv/flock"} {
+		if _, _, err := run(t, m, "test", "!", "-e", p); err != nil {
+			t.Errorf("%s still exists", p)
+		}
+	}
+	if out, _, err := run(t, m, "nft", "list", "table", "inet", "flock"); err == nil {
+		t.Errorf("table inet flock still exists:\n%s", out)
+	}
+	// No process may outlive its agent: uids from the agent range.
+	out := mustRun(t, m, "ps", "-eo", "uid=,pid=,comm=")
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 {
+			if uid, _ := strconv.ParseUint(f[0], 10, 32); uid >= 2000000000 {
+				t.Errorf("agent process left: %s", l)
+			}
+		}
+	}
+}
+
+// probe drives one `probe serve` agent through its directory.
+type probe struct {
+	m   *harness.Machine
+	id  int
+	pid int // of the probe inside its unit; agents share the PID namespace
+}
+
+var probeSeq atomic.Int64
+
+// startedProbe waits until agent id's probe is up and returns it.
+func startedProbe(t *testing.T, m *harness.Machine, id int) *probe {
+	t.Helper()
+	ready := path.Join(agentsDir, strconv.Itoa(id), "probe", "ready")
+	var info struct{ PID int }
+	m.Eventually(t, 30*time.Second, func() error {
+		b, err := m.ReadFile(ready)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &info)
+	})
+	return &probe{m: m, id: id, pid: info.PID}
+}
+
+// probeResult is what the probe reports for one request.
+type probeResult struct {
+	OK        bool    `json:"ok"`
+	Err       string  `json:"err"`
+	Detail    string  `json:"detail"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+}
+
+func (r probeResult) String() string {
+	if r.OK {
+		return fmt.Sprintf("ok in %.1f ms: %s", r.ElapsedMS, r.Detail)
+	}
+	return fmt.Sprintf("refused in %.1f ms: %s", r.ElapsedMS, r.Err)
+}
+
+// do has the agent run req from inside its unit and returns the result.
+// Requests are written beside the inbox and renamed in, so the probe never
+// reads half a request.
+func (p *probe) do(t *testing.T, req map[string]any) probeResult {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%06d", probeSeq.Add(1))
+	base := path.Join(agentsDir, strconv.Itoa(p.id), "probe")
+	tmp := path.Join(base, "in", name+".tmp")
+	if err := p.m.WriteFile(tmp, body, 0o644); err != nil {
+		t.Fatalf("agent %d request %s: %v", p.id, body, err)
+	}
+	mustRun(t, p.m, "mv", tmp, path.Join(base, "in", name+".json"))
+	var r probeResult
+	p.m.Eventually(t, 10*time.Second, func() error {
+		b, err := p.m.ReadFile(path.Join(base, "out", name+".json"))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &r)
+	})
+	return r
+}
+
+// asRootInside runs the same request as root from outside the unit, in the
+// mount and IPC namespaces of process pid (an agent's), without its user,
+// seccomp, Landlock or firewall: the positive control that shows a refused
+// attempt was refused by the isolation and not by a broken probe.
+func asRootInside(t *testing.T, m *harness.Machine, pid int, req map[string]any) probeResult {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, m, "nsenter", "-t", strconv.Itoa(pid), "-m", "-i", "--", probeBin, "attempt", string(body))
+	var r probeResult
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		t.Fatalf("root control %s: %v (%v)\n%s\n%s", body, errors.Join(err, jerr), err, out, errOut)
+	}
+	return r
+}
