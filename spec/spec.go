@@ -5,6 +5,8 @@ package spec
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 )
@@ -75,7 +77,7 @@ type Bus struct {
 }
 
 // URL is the NATS_URL handed to agents.
-func (b Bus) URL() string { return "nats://" + b.Host + ":" + strconv.Itoa(b.Port) }
+func (b Bus) URL() string { return "nats://" + net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
 
 // Agent is one agent, defaults applied.
 type Agent struct {
@@ -85,7 +87,15 @@ type Agent struct {
 	Command []string // empty: flock-agent's own default program
 	Limits  Limits
 	Common  Access   // access to <root>/common
-	Egress  []string // extra destinations, "host:port[/proto]" or "cidr:port[/proto]"
+	Egress  []Egress // extra destinations its sockets may reach
+}
+
+// Egress is one destination an agent may reach besides the bus, written
+// "10.1.2.3:443", "192.0.2.0/24:53/udp" or "[2001:db8::1]:443" in a spec.
+type Egress struct {
+	Prefix netip.Prefix // a single address is a /32 or /128
+	Port   uint16       // 0: any port
+	Proto  string       // "tcp" or "udp"
 }
 
 // Limits are enforced by the agent's cgroup.

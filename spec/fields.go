@@ -1,0 +1,298 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// agentFields applies the fields an agent (or defaults, or the count form)
+// sets over base. An agent's own field replaces the default one; limits
+// replace field by field.
+func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) Agent {
+	a := base
+	a.Egress = append([]Egress(nil), base.Egress...)
+	a.Command = append([]string(nil), base.Command...)
+	if n, ok := fs["role"]; ok {
+		a.Role = w.role(n, join(path, "role"))
+	}
+	if n, ok := fs["level"]; ok {
+		a.Level = w.level(n, join(path, "level"))
+	}
+	if n, ok := fs["command"]; ok {
+		a.Command = w.command(n, join(path, "command"))
+	}
+	if n, ok := fs["limits"]; ok {
+		a.Limits = w.limits(n, join(path, "limits"), a.Limits)
+	}
+	if n, ok := fs["common"]; ok {
+		a.Common = w.access(n, join(path, "common"))
+	}
+	if n, ok := fs["egress"]; ok {
+		a.Egress = w.egress(n, join(path, "egress"))
+	}
+	return a
+}
+
+func (w *walker) role(n *yaml.Node, path string) Role {
+	s, ok := w.str(n, path, "worker")
+	switch r := Role(s); r {
+	case RoleOrchestrator, RoleWorker, RoleMonitor:
+		return r
+	}
+	if ok {
+		w.fail(path, "%q is not a role; choose orchestrator, worker or monitor", s)
+	}
+	return RoleWorker
+}
+
+func (w *walker) level(n *yaml.Node, path string) Level {
+	s, ok := w.str(n, path, "process")
+	switch l := Level(s); l {
+	case LevelProcess:
+		return l
+	case LevelPodman, LevelGVisor:
+		w.fail(path, "%s is not yet supported by this flockctl (it is planned); use level: process", l)
+		return l
+	}
+	if ok {
+		w.fail(path, "%q is not a level; choose process, podman or gvisor", s)
+	}
+	return LevelProcess
+}
+
+func (w *walker) access(n *yaml.Node, path string) Access {
+	s, ok := w.str(n, path, "ro")
+	switch a := Access(s); a {
+	case AccessRO, AccessRW:
+		return a
+	}
+	if ok {
+		w.fail(path, "%q is not an access; choose ro (read-only, the default) or rw", s)
+	}
+	return AccessRO
+}
+
+const commandExample = `["/usr/bin/python3", "agent.py"]`
+
+func (w *walker) command(n *yaml.Node, path string) []string {
+	if n.Kind == yaml.ScalarNode && !isNull(n) {
+		w.fail(path, "%s is a string; write the command as an argv list, e.g. %s", kindName(n), commandExample)
+		return nil
+	}
+	argv, ok := w.strList(n, path, commandExample)
+	if !ok {
+		return nil
+	}
+	if len(argv) == 0 {
+		w.fail(path, "is empty; give an argv list such as %s, or leave command out to run flock-agent's own program", commandExample)
+		return nil
+	}
+	if argv[0] == "" {
+		w.fail(index(path, 0), "is empty; name the program to run, e.g. /usr/bin/python3")
+	}
+	for i, arg := range argv {
+		if strings.ContainsRune(arg, 0) {
+			w.fail(index(path, i), "holds a NUL byte, which no program can receive; remove it")
+		}
+	}
+	return argv
+}
+
+func (w *walker) limits(n *yaml.Node, path string, base Limits) Limits {
+	fs, ok := w.fields(n, path, "memory", "cpu", "tasks")
+	if !ok {
+		return base
+	}
+	l := base
+	if m, ok := fs["memory"]; ok {
+		l.MemoryBytes = w.memory(m, join(path, "memory"))
+	}
+	if c, ok := fs["cpu"]; ok {
+		l.CPUPercent = w.cpu(c, join(path, "cpu"))
+	}
+	if t, ok := fs["tasks"]; ok {
+		v, _ := w.integer(t, join(path, "tasks"), "a number of processes and threads", 1, 1<<22)
+		l.Tasks = int(v)
+	}
+	return l
+}
+
+var sizeRe = regexp.MustCompile(`^([0-9]+)([KMGT]?)$`)
+
+// memory reads a size the way systemd writes one: bytes, or K/M/G/T,
+// 1024-based.
+func (w *walker) memory(n *yaml.Node, path string) uint64 {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		w.fail(path, "is %s; write a size such as 256M", kindName(n))
+		return 0
+	}
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		w.fail(path, "%s", err)
+		return 0
+	}
+	if v < MinMemory {
+		w.fail(path, "%s is too little for an agent; give at least 16M", n.Value)
+	}
+	return v
+}
+
+// ParseSize reads "256M"-style sizes; its error says how to write one.
+func ParseSize(s string) (uint64, error) {
+	m := sizeRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size; write %s", s, sizeFix(s))
+	}
+	v, err := strconv.ParseUint(m[1], 10, 64)
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m[2]]
+	if err != nil || v > (1<<63)>>shift {
+		return 0, fmt.Errorf("%q is too large; write at most 8192T", s)
+	}
+	return v << shift, nil
+}
+
+var looseSizeRe = regexp.MustCompile(`^\s*([0-9]+)\s*([kKmMgGtT])(?:i?[bB])?\s*$`)
+
+// sizeFix guesses what a wrong size meant ("256 MB" -> 256M).
+func sizeFix(s string) string {
+	if m := looseSizeRe.FindStringSubmatch(s); m != nil {
+		return m[1] + strings.ToUpper(m[2])
+	}
+	return "a whole number of bytes, or of K, M, G or T (1024-based), e.g. 256M"
+}
+
+var cpuRe = regexp.MustCompile(`^([0-9]+)%$`)
+
+// cpu reads a percentage of one CPU; 200% is two.
+func (w *walker) cpu(n *yaml.Node, path string) int {
+	m := cpuRe.FindStringSubmatch(n.Value)
+	if n.Kind != yaml.ScalarNode || m == nil {
+		fix := "a percentage of one CPU, e.g. 50% (200% is two CPUs)"
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+			fix = n.Value + "%"
+		}
+		w.fail(path, "%s is not a CPU share; write %s", kindName(n), fix)
+		return 0
+	}
+	v, err := strconv.Atoi(m[1])
+	if err != nil || v < 1 || v > 100000 {
+		w.fail(path, "%s is out of range; write from 1%% to 100000%%", n.Value)
+		return 0
+	}
+	return v
+}
+
+const egressExample = `["10.1.2.3:443", "192.0.2.0/24:53/udp"]`
+
+func (w *walker) egress(n *yaml.Node, path string) []Egress {
+	items, ok := w.strList(n, path, egressExample)
+	if !ok {
+		return nil
+	}
+	out := make([]Egress, 0, len(items))
+	for i, s := range items {
+		e, err := ParseEgress(s)
+		if err != nil {
+			w.fail(index(path, i), "%s", err)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// ParseEgress reads "ADDR[/BITS]:PORT[/PROTO]" ("[V6[/BITS]]:PORT" for
+// IPv6); PORT may be * for any, PROTO is tcp (the default) or udp.
+func ParseEgress(s string) (Egress, error) {
+	bad := func(why string) (Egress, error) {
+		return Egress{}, fmt.Errorf("%q %s; write an address or CIDR with a port, e.g. 10.1.2.3:443, 192.0.2.0/24:53/udp or [2001:db8::1]:443", s, why)
+	}
+	e := Egress{Proto: "tcp"}
+	rest := s
+	if i := strings.LastIndex(rest, "/"); i > strings.LastIndexAny(rest, ":]") {
+		e.Proto, rest = rest[i+1:], rest[:i]
+		if e.Proto != "tcp" && e.Proto != "udp" {
+			return bad("has protocol " + strconv.Quote(e.Proto) + ", not tcp or udp")
+		}
+	}
+	i := strings.LastIndex(rest, ":")
+	if i < 0 {
+		return bad("has no port")
+	}
+	host, port := rest[:i], rest[i+1:]
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	} else if strings.Contains(host, ":") {
+		return bad("is an IPv6 address without brackets")
+	}
+	if port != "*" {
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 {
+			return bad("has port " + strconv.Quote(port) + ", not 1-65535 or *")
+		}
+		e.Port = uint16(p)
+	}
+	if strings.Contains(host, "/") {
+		pfx, err := netip.ParsePrefix(host)
+		if err != nil {
+			return bad("is not an address (host names are not resolved)")
+		}
+		if pfx.Masked() != pfx {
+			return bad("has host bits set in its CIDR; write " + pfx.Masked().String())
+		}
+		e.Prefix = pfx
+		return e, nil
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil || addr.Zone() != "" {
+		return bad("is not an address (host names are not resolved)")
+	}
+	e.Prefix = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+	return e, nil
+}
+
+// String writes e the way a spec does.
+func (e Egress) String() string {
+	host := e.Prefix.String()
+	if e.Prefix.IsSingleIP() {
+		host = e.Prefix.Addr().String()
+	}
+	if e.Prefix.Addr().Is6() {
+		host = "[" + host + "]"
+	}
+	port := "*"
+	if e.Port != 0 {
+		port = strconv.Itoa(int(e.Port))
+	}
+	return host + ":" + port + "/" + e.Proto
+}
+
+// listen reads the bus address: loopback only, so the bus is never
+// reachable from outside the host.
+func (w *walker) listen(n *yaml.Node, path string) Bus {
+	def := Bus{Host: DefaultBusHost, Port: DefaultBusPort}
+	s, ok := w.str(n, path, "127.0.0.1:4222")
+	if !ok {
+		return def
+	}
+	ap, err := netip.ParseAddrPort(s)
+	switch {
+	case err != nil:
+		w.fail(path, "%q is not an address and port; write e.g. 127.0.0.1:4222", s)
+		return def
+	case !ap.Addr().IsLoopback():
+		w.fail(path, "%q is not a loopback address; the bus listens on loopback only, e.g. 127.0.0.1:4222", s)
+		return def
+	case ap.Port() == 0:
+		w.fail(path, "%q has no port; write e.g. 127.0.0.1:4222", s)
+		return def
+	}
+	return Bus{Host: ap.Addr().String(), Port: int(ap.Port())}
+}
+
+func parseInt(s string) (int64, error) { return strconv.ParseInt(s, 0, 64) }
