@@ -38,8 +38,12 @@ var ErrNotOurs = errors.New("held by something flock did not create")
 // /etc/sysusers.d/flock.conf and runs systemd-sysusers, userdel, groupdel;
 // Fake keeps state in memory for planner tests.
 type Host interface {
-	// Accounts lists the flock accounts (and the shared group) present now.
+	// Accounts lists flock's agent accounts present now, each with the
+	// groups it is in.
 	Accounts(ctx context.Context) ([]Account, error)
+	// Claim reports (wrapping ErrNotOurs) every name or id these accounts
+	// need that something other than flock holds. It changes nothing.
+	Claim(ctx context.Context, shared Group, accounts []Account) error
 	// EnsureAccounts makes the drop-in hold exactly these accounts plus the
 	// shared group, and creates any that are missing. Idempotent.
 	EnsureAccounts(ctx context.Context, shared Group, accounts []Account) error

@@ -1,0 +1,125 @@
+package users
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Fake is an in-memory Host for planner tests.
+type Fake struct {
+	mu       sync.Mutex
+	accounts map[string]Account
+	shared   *Group
+	paths    map[string]Path
+	// Foreign are names held by someone else; Claim refuses them.
+	Foreign map[string]bool
+}
+
+// NewFake returns an empty host.
+func NewFake() *Fake {
+	return &Fake{accounts: map[string]Account{}, paths: map[string]Path{}, Foreign: map[string]bool{}}
+}
+
+var _ Host = (*Fake)(nil)
+
+func (f *Fake) Accounts(ctx context.Context) ([]Account, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Account, 0, len(f.accounts))
+	for _, a := range f.accounts {
+		if f.shared == nil { // the shared group is gone: nobody is in it
+			a.Groups = nil
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out, nil
+}
+
+func (f *Fake) Claim(ctx context.Context, shared Group, accts []Account) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range accts {
+		if f.Foreign[a.Name] {
+			return fmt.Errorf("%w: user %q", ErrNotOurs, a.Name)
+		}
+	}
+	return nil
+}
+
+func (f *Fake) EnsureAccounts(ctx context.Context, shared Group, accts []Account) error {
+	if err := f.Claim(ctx, shared, accts); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shared = &shared
+	for _, a := range accts {
+		if _, ok := f.accounts[a.Name]; !ok { // like sysusers: never modify
+			f.accounts[a.Name] = a
+		}
+	}
+	return nil
+}
+
+func (f *Fake) RemoveAccounts(ctx context.Context, names []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range names {
+		delete(f.accounts, n)
+	}
+	return nil
+}
+
+func (f *Fake) RemoveAll(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.accounts, f.shared = map[string]Account{}, nil
+	return nil
+}
+
+// RemoveSharedGroup is drift: an operator deleted group flock.
+func (f *Fake) RemoveSharedGroup() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shared = nil
+}
+
+func (f *Fake) PathState(ctx context.Context, path string) (Path, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.paths[path]
+	return p, ok, nil
+}
+
+func (f *Fake) EnsurePaths(ctx context.Context, paths []Path) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range paths {
+		f.paths[p.Path] = p
+	}
+	return nil
+}
+
+// SetPath is drift: something changed a path by hand.
+func (f *Fake) SetPath(p Path) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paths[p.Path] = p
+}
+
+func (f *Fake) RemovePaths(ctx context.Context, paths []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, root := range paths {
+		for p := range f.paths {
+			if p == root || strings.HasPrefix(p, root+"/") {
+				delete(f.paths, p)
+			}
+		}
+	}
+	return nil
+}

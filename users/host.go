@@ -1,0 +1,259 @@
+package users
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// System is the real Host: /etc/passwd and /etc/group through
+// systemd-sysusers, userdel and groupdel, and the directory tree.
+type System struct {
+	EtcDir       string // /etc
+	SysusersPath string // /etc/sysusers.d/flock.conf
+}
+
+// NewHost returns the Host of this machine.
+func NewHost() *System { return &System{EtcDir: "/etc", SysusersPath: SysusersPath} }
+
+var _ Host = (*System)(nil)
+
+func (s *System) Accounts(ctx context.Context) ([]Account, error) {
+	db, err := readEtc(s.EtcDir)
+	if err != nil {
+		return nil, err
+	}
+	return db.accounts(), nil
+}
+
+func (s *System) Claim(ctx context.Context, shared Group, accts []Account) error {
+	db, err := readEtc(s.EtcDir)
+	if err != nil {
+		return err
+	}
+	return claim(db, shared, accts)
+}
+
+// EnsureAccounts writes the drop-in and has systemd-sysusers create what is
+// missing, then checks the result: sysusers skips an id it finds taken
+// instead of failing, and that must not pass unseen.
+func (s *System) EnsureAccounts(ctx context.Context, shared Group, accts []Account) error {
+	db, err := readEtc(s.EtcDir)
+	if err != nil {
+		return err
+	}
+	if err := claim(db, shared, accts); err != nil {
+		return err
+	}
+	// sysusers never changes an existing group: a shared group left with
+	// an old uid_base's gid is recreated.
+	if g, ok := db.group(shared.Name); ok && g.GID != shared.GID {
+		if err := run(ctx, "groupdel", shared.Name); err != nil {
+			return err
+		}
+	}
+	if err := writeAtomic(s.SysusersPath, []byte(RenderSysusers(shared, accts)), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", s.SysusersPath, err)
+	}
+	if err := run(ctx, "systemd-sysusers", s.SysusersPath); err != nil {
+		return err
+	}
+	if db, err = readEtc(s.EtcDir); err != nil {
+		return err
+	}
+	return verify(db, shared, accts)
+}
+
+func verify(db etcDB, shared Group, accts []Account) error {
+	var errs []error
+	if g, ok := db.group(shared.Name); !ok || g.GID != shared.GID {
+		errs = append(errs, fmt.Errorf("systemd-sysusers did not create group %s with gid %d", shared.Name, shared.GID))
+	}
+	have := map[string]Account{}
+	for _, a := range db.accounts() {
+		have[a.Name] = a
+	}
+	for _, want := range accts {
+		got, ok := have[want.Name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("systemd-sysusers did not create user %s", want.Name))
+		case got.UID != want.UID:
+			errs = append(errs, fmt.Errorf("user %s has uid %d, want %d", want.Name, got.UID, want.UID))
+		case !sameSet(got.Groups, want.Groups):
+			errs = append(errs, fmt.Errorf("user %s is in groups %v, want %v", want.Name, got.Groups, want.Groups))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RemoveAccounts drops names from the drop-in first (so a crash half-way
+// cannot have sysusers bring them back at boot), then deletes them.
+func (s *System) RemoveAccounts(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if err := s.dropFromSysusers(names); err != nil {
+		return err
+	}
+	return s.deleteAccounts(ctx, names)
+}
+
+// deleteAccounts removes the named users of flock's and their own groups.
+func (s *System) deleteAccounts(ctx context.Context, names []string) error {
+	for _, name := range names {
+		db, err := readEtc(s.EtcDir)
+		if err != nil {
+			return err
+		}
+		if u, ok := db.user(name); ok {
+			if !ours(u) {
+				continue // never ours to delete
+			}
+			if err := run(ctx, "userdel", name); err != nil {
+				return err
+			}
+			if db, err = readEtc(s.EtcDir); err != nil {
+				return err
+			}
+		}
+		// userdel removes a user's own group on Debian, not everywhere.
+		if g, ok := db.group(name); ok && len(g.Members) == 0 {
+			if err := run(ctx, "groupdel", name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveAll deletes the drop-in, every flock account, their groups and the
+// shared group (when it holds nothing but flock's agents).
+func (s *System) RemoveAll(ctx context.Context) error {
+	db, err := readEtc(s.EtcDir)
+	if err != nil {
+		return err
+	}
+	sharedOurs := s.dropInNamesGroup(spec.SharedGroup) || func() bool {
+		g, ok := db.group(spec.SharedGroup)
+		return ok && db.sharedGroupOurs(g)
+	}()
+	if err := os.Remove(s.SysusersPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", s.SysusersPath, err)
+	}
+	var names []string
+	for _, a := range db.accounts() {
+		names = append(names, a.Name)
+	}
+	if err := s.deleteAccounts(ctx, names); err != nil || !sharedOurs {
+		return err
+	}
+	if db, err = readEtc(s.EtcDir); err != nil {
+		return err
+	}
+	if _, ok := db.group(spec.SharedGroup); ok {
+		return run(ctx, "groupdel", spec.SharedGroup)
+	}
+	return nil
+}
+
+// dropFromSysusers rewrites the drop-in without the u and m lines of names.
+func (s *System) dropFromSysusers(names []string) error {
+	data, err := os.ReadFile(s.SysusersPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	gone := map[string]bool{}
+	for _, n := range names {
+		gone[n] = true
+	}
+	var keep []string
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "u" || f[0] == "m") && gone[f[1]] {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return writeAtomic(s.SysusersPath, []byte(strings.Join(keep, "")), 0o644)
+}
+
+func (s *System) dropInNamesGroup(name string) bool {
+	data, err := os.ReadFile(s.SysusersPath)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "g" && f[1] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		if seen[x]--; seen[x] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// run runs a command and wraps its failure with what it said.
+func run(ctx context.Context, argv ...string) error {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// writeAtomic replaces path so a reader (or a crash) sees the old file or
+// the new one, never half of one.
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

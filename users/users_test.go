@@ -1,0 +1,201 @@
+package users
+
+// Tier: unit (no root), except TestEnsurePathsOnDisk (root).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func mustParse(t *testing.T, yaml string) *spec.Flock {
+	t.Helper()
+	f, err := spec.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestSysusersGolden(t *testing.T) {
+	f := mustParse(t, "agents: [{id: 3}, {id: 1}, {id: 2}]\n")
+	got := RenderSysusers(Accounts(f))
+	path := filepath.Join("testdata", "flock.conf.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("drop-in differs from %s (go test ./users -update, then review):\n%s", path, got)
+	}
+}
+
+func TestSameSpecSameIDsEverywhere(t *testing.T) {
+	a := mustParse(t, "agents: [{id: 1}, {id: 5}]\n")
+	b := mustParse(t, "uid_base: 3000000000\nagents: [{id: 5}, {id: 1}]\n")
+	_, accA := Accounts(a)
+	_, accB := Accounts(b)
+	if accA[1].UID != 2000000005 || accB[1].UID != 3000000005 || accA[1].Name != "flock-5" {
+		t.Errorf("uids %+v %+v", accA, accB)
+	}
+}
+
+const passwd = `root:x:0:0:root:/root:/bin/bash
+bob:x:1000:1000:Bob:/home/bob:/bin/bash
+flock-1:x:2000000001:2000000001:flock agent 1:/srv/flock/agents/1:/usr/sbin/nologin
+flock-9:x:1001:1001:someone else's flock-9:/home/f9:/bin/sh
+thief:x:2000000002:100::/home/thief:/bin/sh
+`
+
+const group = `root:x:0:
+bob:x:1000:
+flock-1:x:2000000001:
+flock:x:2000000000:flock-1
+flock-9:x:1001:
+stolen:x:2000000003:
+`
+
+func fixtureEtc(t *testing.T) etcDB {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd), 0o644)
+	os.WriteFile(filepath.Join(dir, "group"), []byte(group), 0o644)
+	db, err := readEtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestAccountsAreOnlyOurs(t *testing.T) {
+	got := fixtureEtc(t).accounts()
+	if len(got) != 1 || got[0].Name != "flock-1" || got[0].UID != 2000000001 || strings.Join(got[0].Groups, ",") != "flock" {
+		t.Errorf("accounts = %+v, want only flock-1 in group flock", got)
+	}
+}
+
+func TestClaimRefusesWhatIsNotOurs(t *testing.T) {
+	db := fixtureEtc(t)
+	shared := Group{Name: "flock", GID: 2000000000}
+	acct := func(id int, uid uint32) Account {
+		return Account{Name: spec.UserName(id), UID: uid}
+	}
+	for _, tc := range []struct {
+		name  string
+		accts []Account
+		want  string // "" for no conflict
+	}{
+		{"ours already", []Account{acct(1, 2000000001)}, ""},
+		{"free", []Account{acct(4, 2000000004)}, ""},
+		{"name held", []Account{acct(9, 2000000009)}, `user "flock-9" exists (uid 1001, comment "someone else's flock-9") and was not created by flock`},
+		{"uid held", []Account{acct(2, 2000000002)}, `uid 2000000002 (for flock-2) is user "thief"; choose another uid_base`},
+		{"gid held", []Account{acct(3, 2000000003)}, `gid 2000000003 (for flock-3) is group "stolen"; choose another uid_base`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := claim(db, shared, tc.accts)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected conflict: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			case tc.want != "" && !errors.Is(err, ErrNotOurs):
+				t.Errorf("error %v does not match ErrNotOurs", err)
+			}
+		})
+	}
+	if err := claim(db, Group{Name: "flock", GID: 1000}, nil); err == nil || !strings.Contains(err.Error(), `gid 1000 (uid_base) is group "bob"`) {
+		t.Errorf("shared gid held by bob: %v", err)
+	}
+}
+
+func TestDefaultACLRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	if err := setDefaultGroupRW(dir, 4242); err != nil {
+		if errors.Is(err, fs.ErrPermission) || strings.Contains(err.Error(), "not supported") {
+			t.Skipf("file system of %s has no POSIX ACLs: %v", dir, err)
+		}
+		t.Fatal(err)
+	}
+	got, err := defaultGroupRW(dir)
+	if err != nil || got == nil || *got != 4242 {
+		t.Fatalf("defaultGroupRW = %v, %v; want 4242", got, err)
+	}
+	// A file created inside gets the group's rw whatever the umask.
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, err := getxattr(p, "system.posix_acl_access", buf)
+	if err != nil || n == 0 {
+		t.Errorf("file created in the dir has no access ACL: %v", err)
+	}
+}
+
+// TestEnsurePathsOnDisk creates and repairs the real tree (as root: it
+// chowns to agent uids).
+func TestEnsurePathsOnDisk(t *testing.T) {
+	// Tier: root.
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root (chown to agent uids); CI runs as root")
+		}
+		t.Skip("needs root: chowns to agent uids")
+	}
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "flock")
+	f := mustParse(t, "agents: [{id: 1}, {id: 2}]\n")
+	f.Root = root // spec refuses /tmp for real flocks
+	h := &System{}
+	want := Paths(f)
+	if err := h.EnsurePaths(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		for _, w := range want {
+			got, ok, err := h.PathState(ctx, w.Path)
+			if err != nil || !ok {
+				t.Fatalf("%s: %v %v", w.Path, ok, err)
+			}
+			if got.Dir != w.Dir || got.UID != w.UID || got.GID != w.GID || got.Mode != w.Mode {
+				t.Errorf("%s: got %+v, want %+v", w.Path, got, w)
+			}
+			if (w.DefaultGroupRW == nil) != (got.DefaultGroupRW == nil) {
+				t.Errorf("%s: default ACL %v, want %v", w.Path, got.DefaultGroupRW, w.DefaultGroupRW)
+			}
+		}
+	}
+	check()
+	// Drift: an agent opened its own directory; a log was deleted.
+	os.Chmod(f.AgentDir(2), 0o777)
+	os.Remove(f.LogPath(1))
+	if err := h.EnsurePaths(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	// A symlink where a directory belongs is refused, not followed.
+	os.RemoveAll(f.AgentDir(2))
+	os.Symlink("/etc", f.AgentDir(2))
+	err := h.EnsurePaths(ctx, want)
+	if err == nil || !strings.Contains(err.Error(), "is a symlink, not a directory") {
+		t.Errorf("symlink in place of agents/2: %v", err)
+	}
+	if fi, _ := os.Stat("/etc"); fi.Mode().Perm() != 0o755 {
+		t.Errorf("/etc mode changed to %s", fi.Mode())
+	}
+}
