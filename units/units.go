@@ -6,7 +6,6 @@ package units
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // Prefix is the name every agent unit starts with; nothing else is ours.
@@ -33,8 +32,6 @@ type Status struct {
 	ActiveState string // systemd's: active, failed, inactive, activating...
 	SubState    string
 	Hash        string // parsed from Description; "" if not ours or unknown
-	ActiveEnter time.Time
-	MainPID     uint32
 }
 
 // ErrNoSystemd means there is no systemd to talk to.

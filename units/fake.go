@@ -1,0 +1,64 @@
+package units
+
+import (
+	"context"
+	"sort"
+	"sync"
+)
+
+// Fake is an in-memory Manager for planner tests.
+type Fake struct {
+	mu      sync.Mutex
+	units   map[string]Status
+	started []string
+}
+
+// NewFake returns a manager with no units.
+func NewFake() *Fake { return &Fake{units: map[string]Status{}} }
+
+var _ Manager = (*Fake)(nil)
+
+func (f *Fake) List(ctx context.Context) ([]Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Status, 0, len(f.units))
+	for _, s := range f.units {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *Fake) Start(ctx context.Context, u Unit) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.units[u.Name] = Status{Name: u.Name, ActiveState: "active", SubState: "running", Hash: HashFromDescription(u.Description)}
+	f.started = append(f.started, u.Name)
+	return nil
+}
+
+func (f *Fake) Stop(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.units, name)
+	return nil
+}
+
+// Fail is drift: the named unit's agent crashed for good.
+func (f *Fake) Fail(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.units[name]; ok {
+		s.ActiveState, s.SubState = "failed", "failed"
+		f.units[name] = s
+	}
+}
+
+// Started lists every unit name Start was called with, in order.
+func (f *Fake) Started() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.started...)
+}
+
+func (f *Fake) Close() {}

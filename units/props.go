@@ -1,0 +1,187 @@
+package units
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// Options are facts of the host that change the property set.
+type Options struct {
+	// SystemdVersion enables properties newer systemds have (254+:
+	// RestartSteps); 0 means the oldest supported, 252.
+	SystemdVersion int
+	// AgentBin is the runner every unit starts; default DefaultAgentBin.
+	AgentBin string
+}
+
+// DefaultAgentBin is where `make install` puts flock-agent.
+const DefaultAgentBin = "/usr/local/bin/flock-agent"
+
+// The D-Bus shapes of the structured properties, in systemd's field order.
+type (
+	// ExecCommand is one entry of ExecStartEx, a(sasas).
+	ExecCommand struct {
+		Path  string
+		Argv  []string
+		Flags []string
+	}
+	// TmpFS is one entry of TemporaryFileSystem, a(ss).
+	TmpFS struct {
+		Path    string
+		Options string
+	}
+	// BindPath is one entry of BindPaths, a(ssbt).
+	BindPath struct {
+		Source        string
+		Destination   string
+		IgnoreMissing bool
+		MountFlags    uint64
+	}
+	// FileMode is a u that reads as octal.
+	FileMode uint32
+	// NameList is an allow or deny list, (bas): SystemCallFilter,
+	// RestrictAddressFamilies.
+	NameList struct {
+		Allow bool
+		Names []string
+	}
+)
+
+// landlockSyscalls are what flock-agent needs to scope IPC (DESIGN.md);
+// @system-service on systemd 252 does not include them.
+var landlockSyscalls = []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"}
+
+// eperm is errno EPERM: a filtered syscall fails with it instead of killing
+// the agent with SIGSYS, so a tool gets an error it can report.
+const eperm int32 = 1
+
+func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
+
+// ForAgent is the transient unit of agent a: who it runs as, what it runs,
+// and the hardening of level process (DESIGN.md, "Decisions"). It depends
+// on nothing but a's own entry and the flock's paths, so adding or changing
+// one agent never changes another's unit.
+func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
+	bin := o.AgentBin
+	if bin == "" {
+		bin = DefaultAgentBin
+	}
+	argv := []string{bin}
+	if len(a.Command) > 0 {
+		argv = append(append(argv, "--"), a.Command...)
+	}
+	user := spec.UserName(a.ID)
+	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
+	rw := []string{dir, logFile}
+	if a.Common == spec.AccessRW {
+		rw = append(rw, f.CommonDir())
+	}
+	props := []Property{
+		{"Type", "exec"}, // the start job fails if the runner cannot be executed
+		// no-env-expand: the spec's argv reaches the program as written.
+		{"ExecStartEx", []ExecCommand{{Path: bin, Argv: argv, Flags: []string{"no-env-expand"}}}},
+		{"User", user},
+		{"Group", user},
+		{"SupplementaryGroups", []string{spec.SharedGroup}},
+		{"WorkingDirectory", dir},
+		{"Environment", []string{
+			"AGENT_ID=" + strconv.Itoa(a.ID),
+			"NATS_URL=" + f.Bus.URL(),
+			"SHARED_DIR=" + f.CommonDir(),
+			"FLOCK_LOG_FILE=" + logFile,
+			"HOME=" + dir,
+		}},
+		{"UMask", FileMode(0o077)},
+
+		// The file system: read-only everywhere but its own directory and
+		// log (and common when granted rw); other agents' directories and
+		// logs are not there at all: agents/ and logs/ are an empty
+		// read-only tmpfs with only its own entries bound back.
+		{"ProtectSystem", "strict"},
+		{"ProtectHome", "yes"},
+		// /dev/shm: its own, writable (POSIX semaphores and shm_open need
+		// it), where PrivateDevices alone would keep the host's.
+		{"TemporaryFileSystem", []TmpFS{{f.AgentsDir(), "ro"}, {f.LogsDir(), "ro"}, {"/dev/shm", "mode=1777,nosuid,nodev"}}},
+		{"BindPaths", []BindPath{{Source: dir, Destination: dir}, {Source: logFile, Destination: logFile}}},
+		{"ReadWritePaths", rw},
+		{"PrivateTmp", true},
+		{"PrivateDevices", true},
+		{"PrivateIPC", true},
+		{"PrivateUsers", true},
+		{"RemoveIPC", true},
+		{"ProtectProc", "invisible"},
+
+		// Privileges and the kernel.
+		{"NoNewPrivileges", true},
+		{"CapabilityBoundingSet", uint64(0)},
+		{"AmbientCapabilities", uint64(0)},
+		{"RestrictSUIDSGID", true},
+		{"ProtectKernelTunables", true},
+		{"ProtectKernelModules", true},
+		{"ProtectKernelLogs", true},
+		{"ProtectControlGroups", true},
+		{"ProtectClock", true},
+		{"ProtectHostname", true},
+		{"RestrictNamespaces", uint64(0)}, // no namespace may be created
+		{"LockPersonality", true},
+		{"RestrictRealtime", true},
+		{"MemoryDenyWriteExecute", true},
+		{"KeyringMode", "private"},
+		{"SystemCallArchitectures", []string{"native"}},
+		{"SystemCallFilter", NameList{true, append([]string{"@system-service"}, landlockSyscalls...)}},
+		{"SystemCallFilter", NameList{false, []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}}},
+		{"SystemCallErrorNumber", eperm},
+		{"RestrictAddressFamilies", NameList{true, []string{"AF_INET", "AF_INET6", "AF_UNIX"}}},
+
+		// Limits.
+		{"MemoryMax", a.Limits.MemoryBytes},
+		{"MemorySwapMax", uint64(0)}, // the limit is RAM, not RAM plus swap
+		{"CPUQuotaPerSecUSec", uint64(a.Limits.CPUPercent) * 10000},
+		{"TasksMax", uint64(a.Limits.Tasks)},
+	}
+	props = append(props, restartPolicy(o.SystemdVersion)...)
+	props = append(props, Property{"TimeoutStopUSec", usec(15 * time.Second)})
+
+	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
+	u.Hash = hashOf(props)
+	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
+	return u
+}
+
+// restartPolicy restarts a failed agent and never gives up (a bus outage
+// must not leave agents dead). systemd 254+ backs off from 1 s to a
+// minute; 252 can only wait a fixed time, so it waits 5 s.
+func restartPolicy(version int) []Property {
+	ps := []Property{
+		{"Restart", "on-failure"},
+		{"StartLimitIntervalUSec", uint64(0)},
+	}
+	if version >= 254 {
+		return append(ps,
+			Property{"RestartUSec", usec(time.Second)},
+			Property{"RestartSteps", uint32(8)},
+			Property{"RestartMaxDelayUSec", usec(time.Minute)})
+	}
+	return append(ps, Property{"RestartUSec", usec(5 * time.Second)})
+}
+
+func hashOf(props []Property) string {
+	sum := sha256.Sum256([]byte(renderProps(props)))
+	return hex.EncodeToString(sum[:6])
+}
+
+var hashRe = regexp.MustCompile(`\[flock:([0-9a-f]{12})\]$`)
+
+// HashFromDescription reads back the hash ForAgent put in a description.
+func HashFromDescription(desc string) string {
+	if m := hashRe.FindStringSubmatch(desc); m != nil {
+		return m[1]
+	}
+	return ""
+}

@@ -1,0 +1,118 @@
+package units
+
+// Tier: unit (no root).
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./units -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (go test ./units -update, then review the diff):\n%s", path, got)
+	}
+}
+
+func parse(t *testing.T, yaml string) *spec.Flock {
+	t.Helper()
+	f, err := spec.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+const goldenSpec = `agents:
+  - id: 3
+    role: worker
+    command: ["/usr/bin/python3", "agent.py", "$HOME is not expanded"]
+    limits: {memory: 512M, cpu: 150%, tasks: 64}
+    common: rw
+  - id: 4
+`
+
+// The property set of level process, as a reviewer reads it. Any change to
+// an agent's hardening shows in the diff of these files.
+func TestPropertiesGolden(t *testing.T) {
+	f := parse(t, goldenSpec)
+	for _, tc := range []struct {
+		file    string
+		id      int
+		version int
+	}{
+		{"agent-3-systemd252.golden", 3, 252},
+		{"agent-4-systemd252.golden", 4, 252},
+		{"agent-4-systemd254.golden", 4, 254},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			a, _ := f.Agent(tc.id)
+			golden(t, tc.file, Render(ForAgent(f, a, Options{SystemdVersion: tc.version})))
+		})
+	}
+}
+
+// One agent's unit depends on its own entry only: adding, removing or
+// changing another agent leaves its hash (and so its process) alone.
+func TestUnitDependsOnlyOnItsAgent(t *testing.T) {
+	base := parse(t, "agents: [{id: 1}, {id: 2}]\n")
+	a1, _ := base.Agent(1)
+	want := ForAgent(base, a1, Options{}).Hash
+	for name, yaml := range map[string]string{
+		"agent added":         "agents: [{id: 1}, {id: 2}, {id: 3}]\n",
+		"agent removed":       "agents: [{id: 1}]\n",
+		"other agent changed": "agents: [{id: 1}, {id: 2, limits: {memory: 1G}, common: rw}]\n",
+	} {
+		f := parse(t, yaml)
+		a, _ := f.Agent(1)
+		if got := ForAgent(f, a, Options{}).Hash; got != want {
+			t.Errorf("%s: agent 1's hash %s -> %s", name, want, got)
+		}
+	}
+	for name, yaml := range map[string]string{
+		"memory":  "agents: [{id: 1, limits: {memory: 128M}}, {id: 2}]\n",
+		"cpu":     "agents: [{id: 1, limits: {cpu: 20%}}, {id: 2}]\n",
+		"tasks":   "agents: [{id: 1, limits: {tasks: 10}}, {id: 2}]\n",
+		"command": "agents: [{id: 1, command: [/bin/sleep, infinity]}, {id: 2}]\n",
+		"common":  "agents: [{id: 1, common: rw}, {id: 2}]\n",
+		"root":    "root: /opt/flock\nagents: [{id: 1}, {id: 2}]\n",
+		"bus":     "bus: {listen: 127.0.0.1:4333}\nagents: [{id: 1}, {id: 2}]\n",
+	} {
+		f := parse(t, yaml)
+		a, _ := f.Agent(1)
+		if got := ForAgent(f, a, Options{}).Hash; got == want {
+			t.Errorf("changing agent 1's %s left its hash at %s", name, got)
+		}
+	}
+}
+
+func TestDescriptionCarriesHashAndLabel(t *testing.T) {
+	f := parse(t, "agents: [{id: 7}]\n")
+	u := ForAgent(f, f.Agents[0], Options{})
+	if HashFromDescription(u.Description) != u.Hash || len(u.Hash) != 12 {
+		t.Errorf("description %q, hash %q", u.Description, u.Hash)
+	}
+	if !strings.Contains(u.Description, "process isolation with guardrails") {
+		t.Errorf("description %q lacks the honest label", u.Description)
+	}
+	if HashFromDescription("some other unit") != "" {
+		t.Error("a foreign description yields a hash")
+	}
+}
