@@ -1,36 +1,193 @@
 // Package netpolicy owns flock's nftables table, inet flock: agent sockets
 // (matched by their uid) may reach the bus and their spec's allowances, and
 // nothing else. It never touches another table.
+//
+// The package is one OS boundary behind the small Firewall interface: NFT
+// talks netlink to the kernel, Fake keeps the policy in memory for planner
+// tests. Everything else here (Policy, ForFlock, Render) is pure.
 package netpolicy
 
-import "context"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 
-// Table is the only nftables table flock creates.
-const Table = "flock"
+	"github.com/flockrun/flock/spec"
+)
 
-// Policy is the desired table as plain data.
+// Names inside the table. They are part of what Matches compares, and the
+// log prefix is what operators grep for.
+const (
+	Table         = "flock"       // the only nftables table flock creates (family inet)
+	Chain         = "output"      // the output-hook filter chain
+	AgentsSet     = "agents"      // set of agent uids (type uid)
+	DeniedCounter = "denied"      // named counter of every denied agent packet
+	LogPrefix     = "flock-deny " // kernel log prefix of denied agent packets
+)
+
+// Policy is the desired table as plain data. The zero value of every field
+// is meaningful except BusHost and BusPort, which must be set.
 type Policy struct {
-	AgentUIDs []uint32 // sockets of these uids are filtered
-	BusHost   string   // loopback address of the bus, e.g. 127.0.0.1
-	BusPort   int
-	// Egress allowances per uid, parsed from the spec (issue: bus and egress).
+	AgentUIDs []uint32   // sockets of these uids are filtered; order does not matter
+	BusHost   netip.Addr // address of the bus, e.g. 127.0.0.1 or ::1
+	BusPort   uint16     // tcp port of the bus
+	// Egress allowances per uid. Every key must also be in AgentUIDs.
 	Egress map[uint32][]Allow
 }
 
 // Allow is one extra destination an agent may reach.
 type Allow struct {
-	Prefix string // CIDR, e.g. 10.1.2.3/32 or 2001:db8::/64
-	Port   int    // 0: any
-	Proto  string // tcp or udp
+	Prefix netip.Prefix // 10.1.2.3/32, 10.0.0.0/8, 2001:db8::/64; host bits are ignored
+	Port   uint16       // 0: any port of Proto
+	Proto  string       // "tcp" or "udp"
 }
 
-// Firewall is the OS boundary of this package: netlink for real, Fake for
-// planner tests.
+// Firewall is the OS boundary of this package: netlink for real (NFT), Fake
+// for planner tests.
 type Firewall interface {
-	// Ensure replaces table inet flock with p in one atomic batch.
+	// Ensure replaces table inet flock with p in one atomic batch, whether or
+	// not the table exists. Counters restart at zero.
 	Ensure(ctx context.Context, p Policy) error
 	// Remove deletes table inet flock; absent is not an error.
 	Remove(ctx context.Context) error
-	// Present reports whether table inet flock exists and matches p.
+	// Matches reports whether table inet flock exists and is exactly what p
+	// asks for (absent: false, nil).
 	Matches(ctx context.Context, p Policy) (bool, error)
+}
+
+// ForFlock is the policy a spec asks for. Pure. The spec is validated by its
+// parser; anything still malformed here (a bus host that is not an IP
+// literal, a port out of range) yields a Policy that Validate rejects, so it
+// fails at Ensure rather than being silently dropped.
+func ForFlock(f *spec.Flock) Policy {
+	p := Policy{Egress: map[uint32][]Allow{}}
+	if addr, err := netip.ParseAddr(f.Bus.Host); err == nil {
+		p.BusHost = addr
+	}
+	if f.Bus.Port > 0 && f.Bus.Port <= 65535 {
+		p.BusPort = uint16(f.Bus.Port)
+	}
+	for _, a := range f.Agents {
+		uid := f.UID(a.ID)
+		p.AgentUIDs = append(p.AgentUIDs, uid)
+		for _, e := range a.Egress {
+			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: e.Prefix, Port: e.Port, Proto: e.Proto})
+		}
+	}
+	return p.canonical()
+}
+
+// Validate says what is wrong with p, if anything, in operator terms.
+func (p Policy) Validate() error {
+	c := p.canonical()
+	if !c.BusHost.IsValid() {
+		return fmt.Errorf("netpolicy: the bus address is not set (want an IP literal such as 127.0.0.1)")
+	}
+	if c.BusHost.IsUnspecified() || c.BusHost.IsMulticast() {
+		return fmt.Errorf("netpolicy: bus address %s is not one host's address", c.BusHost)
+	}
+	if c.BusPort == 0 {
+		return fmt.Errorf("netpolicy: the bus port is not set")
+	}
+	for _, uid := range sortedKeys(c.Egress) {
+		if _, ok := slices.BinarySearch(c.AgentUIDs, uid); !ok {
+			return fmt.Errorf("netpolicy: egress allowance for uid %d, which is not an agent uid", uid)
+		}
+		for _, a := range c.Egress[uid] {
+			if !a.Prefix.IsValid() {
+				return fmt.Errorf("netpolicy: egress allowance of uid %d has no destination prefix", uid)
+			}
+			if a.Proto != "tcp" && a.Proto != "udp" {
+				return fmt.Errorf("netpolicy: egress allowance of uid %d to %s: protocol %q is neither tcp nor udp", uid, a.Prefix, a.Proto)
+			}
+		}
+	}
+	return nil
+}
+
+// canonical sorts and deduplicates p so that equal intentions compare (and
+// hash, and render) equal: uids sorted, prefixes masked and unmapped
+// (::ffff:10.0.0.1 is IPv4 on the wire), allowances sorted, empty egress
+// entries dropped.
+func (p Policy) canonical() Policy {
+	c := Policy{BusHost: p.BusHost.Unmap(), BusPort: p.BusPort, Egress: map[uint32][]Allow{}}
+	c.AgentUIDs = slices.Clone(p.AgentUIDs)
+	slices.Sort(c.AgentUIDs)
+	c.AgentUIDs = slices.Compact(c.AgentUIDs)
+	for uid, as := range p.Egress {
+		var out []Allow
+		for _, a := range as {
+			out = append(out, Allow{Prefix: canonPrefix(a.Prefix), Port: a.Port, Proto: strings.ToLower(a.Proto)})
+		}
+		slices.SortFunc(out, compareAllow)
+		out = slices.Compact(out)
+		if len(out) > 0 {
+			c.Egress[uid] = out
+		}
+	}
+	return c
+}
+
+func canonPrefix(p netip.Prefix) netip.Prefix {
+	if !p.IsValid() {
+		return p
+	}
+	a, bits := p.Addr(), p.Bits()
+	if a.Is4In6() {
+		a, bits = a.Unmap(), max(bits-96, 0)
+	}
+	return netip.PrefixFrom(a, bits).Masked()
+}
+
+func compareAllow(a, b Allow) int {
+	if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+		return c
+	}
+	if c := a.Prefix.Bits() - b.Prefix.Bits(); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Proto, b.Proto); c != 0 {
+		return c
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+func sortedKeys(m map[uint32][]Allow) []uint32 {
+	ks := make([]uint32, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// String is the canonical one-line-per-fact text of p; Hash is taken over it.
+func (p Policy) String() string {
+	c := p.canonical()
+	var b strings.Builder
+	fmt.Fprintf(&b, "bus %s\n", netip.AddrPortFrom(c.BusHost, c.BusPort))
+	for _, uid := range c.AgentUIDs {
+		fmt.Fprintf(&b, "agent %d\n", uid)
+	}
+	for _, uid := range sortedKeys(c.Egress) {
+		for _, a := range c.Egress[uid] {
+			fmt.Fprintf(&b, "egress %d %s %s %d\n", uid, a.Proto, a.Prefix, a.Port)
+		}
+	}
+	return b.String()
+}
+
+// rulesetVersion changes whenever the rules generated for a policy change,
+// so a table written by an older flockctl is seen as drift and replaced.
+const rulesetVersion = "v1"
+
+// Hash identifies p (and the rule generator's version); it is written into
+// the table as a rule comment, where `nft list` shows it.
+func (p Policy) Hash() string {
+	sum := sha256.Sum256([]byte(rulesetVersion + "\n" + p.String()))
+	return hex.EncodeToString(sum[:8])
 }

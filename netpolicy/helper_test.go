@@ -1,0 +1,181 @@
+package netpolicy
+
+// The root tests need sockets owned by an agent uid inside the test's
+// network namespace. They get them by re-running this test binary through
+// `ip netns exec NS` with helperEnv set: TestMain then drops to the uid
+// named in the environment (all threads: Go's setuid is process-wide) and
+// does one probe, answering on stdout. Running the binary as root and
+// dropping privileges inside avoids needing a copy of it the agent uid may
+// execute.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const helperEnv = "FLOCK_NETPOLICY_HELPER" // dial | ping | listen
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// probeResult is what a helper reports about one attempt.
+type probeResult struct {
+	OK    bool   // the exchange completed (banner or echo received)
+	Errno string // unix error name of the failure, if it was one
+	Err   string
+	MS    int64 // time from the first syscall to success or failure
+}
+
+func runHelper(mode string) int {
+	if err := dropTo(os.Getenv("NP_UID")); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	var r probeResult
+	start := time.Now()
+	var err error
+	switch mode {
+	case "dial":
+		err = dial(os.Getenv("NP_NET"), os.Getenv("NP_ADDR"))
+	case "ping":
+		err = ping(os.Getenv("NP_ADDR"))
+	case "listen":
+		return listen(os.Getenv("NP_ADDR"))
+	default:
+		err = fmt.Errorf("unknown helper mode %q", mode)
+	}
+	r.MS = time.Since(start).Milliseconds()
+	r.OK = err == nil
+	if err != nil {
+		r.Err = err.Error()
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			r.Errno = unix.ErrnoName(errno)
+		}
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
+
+func dropTo(uidText string) error {
+	if uidText == "" {
+		return nil
+	}
+	uid, err := strconv.Atoi(uidText)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresgid %d: %w", uid, err)
+	}
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresuid %d: %w", uid, err)
+	}
+	if os.Geteuid() != uid {
+		return fmt.Errorf("still uid %d, want %d", os.Geteuid(), uid)
+	}
+	return nil
+}
+
+// dial opens network/addr and expects the other side to speak first
+// (tcp: the listener's banner) or to echo (udp). A timeout is a failure of
+// its own kind: a rejected packet must fail fast, not hang.
+func dial(network, addr string) error {
+	c, err := net.DialTimeout(network, addr, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if c.LocalAddr().Network() == "udp" {
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "hello\n" && line != "ping\n" {
+		return fmt.Errorf("unexpected answer %q", line)
+	}
+	return nil
+}
+
+// ping sends one ICMP echo request through an unprivileged ping socket
+// (allowed in the test namespace by net.ipv4.ping_group_range) and waits for
+// the reply.
+func ping(addr string) error {
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return fmt.Errorf("ping: %q is not an IPv4 address", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
+	if err != nil {
+		return fmt.Errorf("ping socket: %w", err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return err
+	}
+	req := make([]byte, 8+4) // type 8 (echo request), code 0; the kernel fills id and checksum
+	req[0] = 8
+	binary.BigEndian.PutUint16(req[6:], 1)
+	copy(req[8:], "flok")
+	sa := &unix.SockaddrInet4{}
+	copy(sa.Addr[:], ip)
+	if err := unix.Sendto(fd, req, 0, sa); err != nil {
+		return fmt.Errorf("ping sendto: %w", err)
+	}
+	buf := make([]byte, 64)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return fmt.Errorf("ping recvfrom: %w", err)
+	}
+	if n < 8 || buf[0] != 0 {
+		return fmt.Errorf("ping: not an echo reply: % x", buf[:n])
+	}
+	return nil
+}
+
+// listen serves a banner on addr until stdin closes; "ready" on stdout says
+// the socket is bound.
+func listen(addr string) int {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper listen:", err)
+		return 2
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello\n"))
+			_ = c.Close()
+		}
+	}()
+	fmt.Println("ready")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the test closes our stdin
+	return 0
+}

@@ -1,0 +1,215 @@
+package netpolicy
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// ruleset is table inet flock as nftables objects: what Ensure sends, what
+// Matches reads back, what Render prints. Built here from a Policy, or read
+// from the kernel in nft.go; the renderer treats both alike, so comparing
+// their renderings is comparing the tables.
+type ruleset struct {
+	table  *nftables.Table
+	objs   []*nftables.NamedObj
+	sets   []*nftables.Set
+	elems  map[string][]nftables.SetElement // by set name
+	chains []*nftables.Chain
+	rules  map[string][]*nftables.Rule // by chain name, in chain order
+}
+
+// The rules, in chain order, for packets whose socket belongs to an agent:
+//
+//  1. to the bus (BusHost, tcp BusPort): accept;
+//  2. each allowance: accept, for its own uid only;
+//  3. anything else: count (named counter "denied"), log at most 5/minute
+//     with the socket's uid in the line (log flags skuid), then
+//  4. tcp: reject with a reset, so connect() fails at once with ECONNREFUSED;
+//  5. the rest (udp including DNS, icmp, both IP versions): reject with
+//     icmpx admin-prohibited; the sending syscall itself gets EPERM.
+//
+// The chain's policy is accept: packets of other uids, and packets with no
+// socket (forwarded, kernel-made RSTs and ICMP), are not ours to judge;
+// `meta skuid` does not match them, so none of these rules applies.
+//
+// Replies an agent's listening socket sends (a SYN-ACK, a UDP answer) carry
+// the agent's uid too and are denied like any other packet: agents cannot
+// serve each other, or anyone, over loopback. That is also why there is no
+// blanket "ct state established accept": the bus connection needs none,
+// because every packet the agent sends on it goes to BusPort.
+//
+// Why there is no input hook: every packet an agent's socket emits (the
+// connections it opens, the answers of the ones it listens on) passes this
+// output hook with the socket's uid, so output alone stops any two-way
+// exchange outside the bus and the allowances, and agent-to-agent traffic is
+// stopped at the sender. On input the kernel has not looked up the receiving
+// socket yet (`meta skuid` there only sees early-demuxed, already
+// established sockets), so an input rule could only judge by address or port,
+// which would be judging the host's own traffic. What remains is one-way:
+// a non-agent sender (a host process, a remote host) can deliver datagrams
+// to a UDP port an agent bound, but the agent cannot answer; keeping
+// strangers out of the host is the host firewall's job.
+func build(p Policy) (*ruleset, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.canonical()
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: Table}
+	rs := &ruleset{
+		table: t,
+		objs:  []*nftables.NamedObj{{Table: t, Name: DeniedCounter, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}}},
+		sets: []*nftables.Set{{
+			Table: t, Name: AgentsSet, KeyType: nftables.TypeUID,
+			// Host byte order, as nft itself declares uid sets: without it
+			// nft prints (and parses, e.g. in `nft delete element`) the
+			// uids byte-swapped. Filtering does not depend on it.
+			KeyByteOrder: binaryutil.NativeEndian,
+			// A fixed transaction id keeps the batch (and its golden file)
+			// stable; ids only need to be unique inside one batch.
+			ID: 1,
+		}},
+		elems: map[string][]nftables.SetElement{},
+		chains: []*nftables.Chain{{
+			Table: t, Name: Chain, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter,
+			Policy: ref(nftables.ChainPolicyAccept),
+		}},
+		rules: map[string][]*nftables.Rule{},
+	}
+	for _, uid := range p.AgentUIDs {
+		// meta skuid loads the uid in host byte order, so the set keys are too.
+		rs.elems[AgentsSet] = append(rs.elems[AgentsSet], nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uid)})
+	}
+	ch := rs.chains[0]
+	add := func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		rs.rules[Chain] = append(rs.rules[Chain], &nftables.Rule{
+			Table: t, Chain: ch, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
+		})
+	}
+	agents := skuidInAgents(rs.sets[0])
+
+	add("bus", agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort), accept())
+	for _, uid := range sortedKeys(p.Egress) {
+		for _, a := range p.Egress[uid] {
+			var port []expr.Any
+			if a.Port != 0 {
+				port = dport(a.Port)
+			}
+			add(fmt.Sprintf("egress of uid %d", uid), skuidIs(uid), daddr(a.Prefix), l4(a.Proto), port, accept())
+		}
+	}
+	add("deny: count, log", agents, []expr.Any{
+		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter},
+		// The limit sits after the counter: every denied packet is counted,
+		// only the first few a minute are logged, and a packet over the
+		// limit simply falls through to the rejects below.
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: 5, Unit: expr.LimitTimeMinute, Burst: 5},
+		&expr.Log{
+			Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
+			Data:  []byte(LogPrefix),
+			Level: expr.LogLevelWarning,
+			Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
+		},
+	})
+	add("deny tcp: reset", agents, l4("tcp"), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
+	add("deny the rest: admin-prohibited; flock policy "+p.Hash(), agents, []expr.Any{
+		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
+	})
+	return rs, nil
+}
+
+func ref[T any](v T) *T { return &v }
+
+// The expression helpers below generate what nft itself generates for the
+// same statements (checked with `nft --debug=netlink`), so `nft list` prints
+// the table back as readable nft syntax.
+
+func skuidInAgents(s *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
+	}
+}
+
+func skuidIs(uid uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(uid)},
+	}
+}
+
+// daddr matches the destination prefix, including the IP version check an
+// inet table needs before reading an address out of the network header.
+// Byte-aligned prefixes load just their bytes; others load the address and
+// mask it; /0 is only the version check.
+func daddr(p netip.Prefix) []expr.Any {
+	proto, off := byte(unix.NFPROTO_IPV4), uint32(16) // ip daddr
+	if p.Addr().Is6() {
+		proto, off = unix.NFPROTO_IPV6, 24 // ip6 daddr
+	}
+	out := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+	}
+	addr, bits := p.Masked().Addr().AsSlice(), p.Bits()
+	switch {
+	case bits == 0:
+	case bits%8 == 0:
+		out = append(out,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(bits / 8)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr[:bits/8]})
+	default:
+		n := len(addr)
+		out = append(out,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(n)},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(n), Mask: prefixMask(bits, n), Xor: make([]byte, n)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr})
+	}
+	return out
+}
+
+func prefixMask(bits, n int) []byte {
+	m := make([]byte, n)
+	for i := range m {
+		switch {
+		case bits >= 8:
+			m[i], bits = 0xff, bits-8
+		case bits > 0:
+			m[i], bits = byte(0xff<<(8-bits)), 0
+		}
+	}
+	return m
+}
+
+func l4(proto string) []expr.Any {
+	p := byte(unix.IPPROTO_TCP)
+	if proto == "udp" {
+		p = unix.IPPROTO_UDP
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// dport reads the destination port at the same offset for tcp and udp; the
+// caller has matched l4proto first.
+func dport(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
+func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
