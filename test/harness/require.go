@@ -1,0 +1,88 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Require is the tier rule of every system test (DESIGN.md, "Test
+// tiers"): a test whose tier the machine cannot provide is skipped on a
+// developer's machine, and fails in CI (CI=true), where a skip would hide
+// that the tier never ran. reason says what the tier needs and why it is
+// missing.
+func Require(t testing.TB, reason string, ok bool) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(reason)
+		return
+	}
+	t.Skip(reason)
+}
+
+// requireNspawn applies Require to what a machine needs.
+func requireNspawn(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a systemd machine: not with -short")
+	}
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, fmt.Sprintf("running as uid %d", os.Geteuid()))
+	}
+	for _, tool := range []string{"systemd-nspawn", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	Require(t, "needs root and systemd-nspawn (apt-get install systemd-container): "+strings.Join(missing, "; "), len(missing) == 0)
+}
+
+// Boot boots a machine with the project's binaries for the test, or skips
+// or fails it by Require's rule. The machine is torn down when the test
+// ends; if the test failed, its console tail and journal are logged first.
+func Boot(t testing.TB) *Machine {
+	t.Helper()
+	return BootWith(t, Options{})
+}
+
+// BootWith is Boot with options; Log defaults to the test's log.
+func BootWith(t testing.TB, o Options) *Machine {
+	t.Helper()
+	requireNspawn(t)
+	if o.Log == nil {
+		o.Log = testLog{t}
+	}
+	m, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("boot: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("machine %s: console tail:\n%s", m.name, m.ConsoleTail(50))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, errOut, err := m.Run(ctx, "journalctl", "-n", "100", "--no-pager")
+			cancel()
+			t.Logf("machine %s: journalctl -n 100 (%v):\n%s%s", m.name, err, out, errOut)
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return m
+}
+
+// testLog sends the harness's progress lines to the test's log.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
