@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 
@@ -33,6 +34,11 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 	for _, a := range accts {
 		c.Accounts[a.Name] = a
 	}
+	// Refuse before anything changes if a name or id we need is someone
+	// else's.
+	if err := h.Users.Claim(ctx, d.Shared, d.Accounts); err != nil {
+		return c, err
+	}
 	sts, err := h.Units.List(ctx)
 	if err != nil {
 		return c, fmt.Errorf("listing flock units: %w", err)
@@ -59,12 +65,14 @@ func pathDrift(want, got users.Path, exists bool) string {
 	switch {
 	case !exists:
 		return "missing"
-	case got.Dir != want.Dir:
+	case got.Dir != want.Dir || got.Mode&fs.ModeSymlink != 0:
 		return "wrong type"
 	case got.UID != want.UID || got.GID != want.GID:
 		return fmt.Sprintf("owner %d:%d, want %d:%d", got.UID, got.GID, want.UID, want.GID)
 	case got.Mode != want.Mode:
-		return fmt.Sprintf("mode %04o, want %04o", uint32(got.Mode), uint32(want.Mode))
+		return fmt.Sprintf("mode %s, want %s", got.Mode, want.Mode)
+	case want.DefaultGroupRW != nil && (got.DefaultGroupRW == nil || *got.DefaultGroupRW != *want.DefaultGroupRW):
+		return "default ACL missing"
 	}
 	return ""
 }
@@ -140,6 +148,8 @@ func Diff(d Desired, c Current) Plan {
 	for _, a := range d.Accounts {
 		wantAcct[a.Name] = a
 	}
+	// sysusers never changes an account, so one that differs in uid or
+	// home is removed and created again (its unit restarts).
 	uidMoved := map[string]bool{}
 	for _, name := range sortedKeys(c.Accounts) {
 		got, want := c.Accounts[name], wantAcct[name]
@@ -150,11 +160,18 @@ func Diff(d Desired, c Current) Plan {
 		case got.UID != want.UID:
 			add(RemoveUser, name, fmt.Sprintf("uid %d, want %d", got.UID, want.UID))
 			uidMoved[name] = true
+		case got.Home != want.Home:
+			add(RemoveUser, name, fmt.Sprintf("home %s, want %s", got.Home, want.Home))
+			uidMoved[name] = true
 		}
 	}
 	for _, a := range d.Accounts {
-		if _, ok := c.Accounts[a.Name]; !ok || uidMoved[a.Name] {
+		got, ok := c.Accounts[a.Name]
+		switch {
+		case !ok || uidMoved[a.Name]:
 			add(CreateUser, a.Name, fmt.Sprintf("uid %d", a.UID))
+		case !sameStrings(got.Groups, a.Groups):
+			add(CreateUser, a.Name, fmt.Sprintf("in groups %v, want %v", got.Groups, a.Groups))
 		}
 	}
 
@@ -183,6 +200,13 @@ func Diff(d Desired, c Current) Plan {
 	}
 	sort.SliceStable(p.Changes, func(i, j int) bool { return order[p.Changes[i].Kind] < order[p.Changes[j].Kind] })
 	return p
+}
+
+func sameStrings(a, b []string) bool {
+	a, b = append([]string(nil), a...), append([]string(nil), b...)
+	sort.Strings(a)
+	sort.Strings(b)
+	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

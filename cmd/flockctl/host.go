@@ -37,7 +37,7 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 	if err != nil {
 		return h, uo, nil, err
 	}
-	if uo.SystemdVersion, err = units.SystemdVersion(ctx); err != nil {
+	if uo.SystemdVersion, err = m.Version(ctx); err != nil {
 		m.Close()
 		return h, uo, nil, err
 	}

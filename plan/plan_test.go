@@ -1,0 +1,261 @@
+package plan
+
+// Tier: unit (no root). The planner against the fakes of every OS boundary.
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/users"
+)
+
+type fakes struct {
+	users *users.Fake
+	units *units.Fake
+	fw    *netpolicy.Fake
+}
+
+func newFakes() (Host, fakes) {
+	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake()}
+	return Host{Users: f.users, Units: f.units, Firewall: f.fw}, f
+}
+
+func mustParse(t *testing.T, yaml string) *spec.Flock {
+	t.Helper()
+	f, err := spec.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	return f
+}
+
+// provision runs one full observe → diff → apply cycle and returns its plan.
+func provision(t *testing.T, h Host, f *spec.Flock) Plan {
+	t.Helper()
+	ctx := context.Background()
+	d := Build(f, units.Options{})
+	cur, err := Observe(ctx, h, d)
+	if err != nil {
+		t.Fatalf("observe: %v", err)
+	}
+	p := Diff(d, cur)
+	if err := Apply(ctx, h, d, p, nil); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	return p
+}
+
+const threeAgents = `
+agents:
+  - id: 1
+  - id: 2
+  - id: 3
+`
+
+func TestFirstProvisionCreatesEverythingInOrder(t *testing.T) {
+	h, fk := newFakes()
+	p := provision(t, h, mustParse(t, threeAgents))
+
+	if got := p.Count(CreateUser); got != 3 {
+		t.Errorf("create user changes = %d, want 3\n%s", got, p)
+	}
+	if got := p.Count(StartUnit); got != 3 {
+		t.Errorf("start unit changes = %d, want 3\n%s", got, p)
+	}
+	if p.Count(Firewall) != 1 {
+		t.Errorf("want one firewall change\n%s", p)
+	}
+	// Nothing starts before its user, its directories and its rules exist.
+	last := map[Kind]int{}
+	for i, c := range p.Changes {
+		last[c.Kind] = i
+	}
+	for i, c := range p.Changes {
+		if c.Kind == StartUnit && (i < last[CreateUser] || i < last[EnsurePath] || i < last[Firewall]) {
+			t.Errorf("change %d (%s %s) comes before users, paths or firewall\n%s", i, c.Kind, c.Target, p)
+		}
+	}
+	if n := len(fk.units.Started()); n != 3 {
+		t.Errorf("units started = %d, want 3", n)
+	}
+}
+
+func TestSecondProvisionIsANoOp(t *testing.T) {
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	provision(t, h, f)
+	before := len(fk.units.Started())
+
+	p := provision(t, h, f)
+	if !p.Empty() {
+		t.Fatalf("second provision planned changes:\n%s", p)
+	}
+	if after := len(fk.units.Started()); after != before {
+		t.Errorf("second provision started %d units", after-before)
+	}
+	if !strings.Contains(p.String(), "nothing to do") {
+		t.Errorf("empty plan says %q", p.String())
+	}
+}
+
+func TestChangingOneAgentRestartsOnlyIt(t *testing.T) {
+	h, fk := newFakes()
+	provision(t, h, mustParse(t, threeAgents))
+	before := len(fk.units.Started())
+
+	p := provision(t, h, mustParse(t, `
+agents:
+  - id: 1
+  - id: 2
+    limits: {memory: 512M}
+  - id: 3
+`))
+	want := []Change{{RestartUnit, spec.UnitName(2), "configuration changed"}}
+	if len(p.Changes) != 1 || p.Changes[0] != want[0] {
+		t.Fatalf("plan = %v, want %v", p.Changes, want)
+	}
+	started := fk.units.Started()[before:]
+	if len(started) != 1 || started[0] != spec.UnitName(2) {
+		t.Errorf("started %v, want only %s", started, spec.UnitName(2))
+	}
+}
+
+func TestAddingAnAgentTouchesNoOther(t *testing.T) {
+	h, fk := newFakes()
+	provision(t, h, mustParse(t, threeAgents))
+	before := len(fk.units.Started())
+
+	p := provision(t, h, mustParse(t, threeAgents+"  - id: 4\n"))
+	started := fk.units.Started()[before:]
+	if len(started) != 1 || started[0] != spec.UnitName(4) {
+		t.Errorf("started %v, want only %s\n%s", started, spec.UnitName(4), p)
+	}
+}
+
+func TestAgentDroppedFromSpecIsDeprovisioned(t *testing.T) {
+	h, fk := newFakes()
+	provision(t, h, mustParse(t, threeAgents))
+
+	p := provision(t, h, mustParse(t, "agents:\n  - id: 1\n  - id: 2\n"))
+	if p.Count(StopUnit) != 1 || p.Count(RemoveUser) != 1 || p.Count(Firewall) != 1 {
+		t.Fatalf("want stop, remove user and firewall for agent 3:\n%s", p)
+	}
+	// The unit stops before its user and its firewall rules go.
+	if p.Changes[0].Kind != StopUnit {
+		t.Errorf("first change is %s, want %s\n%s", p.Changes[0].Kind, StopUnit, p)
+	}
+	sts, _ := fk.units.List(context.Background())
+	for _, s := range sts {
+		if s.Name == spec.UnitName(3) {
+			t.Errorf("%s still loaded", s.Name)
+		}
+	}
+	accts, _ := fk.users.Accounts(context.Background())
+	for _, a := range accts {
+		if a.Name == spec.UserName(3) {
+			t.Errorf("user %s still exists", a.Name)
+		}
+	}
+}
+
+func TestDriftIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	f := mustParse(t, threeAgents)
+	for _, tc := range []struct {
+		name  string
+		drift func(fakes)
+		want  Kind
+	}{
+		{"unit stopped by hand", func(fk fakes) { _ = fk.units.Stop(ctx, spec.UnitName(2)) }, StartUnit},
+		{"firewall table removed", func(fk fakes) { _ = fk.fw.Remove(ctx) }, Firewall},
+		{"user deleted", func(fk fakes) { _ = fk.users.RemoveAccounts(ctx, []string{spec.UserName(1)}) }, CreateUser},
+		{"directory removed", func(fk fakes) { _ = fk.users.RemovePaths(ctx, []string{f.AgentDir(3)}) }, EnsurePath},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, fk := newFakes()
+			provision(t, h, f)
+			tc.drift(fk)
+			if p := provision(t, h, f); p.Count(tc.want) != 1 {
+				t.Fatalf("after %s want one %q change, got:\n%s", tc.name, tc.want, p)
+			}
+			if p := provision(t, h, f); !p.Empty() {
+				t.Fatalf("not converged after repair:\n%s", p)
+			}
+		})
+	}
+}
+
+func TestRemoveAllLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	provision(t, h, f)
+	if err := RemoveAll(ctx, h, f.Root, true); err != nil {
+		t.Fatal(err)
+	}
+	if sts, _ := fk.units.List(ctx); len(sts) != 0 {
+		t.Errorf("units left: %v", sts)
+	}
+	if accts, _ := fk.users.Accounts(ctx); len(accts) != 0 {
+		t.Errorf("accounts left: %v", accts)
+	}
+	if ok, _ := fk.fw.Matches(ctx, netpolicy.Policy{}); ok {
+		t.Errorf("firewall table still present")
+	}
+	if _, ok, _ := fk.users.PathState(ctx, f.Root); ok {
+		t.Errorf("%s still exists", f.Root)
+	}
+}
+
+func TestForeignAccountStopsBeforeAnyChange(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	fk.users.Foreign[spec.UserName(2)] = true
+	d := Build(mustParse(t, threeAgents), units.Options{})
+	if _, err := Observe(ctx, h, d); !errors.Is(err, users.ErrNotOurs) {
+		t.Fatalf("observe with flock-2 held by someone else: %v, want ErrNotOurs", err)
+	}
+	if n := len(fk.units.Started()); n != 0 {
+		t.Errorf("%d units started", n)
+	}
+	if accts, _ := fk.users.Accounts(ctx); len(accts) != 0 {
+		t.Errorf("accounts created: %v", accts)
+	}
+}
+
+func TestDriftInAccountsAndACLsIsRepaired(t *testing.T) {
+	f := mustParse(t, threeAgents)
+	for _, tc := range []struct {
+		name  string
+		drift func(fakes)
+		want  Kind
+	}{
+		{"shared group deleted", func(fk fakes) { fk.users.RemoveSharedGroup() }, CreateUser},
+		{"default ACL of common removed", func(fk fakes) {
+			fk.users.SetPath(users.Path{Path: f.CommonDir(), Dir: true, GID: f.UIDBase, Mode: 0o770 | fs.ModeSetgid})
+		}, EnsurePath},
+		{"agent dir opened to the world", func(fk fakes) {
+			fk.users.SetPath(users.Path{Path: f.AgentDir(2), Dir: true, UID: f.UID(2), GID: f.UID(2), Mode: 0o777})
+		}, EnsurePath},
+		{"unit failed", func(fk fakes) { fk.units.Fail(spec.UnitName(1)) }, StartUnit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, fk := newFakes()
+			provision(t, h, f)
+			tc.drift(fk)
+			p := provision(t, h, f)
+			if p.Count(tc.want) == 0 {
+				t.Fatalf("after %s want a %q change, got:\n%s", tc.name, tc.want, p)
+			}
+			if p := provision(t, h, f); !p.Empty() {
+				t.Fatalf("not converged after repair:\n%s", p)
+			}
+		})
+	}
+}
