@@ -1,0 +1,54 @@
+# flock: build, install, demo and the test tiers. Every target that needs
+# packages installs what is missing from Debian's archive first.
+
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+# Debian packages the system tiers use: nspawn for the booted systemd
+# machine, nft for the firewall, ip/nsenter/setpriv/ps for the tests.
+DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus
+export PATH := $(dir $(GO)):$(PATH)
+
+.PHONY: all build install deps demo test test-unit test-system fmt vet clean
+
+all: build
+
+build:
+	$(GO) build -o bin/flockctl ./cmd/flockctl
+	$(GO) build -o bin/flock-agent ./cmd/flock-agent
+
+install: build
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 bin/flockctl bin/flock-agent $(DESTDIR)$(BINDIR)/
+
+# deps installs only what is missing, so it is quick and offline when
+# everything is there.
+deps:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# demo provisions examples/flock.yaml: on the host when PID 1 is systemd,
+# otherwise in a throw-away systemd machine (systemd-nspawn).
+demo: deps build
+	@if [ -d /run/systemd/system ]; then $(MAKE) install; fi
+	$(GO) run ./test/demo -f examples/flock.yaml
+
+test-unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/test/')
+
+test-system: deps
+	$(GO) test -count=1 -timeout 45m -v ./test/...
+
+test: deps test-unit test-system
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

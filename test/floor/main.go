@@ -1,0 +1,94 @@
+// Command floor is the cost floor `flockctl provision` is measured against:
+// what provisioning N agents costs with nothing of flock's own on top.
+// It writes the same sysusers.d drop-in and runs systemd-sysusers once,
+// creates the same directories, and starts the same hardened transient
+// units straight over D-Bus, pipelined as flockctl does, with no
+// observation, diff, firewall or state. It creates flock's own names, so
+// `flockctl deprovision --all --purge` removes what it made.
+//
+//	floor N    provision N default agents the raw way; print seconds taken
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/users"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: floor N")
+		os.Exit(2)
+	}
+	n, err := strconv.Atoi(os.Args[1])
+	if err == nil {
+		err = run(context.Background(), n)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, n int) error {
+	f, err := spec.Count(n)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := os.WriteFile(users.SysusersPath, []byte(users.RenderSysusers(users.Accounts(f))), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "systemd-sysusers", users.SysusersPath).CombinedOutput(); err != nil {
+		return fmt.Errorf("systemd-sysusers: %w: %s", err, out)
+	}
+	if err := users.NewHost().EnsurePaths(ctx, users.Paths(f)); err != nil {
+		return err
+	}
+	conn, err := sd.NewSystemdConnectionContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8) // flockctl's parallelism
+	for _, a := range f.Agents {
+		u := units.ForAgent(f, a, units.Options{})
+		props := []sd.Property{sd.PropDescription(u.Description)}
+		for _, p := range u.Properties {
+			props = append(props, sd.Property{Name: p.Name, Value: dbus.MakeVariant(p.Value)})
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			done := make(chan string, 1)
+			if _, err := conn.StartTransientUnitContext(ctx, u.Name, "fail", props, done); err != nil {
+				errs <- fmt.Errorf("%s: %w", u.Name, err)
+				return
+			}
+			if r := <-done; r != "done" {
+				errs <- fmt.Errorf("%s: start job %s", u.Name, r)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	fmt.Printf("%.3f\n", time.Since(start).Seconds())
+	return nil
+}
