@@ -84,7 +84,7 @@ const (
 	StopUnit    Kind = "stop unit"
 	RemoveUser  Kind = "remove user"
 	CreateUser  Kind = "create user"
-	EnsurePath  Kind = "fix path"
+	EnsurePath  Kind = "ensure path"
 	Firewall    Kind = "replace firewall"
 	StartUnit   Kind = "start unit"
 	RestartUnit Kind = "restart unit"

@@ -28,7 +28,7 @@ const (
 )
 
 // run runs argv in the machine and returns its output and error, bounded.
-func run(t *testing.T, m *harness.Machine, argv ...string) (stdout, stderr string, err error) {
+func run(t testing.TB, m *harness.Machine, argv ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdWait)
 	defer cancel()
@@ -36,7 +36,7 @@ func run(t *testing.T, m *harness.Machine, argv ...string) (stdout, stderr strin
 }
 
 // mustRun runs argv and fails the test unless it exits 0.
-func mustRun(t *testing.T, m *harness.Machine, argv ...string) string {
+func mustRun(t testing.TB, m *harness.Machine, argv ...string) string {
 	t.Helper()
 	out, errOut, err := run(t, m, argv...)
 	if err != nil {

@@ -155,12 +155,7 @@ func assertBadSpecsChangeNothing(t *testing.T, m *harness.Machine) {
 			}
 		}
 	}
-	after := hostSnapshot(t, m)
-	for k := range before {
-		if before[k] != after[k] {
-			t.Errorf("a bad spec changed the host's %s:\nbefore:\n%s\nafter:\n%s", k, before[k], after[k])
-		}
-	}
+	assertSameHost(t, before, hostSnapshot(t, m))
 }
 
 // assertRestarted checks that exactly the agents in want restarted between

@@ -40,7 +40,12 @@ func run(args []string) error {
 	if os.Getenv(scopedMark) != "" {
 		return defaultProgram(env, os.Getenv(scopedMark) == "1")
 	}
-	path := "/proc/self/exe" // no command: the default program, re-exec'd scoped
+	// No command: the default program, re-exec'd scoped (by its own path,
+	// so ps and systemctl status name it flock-agent).
+	path, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	if len(argv) > 0 {
 		if path, err = exec.LookPath(argv[0]); err != nil {
 			return fmt.Errorf("command %q: %w", argv[0], err)

@@ -27,6 +27,9 @@ unless --purge is given.`,
 			if (file == "") == !all {
 				return errors.New("give either -f FILE (the agents to remove) or --all")
 			}
+			if err := preflight(); err != nil {
+				return err
+			}
 			var gone *spec.Flock
 			if file != "" {
 				var err error
@@ -40,6 +43,11 @@ unless --purge is given.`,
 				return err
 			}
 			defer closeHost()
+			unlock, err := lockHost(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			applied, err := plan.LoadState(plan.StatePath)
 			if err != nil && !errors.Is(err, plan.ErrNoState) {
 				return err

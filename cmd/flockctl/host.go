@@ -28,6 +28,16 @@ func preflight() error {
 	return nil
 }
 
+// agentInstalled checks for the runner every unit starts, so a missing
+// install is one sentence here and not three failed start jobs.
+func agentInstalled() error {
+	fi, err := os.Stat(units.DefaultAgentBin)
+	if err != nil || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not installed, and every agent's unit runs it: run make install (or install it there)", units.DefaultAgentBin)
+	}
+	return nil
+}
+
 // openHost connects to the host's OS boundaries. close releases them.
 func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(), err error) {
 	if err := preflight(); err != nil {

@@ -28,8 +28,16 @@ changes nothing and restarts no agent; an agent removed from the spec is
 deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Root first: an operator without it needs that sentence, not
+			// "permission denied" on the spec.
+			if err := preflight(); err != nil {
+				return err
+			}
 			f, err := loadFlock(file, count)
 			if err != nil {
+				return err
+			}
+			if err := agentInstalled(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -38,6 +46,13 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return err
 			}
 			defer closeHost()
+			if !dryRun {
+				unlock, err := lockHost(cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer unlock()
+			}
 			start := time.Now()
 			d := plan.Build(f, uo)
 			cur, err := plan.Observe(ctx, h, d)

@@ -17,7 +17,7 @@ const modulePath = "github.com/flockrun/flock"
 
 // binaryPackages are built and installed into /usr/local/bin under their
 // last path element.
-var binaryPackages = []string{"./cmd/flockctl", "./cmd/flock-agent", "./test/probe"}
+var binaryPackages = []string{"./cmd/flockctl", "./cmd/flock-agent", "./test/probe", "./test/floor"}
 
 var build struct {
 	once sync.Once

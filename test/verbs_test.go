@@ -1,0 +1,140 @@
+package test
+
+// Tier: root + nspawn. The operator's other verbs on a booted systemd
+// machine: --dry-run, --agents, status, logs, deprovision -f, and the one
+// sentence a host that cannot be changed gets.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/harness"
+)
+
+func TestOperatorVerbs(t *testing.T) {
+	// Tier: root + nspawn.
+	m := harness.Boot(t)
+
+	t.Run("refused without root or systemd, nothing changed", func(t *testing.T) {
+		writeSpec(t, m, threeAgents)
+		before := hostSnapshot(t, m)
+		for _, tc := range []struct {
+			name, want string
+			argv       []string
+		}{
+			{"not root", "flockctl must run as root", []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "flockctl", "provision", "-f", specPath}},
+			// /run/systemd/system hidden: the check systemd itself documents
+			// (sd_booted) says no systemd.
+			{"no systemd", "no systemd to talk to", []string{"unshare", "-m", "sh", "-c", "mount -t tmpfs none /run/systemd && exec flockctl provision -f " + specPath}},
+		} {
+			_, errOut, err := run(t, m, tc.argv...)
+			if err == nil {
+				t.Errorf("%s: flockctl succeeded", tc.name)
+			}
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("%s: stderr %q, want one line containing %q", tc.name, errOut, tc.want)
+			}
+		}
+		assertSameHost(t, before, hostSnapshot(t, m))
+	})
+
+	t.Run("dry-run prints the plan and changes nothing", func(t *testing.T) {
+		before := hostSnapshot(t, m)
+		out := mustRun(t, m, "flockctl", "provision", "-f", specPath, "--dry-run")
+		for _, want := range []string{"create user      flock-3 (uid 2000000003)", "start unit       flock-agent@3.service", "replace firewall inet flock"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("dry-run plan lacks %q:\n%s", want, out)
+			}
+		}
+		assertSameHost(t, before, hostSnapshot(t, m))
+	})
+
+	t.Run("--agents N provisions ids 1..N, two at once are serialised", func(t *testing.T) {
+		out := mustRun(t, m, "sh", "-c", "flockctl provision --agents 4 & a=$!; flockctl provision --agents 4 & b=$!; wait $a && wait $b")
+		waitActive(t, m, 1, 2, 3, 4)
+		if n := strings.Count(out, "start unit       flock-agent@4.service"); n != 1 {
+			t.Errorf("agent 4 was started %d times by the two runs, want once:\n%s", n, out)
+		}
+		if again := mustRun(t, m, "flockctl", "provision", "--agents", "4"); !strings.Contains(again, "nothing to do") {
+			t.Errorf("not converged after two runs at once:\n%s", again)
+		}
+	})
+
+	t.Run("status json keeps its contract", func(t *testing.T) {
+		out := mustRun(t, m, "flockctl", "status", "--output", "json")
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
+			t.Fatalf("status json: %v, %d rows\n%s", err, len(rows), out)
+		}
+		for _, key := range []string{"id", "user", "uid", "unit", "state", "level", "label"} {
+			if _, ok := rows[3][key]; !ok {
+				t.Errorf("status json row lacks %q: %v", key, rows[3])
+			}
+		}
+		if id, ok := rows[3]["id"].(float64); !ok || id != 4 {
+			t.Errorf("id %v is not the number 4", rows[3]["id"])
+		}
+		if rows[3]["label"] != "process isolation with guardrails" || rows[3]["state"] != "active" {
+			t.Errorf("row 4: %v", rows[3])
+		}
+		table := mustRun(t, m, "flockctl", "status")
+		if !strings.Contains(table, "flock-agent@4.service  active/running") {
+			t.Errorf("status table:\n%s", table)
+		}
+	})
+
+	t.Run("logs shows the journal and the log file", func(t *testing.T) {
+		var out string
+		m.Eventually(t, 10*time.Second, func() error {
+			out = mustRun(t, m, "flockctl", "logs", "2")
+			if n := strings.Count(out, `"msg":"agent started","agent":2`); n < 2 {
+				return fmt.Errorf("agent 2's start line appears %d times, want journal and file:\n%s", n, out)
+			}
+			return nil
+		})
+		for _, want := range []string{"==> journal of flock-agent@2.service <==", "==> /srv/flock/logs/2.log <=="} {
+			if !strings.Contains(out, want) {
+				t.Errorf("logs lack %q:\n%s", want, out)
+			}
+		}
+		// -f follows until stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		follow, _, _ := m.Run(ctx, "timeout", "2", "flockctl", "logs", "2", "-f")
+		if !strings.Contains(follow, `"agent":2`) {
+			t.Errorf("logs -f printed:\n%s", follow)
+		}
+		if _, errOut, err := run(t, m, "flockctl", "logs", "9"); err == nil || !strings.Contains(errOut, "agent 9 is not in the provisioned flock") {
+			t.Errorf("logs of an unknown agent: %v %s", err, errOut)
+		}
+	})
+
+	t.Run("deprovision -f removes only the agents it names", func(t *testing.T) {
+		writeSpec(t, m, "agents: [{id: 3}, {id: 4}]\n")
+		mustRun(t, m, "flockctl", "deprovision", "-f", specPath)
+		waitActive(t, m, 1, 2)
+		for _, user := range []string{"flock-3", "flock-4"} {
+			if out, _, err := run(t, m, "getent", "passwd", user); err == nil {
+				t.Errorf("user %s still exists: %s", user, out)
+			}
+		}
+		// Kept without --purge.
+		mustRun(t, m, "test", "-d", "/srv/flock/agents/3")
+		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		assertNothingLeft(t, m)
+	})
+}
+
+func assertSameHost(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for k := range before {
+		if before[k] != after[k] {
+			t.Errorf("the host's %s changed:\nbefore:\n%s\nafter:\n%s", k, before[k], after[k])
+		}
+	}
+}
