@@ -165,17 +165,21 @@ func listen(addr string) int {
 		fmt.Fprintln(os.Stderr, "helper listen:", err)
 		return 2
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("hello\n"))
-			_ = c.Close()
-		}
-	}()
+	go serveBanner(l)
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the test closes our stdin
 	return 0
+}
+
+// serveBanner answers every connection with a line and closes it, so a
+// client that connected knows it was let through.
+func serveBanner(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte("hello\n"))
+		_ = c.Close()
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -83,10 +84,10 @@ func TestKernel(t *testing.T) {
 	checkForeign := func(when string) {
 		t.Helper()
 		if got := ns.nft(t, "list", "table", "inet", "foreign"); got != foreignBefore {
-			t.Errorf("%s: table inet foreign changed:\n%s", when, lineDiff(foreignBefore, got))
+			t.Errorf("%s: table inet foreign changed:\n%s", when, golden.LineDiff(foreignBefore, got))
 		}
 		if got := ns.nft(t, "list", "table", "ip", "flock"); got != ipFlockBefore {
-			t.Errorf("%s: table ip flock changed:\n%s", when, lineDiff(ipFlockBefore, got))
+			t.Errorf("%s: table ip flock changed:\n%s", when, golden.LineDiff(ipFlockBefore, got))
 		}
 	}
 
@@ -94,7 +95,7 @@ func TestKernel(t *testing.T) {
 		if err := fw.Ensure(ctx, reference()); err != nil {
 			t.Fatal(err)
 		}
-		checkGolden(t, filepath.Join("testdata", "nft-list.golden"),
+		golden.Check(t, filepath.Join("testdata", "nft-list.golden"),
 			"# `nft list table inet flock` after Ensure(reference()); regenerate as root with -run Kernel -update\n"+
 				ns.nft(t, "list", "table", "inet", "flock"))
 		if ok, err := fw.Matches(ctx, reference()); !ok || err != nil {
@@ -113,7 +114,7 @@ func TestKernel(t *testing.T) {
 		if err != nil || ok != want {
 			cur, _, _ := fw.Current(ctx)
 			want, _ := Render(p)
-			t.Errorf("%s: Matches = %v, %v; want %v\n%s", when, ok, err, want, lineDiff(want, cur))
+			t.Errorf("%s: Matches = %v, %v; want %v\n%s", when, ok, err, want, golden.LineDiff(want, cur))
 		}
 	}
 	matches(true, "Ensure over another policy")
@@ -180,7 +181,7 @@ func TestKernel(t *testing.T) {
 		// Counters restart with the new table, so the text (counter values
 		// included) is the same as right after the first Ensure.
 		if got := ns.nft(t, "list", "table", "inet", "flock"); got != listed {
-			t.Errorf("nft list differs after the second Ensure:\n%s", lineDiff(listed, got))
+			t.Errorf("nft list differs after the second Ensure:\n%s", golden.LineDiff(listed, got))
 		}
 		matches(true, "second Ensure")
 		ns.expectOK(t, "agent 1", agent1, "dial", "tcp", "127.0.0.1:4222")
@@ -305,7 +306,7 @@ func TestKernelRoundTrip(t *testing.T) {
 			if ok, err := fw.Matches(ctx, p); !ok || err != nil {
 				cur, _, _ := fw.Current(ctx)
 				want, _ := Render(p)
-				t.Errorf("Matches = %v, %v\n%s", ok, err, lineDiff(want, cur))
+				t.Errorf("Matches = %v, %v\n%s", ok, err, golden.LineDiff(want, cur))
 			}
 			out := ns.nft(t, "list", "table", "inet", "flock")
 			if !strings.Contains(out, "flock policy "+p.Hash()) {

@@ -151,16 +151,7 @@ func (ns *netNS) serveTCP(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("hello\n"))
-			_ = c.Close()
-		}
-	}()
+	go serveBanner(l)
 }
 
 // serveUDP echoes datagrams as root on addr in the namespace.

@@ -39,42 +39,38 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 }
 
 func (w *walker) role(n *yaml.Node, path string) Role {
-	s, ok := w.str(n, path, "worker")
-	switch r := Role(s); r {
-	case RoleOrchestrator, RoleWorker, RoleMonitor:
-		return r
-	}
-	if ok {
-		w.fail(path, "%q is not a role; choose orchestrator, worker or monitor", s)
-	}
-	return RoleWorker
+	r, _ := oneOf(w, n, path, "a role", "orchestrator, worker or monitor", RoleWorker, RoleOrchestrator, RoleWorker, RoleMonitor)
+	return r
 }
 
 func (w *walker) level(n *yaml.Node, path string) Level {
-	s, ok := w.str(n, path, "process")
-	switch l := Level(s); l {
-	case LevelProcess:
-		return l
-	case LevelPodman, LevelGVisor:
+	l, ok := oneOf(w, n, path, "a level", "process, podman or gvisor", LevelProcess, LevelProcess, LevelPodman, LevelGVisor)
+	if ok && l != LevelProcess {
 		w.fail(path, "%s is not yet supported by this flockctl (it is planned); use level: process", l)
-		return l
 	}
-	if ok {
-		w.fail(path, "%q is not a level; choose process, podman or gvisor", s)
-	}
-	return LevelProcess
+	return l
 }
 
 func (w *walker) access(n *yaml.Node, path string) Access {
-	s, ok := w.str(n, path, "ro")
-	switch a := Access(s); a {
-	case AccessRO, AccessRW:
-		return a
+	a, _ := oneOf(w, n, path, "an access", "ro (read-only, the default) or rw", AccessRO, AccessRO, AccessRW)
+	return a
+}
+
+// oneOf reads a scalar that must be one of choices; what names its kind
+// ("a role"), fix lists the choices for the operator. A wrong value is
+// reported once and def returned in its place.
+func oneOf[T ~string](w *walker, n *yaml.Node, path, what, fix string, def T, choices ...T) (T, bool) {
+	s, ok := w.str(n, path, string(def))
+	if !ok {
+		return def, false
 	}
-	if ok {
-		w.fail(path, "%q is not an access; choose ro (read-only, the default) or rw", s)
+	for _, c := range choices {
+		if T(s) == c {
+			return c, true
+		}
 	}
-	return AccessRO
+	w.fail(path, "%q is not %s; choose %s", s, what, fix)
+	return def, false
 }
 
 const commandExample = `["/usr/bin/python3", "agent.py"]`

@@ -3,33 +3,13 @@ package units
 // Tier: unit (no root).
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./units -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (go test ./units -update, then review the diff):\n%s", path, got)
-	}
-}
 
 func parse(t *testing.T, yaml string) *spec.Flock {
 	t.Helper()
@@ -64,7 +44,7 @@ func TestPropertiesGolden(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)
-			golden(t, tc.file, Render(ForAgent(f, a, Options{SystemdVersion: tc.version})))
+			golden.Check(t, filepath.Join("testdata", tc.file), Render(ForAgent(f, a, Options{SystemdVersion: tc.version})))
 		})
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/flockrun/flock/spec"
 )
 
@@ -60,7 +62,10 @@ func (s *System) EnsureAccounts(ctx context.Context, shared Group, accts []Accou
 			return err
 		}
 	}
-	if err := writeAtomic(s.SysusersPath, []byte(RenderSysusers(shared, accts)), 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.SysusersPath), 0o755); err != nil {
+		return err
+	}
+	if err := renameio.WriteFile(s.SysusersPath, []byte(RenderSysusers(shared, accts)), 0o644, renameio.WithStaticPermissions(0o644)); err != nil {
 		return fmt.Errorf("writing %s: %w", s.SysusersPath, err)
 	}
 	if err := run(ctx, "systemd-sysusers", s.SysusersPath); err != nil {
@@ -186,7 +191,7 @@ func (s *System) dropFromSysusers(names []string) error {
 		}
 		keep = append(keep, line)
 	}
-	return writeAtomic(s.SysusersPath, []byte(strings.Join(keep, "")), 0o644)
+	return renameio.WriteFile(s.SysusersPath, []byte(strings.Join(keep, "")), 0o644, renameio.WithStaticPermissions(0o644))
 }
 
 func (s *System) dropInNamesGroup(name string) bool {
@@ -227,33 +232,4 @@ func run(ctx context.Context, argv ...string) error {
 		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
-}
-
-// writeAtomic replaces path so a reader (or a crash) sees the old file or
-// the new one, never half of one.
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -5,17 +5,15 @@ package users
 import (
 	"context"
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func mustParse(t *testing.T, yaml string) *spec.Flock {
 	t.Helper()
@@ -28,20 +26,7 @@ func mustParse(t *testing.T, yaml string) *spec.Flock {
 
 func TestSysusersGolden(t *testing.T) {
 	f := mustParse(t, "agents: [{id: 3}, {id: 1}, {id: 2}]\n")
-	got := RenderSysusers(Accounts(f))
-	path := filepath.Join("testdata", "flock.conf.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("drop-in differs from %s (go test ./users -update, then review):\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "flock.conf.golden"), RenderSysusers(Accounts(f)))
 }
 
 func TestSameSpecSameIDsEverywhere(t *testing.T) {
