@@ -9,7 +9,7 @@ BINDIR  ?= $(PREFIX)/bin
 DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus
 export PATH := $(dir $(GO)):$(PATH)
 
-.PHONY: all build install deps demo test test-unit test-system fmt vet clean
+.PHONY: all build install deps demo test test-unit test-system bench fmt vet clean
 
 all: build
 
@@ -43,6 +43,10 @@ test-system: deps
 	$(GO) test -count=1 -timeout 45m -v ./test/...
 
 test: deps test-unit test-system
+
+# Figures against the floor measured in the same run; never a pass/fail.
+bench: deps
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x ./test/...
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -44,9 +44,15 @@ func ScopeIPCThenExec(path string, argv, env []string) error {
 	return nil
 }
 
-func scopeThisThread() error {
+// IPCScopesSupported reports whether this kernel can scope abstract UNIX
+// sockets and signals (Landlock ABI 6, Linux 6.12+).
+func IPCScopesSupported() bool {
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 || int(abi) < scopeABI {
+	return errno == 0 && int(abi) >= scopeABI
+}
+
+func scopeThisThread() error {
+	if !IPCScopesSupported() {
 		return ErrNoScopes
 	}
 	attr := rulesetAttr{scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL}

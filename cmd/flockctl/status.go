@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -23,7 +24,10 @@ type agentStatus struct {
 	Role     string `json:"role"`
 	Level    string `json:"level"`
 	Label    string `json:"label"`
-	Drift    string `json:"drift,omitempty"`
+	// IPCScoped: the kernel keeps the agent's abstract UNIX sockets and
+	// signals to itself (Landlock); false means they are shared host-wide.
+	IPCScoped bool   `json:"ipc_scoped"`
+	Drift     string `json:"drift,omitempty"`
 }
 
 func newStatus() *cobra.Command {
@@ -54,9 +58,12 @@ func newStatus() *cobra.Command {
 			for _, s := range sts {
 				byName[s.Name] = s
 			}
+			scoped := agent.IPCScopesSupported()
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for _, a := range f.Agents {
-				rows = append(rows, statusOf(f, a, byName[spec.UnitName(a.ID)], units.ForAgent(f, a, uo).Hash))
+				row := statusOf(f, a, byName[spec.UnitName(a.ID)], units.ForAgent(f, a, uo).Hash)
+				row.IPCScoped = scoped
+				rows = append(rows, row)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -64,6 +71,9 @@ func newStatus() *cobra.Command {
 				return enc.Encode(rows)
 			}
 			printTable(cmd.OutOrStdout(), rows)
+			if !scoped {
+				fmt.Fprintln(cmd.OutOrStdout(), "note: this kernel has no Landlock IPC scopes (Linux 6.12+): agents can reach each other's abstract UNIX sockets")
+			}
 			return nil
 		},
 	}

@@ -35,6 +35,7 @@ func steps(spec string) [][]string {
 		{"flockctl", "provision", "-f", spec},
 		{"flockctl", "status"},
 		{"systemctl", "status", "--no-pager", "--lines=5", "flock-agent@3"},
+		{"sh", "-c", "systemd-analyze security --no-pager flock-agent@3 | tail -n 1"},
 		{"flockctl", "provision", "-f", spec}, // again: nothing to do
 	}
 }
