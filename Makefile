@@ -37,7 +37,7 @@ demo: deps build
 	$(GO) run ./test/demo -f examples/flock.yaml
 
 test-unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/test/')
+	$(GO) test -count=1 $$($(GO) list ./... | grep -vE '/test(/|$$)')
 
 test-system: deps
 	$(GO) test -count=1 -timeout 45m -v ./test/...
