@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -85,39 +86,27 @@ func eachLine(path string, fields int, fn func([]string) error) error {
 }
 
 func (db etcDB) user(name string) (passwdEntry, bool) {
-	for _, u := range db.users {
-		if u.Name == name {
-			return u, true
-		}
-	}
-	return passwdEntry{}, false
+	return find(db.users, func(u passwdEntry) bool { return u.Name == name })
 }
 
 func (db etcDB) userByID(uid uint32) (passwdEntry, bool) {
-	for _, u := range db.users {
-		if u.UID == uid {
-			return u, true
-		}
-	}
-	return passwdEntry{}, false
+	return find(db.users, func(u passwdEntry) bool { return u.UID == uid })
 }
 
 func (db etcDB) group(name string) (groupEntry, bool) {
-	for _, g := range db.groups {
-		if g.Name == name {
-			return g, true
-		}
-	}
-	return groupEntry{}, false
+	return find(db.groups, func(g groupEntry) bool { return g.Name == name })
 }
 
 func (db etcDB) groupByID(gid uint32) (groupEntry, bool) {
-	for _, g := range db.groups {
-		if g.GID == gid {
-			return g, true
-		}
+	return find(db.groups, func(g groupEntry) bool { return g.GID == gid })
+}
+
+func find[T any](xs []T, match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(xs, match); i >= 0 {
+		return xs[i], true
 	}
-	return groupEntry{}, false
+	var zero T
+	return zero, false
 }
 
 // ours reports whether u is an agent account flock created.
