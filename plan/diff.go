@@ -170,7 +170,7 @@ func Diff(d Desired, c Current) Plan {
 		switch {
 		case !ok || uidMoved[a.Name]:
 			add(CreateUser, a.Name, fmt.Sprintf("uid %d", a.UID))
-		case !sameStrings(got.Groups, a.Groups):
+		case !users.SameGroups(got.Groups, a.Groups):
 			add(CreateUser, a.Name, fmt.Sprintf("in groups %v, want %v", got.Groups, a.Groups))
 		}
 	}
@@ -200,13 +200,6 @@ func Diff(d Desired, c Current) Plan {
 	}
 	sort.SliceStable(p.Changes, func(i, j int) bool { return order[p.Changes[i].Kind] < order[p.Changes[j].Kind] })
 	return p
-}
-
-func sameStrings(a, b []string) bool {
-	a, b = append([]string(nil), a...), append([]string(nil), b...)
-	sort.Strings(a)
-	sort.Strings(b)
-	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -73,11 +73,7 @@ func (s *Systemd) List(ctx context.Context) ([]Status, error) {
 // start job. With Type=exec the job fails when the runner cannot be
 // started, so a broken unit is an error here, not a surprise later.
 func (s *Systemd) Start(ctx context.Context, u Unit) error {
-	props := make([]sd.Property, 0, len(u.Properties)+1)
-	props = append(props, sd.PropDescription(u.Description))
-	for _, p := range u.Properties {
-		props = append(props, sd.Property{Name: p.Name, Value: dbus.MakeVariant(p.Value)})
-	}
+	props := u.DBusProperties()
 	if err := s.Stop(ctx, u.Name); err != nil {
 		return err
 	}
@@ -97,6 +93,17 @@ func (s *Systemd) Start(ctx context.Context, u Unit) error {
 		}
 		return s.waitJob(ctx, u.Name, "start", done)
 	}
+}
+
+// DBusProperties are u's description and properties as
+// StartTransientUnit takes them.
+func (u Unit) DBusProperties() []sd.Property {
+	props := make([]sd.Property, 0, len(u.Properties)+1)
+	props = append(props, sd.PropDescription(u.Description))
+	for _, p := range u.Properties {
+		props = append(props, sd.Property{Name: p.Name, Value: dbus.MakeVariant(p.Value)})
+	}
+	return props
 }
 
 // Stop stops name, clears a failed state and waits until systemd has

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/renameio/v2"
@@ -93,7 +94,7 @@ func verify(db etcDB, shared Group, accts []Account) error {
 			errs = append(errs, fmt.Errorf("systemd-sysusers did not create user %s", want.Name))
 		case got.UID != want.UID:
 			errs = append(errs, fmt.Errorf("user %s has uid %d, want %d", want.Name, got.UID, want.UID))
-		case !sameSet(got.Groups, want.Groups):
+		case !SameGroups(got.Groups, want.Groups):
 			errs = append(errs, fmt.Errorf("user %s is in groups %v, want %v", want.Name, got.Groups, want.Groups))
 		}
 	}
@@ -207,20 +208,9 @@ func (s *System) dropInNamesGroup(name string) bool {
 	return false
 }
 
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := map[string]int{}
-	for _, x := range a {
-		seen[x]++
-	}
-	for _, x := range b {
-		if seen[x]--; seen[x] < 0 {
-			return false
-		}
-	}
-	return true
+// SameGroups reports whether a and b name the same groups, in any order.
+func SameGroups(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // run runs a command and wraps its failure with what it said.

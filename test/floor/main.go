@@ -19,7 +19,6 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/godbus/dbus/v5"
 
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -66,10 +65,7 @@ func run(ctx context.Context, n int) error {
 	sem := make(chan struct{}, 8) // flockctl's parallelism
 	for _, a := range f.Agents {
 		u := units.ForAgent(f, a, units.Options{})
-		props := []sd.Property{sd.PropDescription(u.Description)}
-		for _, p := range u.Properties {
-			props = append(props, sd.Property{Name: p.Name, Value: dbus.MakeVariant(p.Value)})
-		}
+		props := u.DBusProperties()
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
