@@ -7,6 +7,10 @@ BINDIR  ?= $(PREFIX)/bin
 # Debian packages the system tiers use: nspawn for the booted systemd
 # machine, nft for the firewall, ip/nsenter/setpriv/ps for the tests.
 DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus
+# The nats CLI: the system tests prove that a client an agent brings
+# connects with NATS_URL and its credential alone. Built through the Go
+# module proxy (Debian has no package of it); ~40 s once.
+NATSCLI := github.com/nats-io/natscli/nats@v0.5.1
 export PATH := $(dir $(GO)):$(PATH)
 
 .PHONY: all build install deps demo test test-unit test-system bench fmt vet clean
@@ -29,6 +33,7 @@ deps:
 		echo "installing: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@command -v nats >/dev/null || { echo "installing the nats CLI ($(NATSCLI))"; GOBIN=$(BINDIR) $(GO) install $(NATSCLI); }
 
 # demo provisions examples/flock.yaml: on the host when PID 1 is systemd,
 # otherwise in a throw-away systemd machine (systemd-nspawn).

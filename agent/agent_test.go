@@ -1,7 +1,5 @@
 package agent
 
-// Tier: unit (no root).
-
 import (
 	"bytes"
 	"encoding/json"
@@ -13,7 +11,33 @@ import (
 	"time"
 )
 
+// setAgentEnv sets the variables a unit sets, overridable by extra
+// ("NAME", "value" pairs), so the host's own environment never leaks in.
+func setAgentEnv(t *testing.T, extra ...string) {
+	t.Helper()
+	vars := map[string]string{
+		"AGENT_ID": "3", "AGENT_ROLE": "worker", "NATS_URL": "nats://127.0.0.1:4222",
+		"NATS_NKEY": "/run/credentials/flock-agent@3.service/nats", "CREDENTIALS_DIRECTORY": "",
+		"NATS_INBOX_PREFIX": "_INBOX.flock-3", "SHARED_DIR": "/srv/flock/common",
+		"FLOCK_LOG_FILE": "/srv/flock/logs/3.log", "HOME": "/srv/flock/agents/3",
+		"FLOCK_HEARTBEAT": "", "FLOCK_TASK_TIMEOUT": "", "FLOCK_MAX_OUTPUT": "",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+}
+
+// Tier: unit (no root).
 func TestFromEnv(t *testing.T) {
+	want := Env{
+		ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222",
+		NKeyFile: "/run/credentials/flock-agent@3.service/nats", InboxPrefix: "_INBOX.flock-3",
+		SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3",
+		Heartbeat: DefaultHeartbeat, TaskTimeout: DefaultTaskTimeout, MaxOutput: DefaultMaxOutput,
+	}
 	for _, tc := range []struct {
 		id      string
 		wantErr string
@@ -23,15 +47,12 @@ func TestFromEnv(t *testing.T) {
 		{"0", `AGENT_ID="0" is not a positive number`},
 		{"3", ""},
 	} {
-		t.Setenv("AGENT_ID", tc.id)
-		t.Setenv("NATS_URL", "nats://127.0.0.1:4222")
-		t.Setenv("SHARED_DIR", "/srv/flock/common")
-		t.Setenv("FLOCK_LOG_FILE", "/srv/flock/logs/3.log")
+		setAgentEnv(t, "AGENT_ID", tc.id)
 		e, err := FromEnv()
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("AGENT_ID=%q: err %v, want %q", tc.id, err, tc.wantErr)
-		case tc.wantErr == "" && (err != nil || e != Env{3, "nats://127.0.0.1:4222", "/srv/flock/common", "/srv/flock/logs/3.log"}):
+		case tc.wantErr == "" && (err != nil || e != want):
 			t.Errorf("AGENT_ID=%q: %+v, %v", tc.id, e, err)
 		}
 	}
@@ -42,7 +63,7 @@ func TestFromEnv(t *testing.T) {
 }
 
 // Every line goes to the journal (stdout) and the log file, as JSON with
-// the time and the agent's id.
+// the time and the agent's id. Tier: unit (no root).
 func TestLoggerWritesJSONToBoth(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "3.log")
 	var stdout bytes.Buffer

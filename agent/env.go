@@ -1,22 +1,40 @@
 // Package agent is the agent's side of flock: what a unit hands an agent
-// (its id, the bus address, the shared directory, its log file), structured
-// logging to the journal and the log file, and the Landlock scope that keeps
-// an agent's abstract UNIX sockets and signals to itself.
+// (its id, role, bus address and credential, the shared directory, its log
+// file, its limits), structured logging to the journal and the log file,
+// the Landlock scope that keeps an agent's abstract UNIX sockets and
+// signals to itself, and the bus client: heartbeats, events and tasks.
 package agent
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
+)
+
+// Defaults when the unit leaves a variable unset; they equal spec's
+// (agent does not import spec, to keep the YAML parser out of agents).
+const (
+	DefaultHeartbeat   = 30 * time.Second
+	DefaultTaskTimeout = 5 * time.Minute
+	DefaultMaxOutput   = 256 << 10
 )
 
 // Env is the contract between a flock-agent@ unit and its agent.
 type Env struct {
-	ID        int    // AGENT_ID
-	NATSURL   string // NATS_URL
-	SharedDir string // SHARED_DIR
-	LogFile   string // FLOCK_LOG_FILE; empty: log to stdout only
+	ID          int           // AGENT_ID
+	Role        string        // AGENT_ROLE: orchestrator, worker or monitor; "" if unset
+	NATSURL     string        // NATS_URL
+	NKeyFile    string        // NATS_NKEY, else $CREDENTIALS_DIRECTORY/nats: the user seed
+	InboxPrefix string        // NATS_INBOX_PREFIX (for other clients; Connect uses wire.Inbox)
+	SharedDir   string        // SHARED_DIR
+	LogFile     string        // FLOCK_LOG_FILE; empty: log to stdout only
+	Home        string        // HOME: where task commands run
+	Heartbeat   time.Duration // FLOCK_HEARTBEAT
+	TaskTimeout time.Duration // FLOCK_TASK_TIMEOUT
+	MaxOutput   int           // FLOCK_MAX_OUTPUT, bytes of stdout+stderr kept per task
 }
 
 // ErrNotAnAgent means the process was not started by a flock unit.
@@ -32,10 +50,61 @@ func FromEnv() (Env, error) {
 	if err != nil || id < 1 {
 		return Env{}, fmt.Errorf("AGENT_ID=%q is not a positive number", raw)
 	}
-	return Env{
-		ID:        id,
-		NATSURL:   os.Getenv("NATS_URL"),
-		SharedDir: os.Getenv("SHARED_DIR"),
-		LogFile:   os.Getenv("FLOCK_LOG_FILE"),
-	}, nil
+	e := Env{
+		ID:          id,
+		Role:        os.Getenv("AGENT_ROLE"),
+		NATSURL:     os.Getenv("NATS_URL"),
+		NKeyFile:    os.Getenv("NATS_NKEY"),
+		InboxPrefix: os.Getenv("NATS_INBOX_PREFIX"),
+		SharedDir:   os.Getenv("SHARED_DIR"),
+		LogFile:     os.Getenv("FLOCK_LOG_FILE"),
+		Home:        os.Getenv("HOME"),
+	}
+	switch e.Role {
+	case "", "orchestrator", "worker", "monitor":
+	default:
+		return Env{}, fmt.Errorf("AGENT_ROLE=%q: want orchestrator, worker or monitor", e.Role)
+	}
+	// LoadCredential= puts the seed in $CREDENTIALS_DIRECTORY; NATS_NKEY
+	// names it for the nats CLI too, and wins when both are set.
+	if dir := os.Getenv("CREDENTIALS_DIRECTORY"); e.NKeyFile == "" && dir != "" {
+		e.NKeyFile = filepath.Join(dir, "nats")
+	}
+	if e.Heartbeat, err = durationVar("FLOCK_HEARTBEAT", DefaultHeartbeat); err != nil {
+		return Env{}, err
+	}
+	if e.TaskTimeout, err = durationVar("FLOCK_TASK_TIMEOUT", DefaultTaskTimeout); err != nil {
+		return Env{}, err
+	}
+	if e.MaxOutput, err = bytesVar("FLOCK_MAX_OUTPUT", DefaultMaxOutput); err != nil {
+		return Env{}, err
+	}
+	return e, nil
+}
+
+func durationVar(name string, def time.Duration) (time.Duration, error) {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not a duration like 30s: %w", name, raw, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s=%q must be positive", name, raw)
+	}
+	return d, nil
+}
+
+func bytesVar(name string, def int) (int, error) {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q is not a positive number of bytes", name, raw)
+	}
+	return n, nil
 }

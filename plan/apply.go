@@ -18,8 +18,8 @@ const parallelStarts = 8
 
 // Apply carries out p on h, in the order Diff put it.
 func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) error {
-	var stops, removes []string
-	var fixPaths, create, firewall bool
+	var stops, removes, dropIDs []string
+	var fixPaths, create, firewall, busConfig, install, startBus, reload bool
 	var starts []units.Unit
 	unitByName := map[string]units.Unit{}
 	for _, u := range d.Units {
@@ -37,6 +37,16 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 			fixPaths = true
 		case Firewall:
 			firewall = true
+		case RemoveIdentity:
+			dropIDs = append(dropIDs, c.Target)
+		case CreateIdentity, WriteBusConfig:
+			busConfig = true
+		case InstallBus:
+			install = true
+		case StartBus:
+			startBus = true
+		case ReloadBus:
+			reload = true
 		case StartUnit, RestartUnit:
 			starts = append(starts, unitByName[c.Target])
 		}
@@ -62,6 +72,31 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 			return fmt.Errorf("preparing directories: %w", err)
 		}
 	}
+	if len(dropIDs) > 0 {
+		if err := h.Bus.Remove(ctx, dropIDs); err != nil {
+			return fmt.Errorf("removing bus identities: %w", err)
+		}
+	}
+	if busConfig {
+		if err := writeBusConfig(ctx, h, d); err != nil {
+			return err
+		}
+	}
+	if install {
+		if err := h.Units.InstallService(ctx, d.Service); err != nil {
+			return fmt.Errorf("installing %s: %w", units.BusUnit, err)
+		}
+	}
+	switch {
+	case startBus:
+		if err := h.Units.RestartService(ctx); err != nil {
+			return fmt.Errorf("starting the bus: %w", err)
+		}
+	case reload:
+		if err := h.Bus.Reload(ctx); err != nil {
+			return fmt.Errorf("reloading the bus: %w", err)
+		}
+	}
 	// Rules go in before any new agent runs, and after removed ones stopped.
 	if firewall {
 		if err := h.Firewall.Ensure(ctx, d.Policy); err != nil {
@@ -69,6 +104,23 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 		}
 	}
 	return startAll(ctx, h.Units, starts, progress)
+}
+
+// writeBusConfig makes sure every identity d needs exists and writes the
+// bus config with their keys.
+func writeBusConfig(ctx context.Context, h Host, d Desired) error {
+	keys := map[string]string{}
+	for _, name := range d.Identities {
+		pub, _, err := h.Bus.Ensure(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bus identity %s: %w", name, err)
+		}
+		keys[name] = pub
+	}
+	if err := h.Bus.WriteConfig(ctx, d.BusConfig(keys)); err != nil {
+		return fmt.Errorf("writing the bus config: %w", err)
+	}
+	return nil
 }
 
 func startAll(ctx context.Context, m units.Manager, us []units.Unit, progress Progress) error {

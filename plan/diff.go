@@ -1,12 +1,14 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
 	"sort"
 	"strings"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -18,6 +20,9 @@ type Current struct {
 	Units      map[string]units.Status  // flock units by name
 	BadPaths   map[string]string        // desired path -> what is wrong with it
 	FirewallOK bool
+	Keys       map[string]string // bus identity -> public key, as on disk
+	BusConfig  *bus.Config       // as installed; nil if none
+	Service    units.ServiceStatus
 }
 
 // Observe reads the host's side of everything d describes.
@@ -58,6 +63,15 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 	if c.FirewallOK, err = h.Firewall.Matches(ctx, d.Policy); err != nil {
 		return c, fmt.Errorf("reading table inet flock: %w", err)
 	}
+	if c.Keys, err = h.Bus.Keys(ctx); err != nil {
+		return c, fmt.Errorf("reading bus identities: %w", err)
+	}
+	if c.BusConfig, err = h.Bus.Config(ctx); err != nil {
+		return c, fmt.Errorf("reading the bus config: %w", err)
+	}
+	if c.Service, err = h.Units.Service(ctx); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -81,18 +95,29 @@ func pathDrift(want, got users.Path, exists bool) string {
 type Kind string
 
 const (
-	StopUnit    Kind = "stop unit"
-	RemoveUser  Kind = "remove user"
-	CreateUser  Kind = "create user"
-	EnsurePath  Kind = "ensure path"
-	Firewall    Kind = "replace firewall"
-	StartUnit   Kind = "start unit"
-	RestartUnit Kind = "restart unit"
+	StopUnit       Kind = "stop unit"
+	RemoveUser     Kind = "remove user"
+	RemoveIdentity Kind = "remove identity"
+	CreateUser     Kind = "create user"
+	EnsurePath     Kind = "ensure path"
+	CreateIdentity Kind = "create identity"
+	WriteBusConfig Kind = "write bus config"
+	InstallBus     Kind = "install bus"
+	StartBus       Kind = "(re)start bus"
+	ReloadBus      Kind = "reload bus"
+	Firewall       Kind = "replace firewall"
+	StartUnit      Kind = "start unit"
+	RestartUnit    Kind = "restart unit"
 )
 
-// order is the apply order: stop what goes before its user and its
-// firewall rules go, and start nothing before its user, dirs and rules exist.
-var order = map[Kind]int{StopUnit: 0, RemoveUser: 1, CreateUser: 2, EnsurePath: 3, Firewall: 4, StartUnit: 5, RestartUnit: 5}
+// order is the apply order: stop what goes before its user, identity and
+// firewall rules go; start no agent before its user, dirs, bus identity,
+// the bus itself and its rules exist.
+var order = map[Kind]int{
+	StopUnit: 0, RemoveUser: 1, RemoveIdentity: 1, CreateUser: 2, EnsurePath: 3,
+	CreateIdentity: 4, WriteBusConfig: 5, InstallBus: 5, StartBus: 6, ReloadBus: 6,
+	Firewall: 7, StartUnit: 8, RestartUnit: 8,
+}
 
 // Change is one step of a plan.
 type Change struct {
@@ -180,6 +205,7 @@ func Diff(d Desired, c Current) Plan {
 			add(EnsurePath, pth.Path, why)
 		}
 	}
+	newID := diffBus(d, c, add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
 	}
@@ -192,6 +218,8 @@ func Diff(d Desired, c Current) Plan {
 			add(StartUnit, u.Name, "not running")
 		case uidMoved[user]:
 			add(RestartUnit, u.Name, "its user's uid changed")
+		case newID[user]:
+			add(RestartUnit, u.Name, "its bus credential is new")
 		case st.Hash != u.Hash:
 			add(RestartUnit, u.Name, "configuration changed")
 		case st.ActiveState == "inactive" || st.ActiveState == "failed":
@@ -200,6 +228,55 @@ func Diff(d Desired, c Current) Plan {
 	}
 	sort.SliceStable(p.Changes, func(i, j int) bool { return order[p.Changes[i].Kind] < order[p.Changes[j].Kind] })
 	return p
+}
+
+// diffBus lists the bus's changes: identities, its config, its unit and
+// whether it must start, restart or reload. It returns the identities
+// that will be created (their agents restart to load them).
+func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bool {
+	want := map[string]bool{}
+	for _, name := range d.Identities {
+		want[name] = true
+	}
+	for _, name := range sortedKeys(c.Keys) {
+		if !want[name] {
+			add(RemoveIdentity, name, "not in spec")
+		}
+	}
+	created := map[string]bool{}
+	for _, name := range d.Identities {
+		if _, ok := c.Keys[name]; !ok {
+			add(CreateIdentity, name, "missing")
+			created[name] = true
+		}
+	}
+	cfg := d.BusConfig(c.Keys)
+	changed := ""
+	switch {
+	case c.BusConfig == nil:
+		changed = "missing"
+	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
+		changed = "users or permissions changed"
+	}
+	if changed != "" {
+		add(WriteBusConfig, bus.ConfigPath, changed)
+	}
+	fileChanged := !bytes.Equal(c.Service.File, d.Service)
+	if fileChanged || c.Service.Enabled != "enabled" {
+		add(InstallBus, units.BusUnit, "unit file missing, changed or not enabled")
+	}
+	listenMoved := c.BusConfig != nil && (c.BusConfig.Listen != cfg.Listen || c.BusConfig.Monitor != cfg.Monitor)
+	switch {
+	case c.Service.ActiveState != "active":
+		add(StartBus, units.BusUnit, "not running")
+	case fileChanged:
+		add(StartBus, units.BusUnit, "unit file changed")
+	case listenMoved:
+		add(StartBus, units.BusUnit, "listen or monitor address changed")
+	case changed != "":
+		add(ReloadBus, units.BusUnit, changed)
+	}
+	return created
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -18,7 +19,15 @@ type Desired struct {
 	Paths    []users.Path
 	Units    []units.Unit // same order as Flock.Agents
 	Policy   netpolicy.Policy
+	// Identities are the bus users the flock needs: every agent's, then
+	// the operator's. Their keys are host state, so the bus config is
+	// computed from them at diff and apply time (BusConfig).
+	Identities []string
+	Service    []byte // flock.service
 }
+
+// BusConfig is the bus configuration of d given the identities' keys.
+func (d Desired) BusConfig(keys map[string]string) bus.Config { return bus.ForFlock(d.Flock, keys) }
 
 // Build computes the desired state of f. Pure.
 func Build(f *spec.Flock, uo units.Options) Desired {
@@ -32,7 +41,10 @@ func Build(f *spec.Flock, uo units.Options) Desired {
 	}
 	for _, a := range f.Agents {
 		d.Units = append(d.Units, units.ForAgent(f, a, uo))
+		d.Identities = append(d.Identities, spec.UserName(a.ID))
 	}
+	d.Identities = append(d.Identities, bus.OperatorName)
+	d.Service = units.BusService(uo.FlockctlBin, bus.ConfigPath)
 	return d
 }
 
@@ -41,4 +53,5 @@ type Host struct {
 	Users    users.Host
 	Units    units.Manager
 	Firewall netpolicy.Firewall
+	Bus      bus.Host
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -19,11 +20,12 @@ type fakes struct {
 	users *users.Fake
 	units *units.Fake
 	fw    *netpolicy.Fake
+	bus   *bus.FakeHost
 }
 
 func newFakes() (Host, fakes) {
-	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake()}
-	return Host{Users: f.users, Units: f.units, Firewall: f.fw}, f
+	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost()}
+	return Host{Users: f.users, Units: f.units, Firewall: f.fw, Bus: f.bus}, f
 }
 
 func mustParse(t *testing.T, yaml string) *spec.Flock {
@@ -176,6 +178,9 @@ func TestDriftIsRepaired(t *testing.T) {
 		{"firewall table removed", func(fk fakes) { _ = fk.fw.Remove(ctx) }, Firewall},
 		{"user deleted", func(fk fakes) { _ = fk.users.RemoveAccounts(ctx, []string{spec.UserName(1)}) }, CreateUser},
 		{"directory removed", func(fk fakes) { _ = fk.users.RemovePaths(ctx, []string{f.AgentDir(3)}) }, EnsurePath},
+		{"bus stopped by hand", func(fk fakes) { fk.units.StopService() }, StartBus},
+		{"bus config deleted", func(fk fakes) { _ = fk.bus.RemoveConfig(ctx) }, WriteBusConfig},
+		{"credential deleted", func(fk fakes) { _ = fk.bus.Remove(ctx, []string{spec.UserName(2)}) }, CreateIdentity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, fk := newFakes()
@@ -188,6 +193,73 @@ func TestDriftIsRepaired(t *testing.T) {
 				t.Fatalf("not converged after repair:\n%s", p)
 			}
 		})
+	}
+}
+
+// The bus: identities exist before the config that names them, the bus
+// runs before any agent starts, and a new agent reloads it (connections
+// kept) rather than restarting it.
+func TestBusIsPlannedAroundTheAgents(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	p := provision(t, h, f)
+	pos := map[Kind]int{}
+	for i, c := range p.Changes {
+		if _, seen := pos[c.Kind]; !seen {
+			pos[c.Kind] = i
+		}
+	}
+	if p.Count(CreateIdentity) != 4 {
+		t.Errorf("want 4 identities (3 agents, the operator):\n%s", p)
+	}
+	if !(pos[CreateIdentity] < pos[WriteBusConfig] && pos[WriteBusConfig] < pos[StartBus] && pos[StartBus] < pos[StartUnit]) {
+		t.Errorf("order: identities, config, bus, agents; got:\n%s", p)
+	}
+	cfg, _ := fk.bus.Config(ctx)
+	keys, _ := fk.bus.Keys(ctx)
+	if cfg == nil || !cfg.Equal(bus.ForFlock(f, keys)) || len(cfg.Users) != 4 {
+		t.Fatalf("installed config %+v", cfg)
+	}
+	if st, _ := fk.units.Service(ctx); st.ActiveState != "active" || st.Enabled != "enabled" {
+		t.Errorf("bus service %+v", st)
+	}
+
+	restarts := fk.units.ServiceRestarts()
+	p = provision(t, h, mustParse(t, threeAgents+"  - id: 4\n"))
+	if p.Count(ReloadBus) != 1 || p.Count(StartBus) != 0 || fk.units.ServiceRestarts() != restarts || fk.bus.Reloads() != 1 {
+		t.Errorf("adding an agent should reload the bus, not restart it:\n%s", p)
+	}
+	p = provision(t, h, mustParse(t, "bus: {listen: \"127.0.0.1:4333\"}\n"+threeAgents+"  - id: 4\n"))
+	if p.Count(StartBus) != 1 || fk.units.ServiceRestarts() != restarts+1 {
+		t.Errorf("moving the listener should restart the bus:\n%s", p)
+	}
+
+	// A dropped agent loses its identity and its place in the config.
+	p = provision(t, h, mustParse(t, "bus: {listen: \"127.0.0.1:4333\"}\nagents:\n  - id: 1\n"))
+	if p.Count(RemoveIdentity) != 3 || p.Count(ReloadBus) != 1 {
+		t.Errorf("want 3 identities removed and a reload:\n%s", p)
+	}
+	if keys, _ := fk.bus.Keys(ctx); len(keys) != 2 {
+		t.Errorf("identities left: %v", keys)
+	}
+}
+
+// A credential deleted by hand is made again, and only its agent restarts
+// to load it.
+func TestRecreatedCredentialRestartsOnlyItsAgent(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	provision(t, h, f)
+	before := len(fk.units.Started())
+	_ = fk.bus.Remove(ctx, []string{spec.UserName(3)})
+	p := provision(t, h, f)
+	if p.Count(RestartUnit) != 1 || p.Count(ReloadBus) != 1 {
+		t.Errorf("want agent 3 restarted and the bus reloaded:\n%s", p)
+	}
+	if started := fk.units.Started()[before:]; len(started) != 1 || started[0] != spec.UnitName(3) {
+		t.Errorf("started %v, want only %s", started, spec.UnitName(3))
 	}
 }
 
@@ -210,6 +282,15 @@ func TestRemoveAllLeavesNothing(t *testing.T) {
 	}
 	if _, ok, _ := fk.users.PathState(ctx, f.Root); ok {
 		t.Errorf("%s still exists", f.Root)
+	}
+	if keys, _ := fk.bus.Keys(ctx); len(keys) != 0 {
+		t.Errorf("identities left: %v", keys)
+	}
+	if cfg, _ := fk.bus.Config(ctx); cfg != nil {
+		t.Errorf("bus config left: %+v", cfg)
+	}
+	if st, _ := fk.units.Service(ctx); st.File != nil {
+		t.Errorf("flock.service left: %+v", st)
 	}
 }
 

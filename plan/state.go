@@ -14,7 +14,7 @@ import (
 )
 
 // StateDir holds what flock must remember between runs.
-const StateDir = "/var/lib/flock"
+const StateDir = spec.StateDir
 
 // StatePath is the last applied flock: status, deprovision --all and
 // (later) the boot-time reconcile read it.

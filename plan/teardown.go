@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
 )
@@ -31,6 +32,9 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 		names = append(names, spec.UserName(a.ID))
 		paths = append(paths, f.AgentDir(a.ID), f.LogPath(a.ID))
 	}
+	if err := forgetIdentities(ctx, h, &rest, names); err != nil {
+		return nil, err
+	}
 	if len(rest.Agents) > 0 {
 		if err := h.Firewall.Ensure(ctx, netpolicy.ForFlock(&rest)); err != nil {
 			return nil, fmt.Errorf("replacing table inet flock: %w", err)
@@ -49,9 +53,44 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 	return &rest, nil
 }
 
+// forgetIdentities takes names off the bus (the running bus reloads, so
+// their connections close) and then deletes their credentials.
+func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []string) error {
+	keys, err := h.Bus.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("reading bus identities: %w", err)
+	}
+	for _, name := range names {
+		delete(keys, name)
+	}
+	installed, err := h.Bus.Config(ctx)
+	if err != nil {
+		return err
+	}
+	if installed != nil {
+		if err := h.Bus.WriteConfig(ctx, bus.ForFlock(rest, keys)); err != nil {
+			return fmt.Errorf("writing the bus config: %w", err)
+		}
+		st, err := h.Units.Service(ctx)
+		if err != nil {
+			return err
+		}
+		if st.ActiveState == "active" {
+			if err := h.Bus.Reload(ctx); err != nil {
+				return fmt.Errorf("reloading the bus: %w", err)
+			}
+		}
+	}
+	if err := h.Bus.Remove(ctx, names); err != nil {
+		return fmt.Errorf("removing bus identities: %w", err)
+	}
+	return nil
+}
+
 // RemoveAll deprovisions everything of flock on the host: every
 // flock-agent@ unit, table inet flock, every flock user and group and the
-// sysusers drop-in; with purge also root (the agents' directories, logs and
+// sysusers drop-in, flock.service, the bus config and every credential;
+// with purge also root (the agents' directories, logs and
 // the shared directory).
 func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	sts, err := h.Units.List(ctx)
@@ -62,6 +101,15 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 		if err := h.Units.Stop(ctx, s.Name); err != nil {
 			return fmt.Errorf("stopping %s: %w", s.Name, err)
 		}
+	}
+	if err := h.Units.RemoveService(ctx); err != nil {
+		return fmt.Errorf("removing the bus: %w", err)
+	}
+	if err := h.Bus.RemoveConfig(ctx); err != nil {
+		return err
+	}
+	if err := h.Bus.RemoveAll(ctx); err != nil {
+		return fmt.Errorf("removing bus identities: %w", err)
 	}
 	if err := h.Firewall.Remove(ctx); err != nil {
 		return fmt.Errorf("removing table inet flock: %w", err)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -17,6 +18,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	a := base
 	a.Egress = append([]Egress(nil), base.Egress...)
 	a.Command = append([]string(nil), base.Command...)
+	a.Exec = append([]string(nil), base.Exec...)
+	a.Subjects.Publish = append([]string(nil), base.Subjects.Publish...)
+	a.Subjects.Subscribe = append([]string(nil), base.Subjects.Subscribe...)
 	if n, ok := fs["role"]; ok {
 		a.Role = w.role(n, join(path, "role"))
 	}
@@ -24,7 +28,22 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 		a.Level = w.level(n, join(path, "level"))
 	}
 	if n, ok := fs["command"]; ok {
-		a.Command = w.command(n, join(path, "command"))
+		a.Command = w.command(n, join(path, "command"), "run per task")
+	}
+	if n, ok := fs["exec"]; ok {
+		a.Exec = w.command(n, join(path, "exec"), "the agent's own program")
+	}
+	if n, ok := fs["task_timeout"]; ok {
+		a.TaskTimeout = w.duration(n, join(path, "task_timeout"), time.Second, 24*time.Hour, "5m")
+	}
+	if n, ok := fs["max_output"]; ok {
+		a.MaxOutput = w.maxOutput(n, join(path, "max_output"))
+	}
+	if n, ok := fs["heartbeat"]; ok {
+		a.Heartbeat = w.duration(n, join(path, "heartbeat"), time.Second, time.Hour, "30s")
+	}
+	if n, ok := fs["subjects"]; ok {
+		a.Subjects = w.subjects(n, join(path, "subjects"))
 	}
 	if n, ok := fs["limits"]; ok {
 		a.Limits = w.limits(n, join(path, "limits"), a.Limits)
@@ -75,7 +94,17 @@ func oneOf[T ~string](w *walker, n *yaml.Node, path, what, fix string, def T, ch
 
 const commandExample = `["/usr/bin/python3", "agent.py"]`
 
-func (w *walker) command(n *yaml.Node, path string) []string {
+// agentRules checks what depends on more than one field of an agent.
+func (w *walker) agentRules(a Agent, path string) {
+	switch {
+	case len(a.Command) > 0 && len(a.Exec) > 0:
+		w.fail(join(path, "command"), "is given with exec; give command (run once per task) or exec (the agent's own long-running program), not both")
+	case len(a.Command) > 0 && a.Role != RoleWorker:
+		w.fail(join(path, "command"), "is for workers, which take tasks; %s runs its own program: write exec: %s", map[Role]string{RoleOrchestrator: "an orchestrator", RoleMonitor: "a monitor"}[a.Role], commandExample)
+	}
+}
+
+func (w *walker) command(n *yaml.Node, path, what string) []string {
 	if n.Kind == yaml.ScalarNode && !isNull(n) {
 		w.fail(path, "%s is a string; write the command as an argv list, e.g. %s", kindName(n), commandExample)
 		return nil
@@ -85,7 +114,7 @@ func (w *walker) command(n *yaml.Node, path string) []string {
 		return nil
 	}
 	if len(argv) == 0 {
-		w.fail(path, "is empty; give an argv list such as %s, or leave command out to run flock-agent's own program", commandExample)
+		w.fail(path, "is empty; give %s as an argv list such as %s, or leave it out to run flock-agent's own program", what, commandExample)
 		return nil
 	}
 	if argv[0] == "" {
@@ -268,27 +297,135 @@ func (e Egress) String() string {
 	return host + ":" + port + "/" + e.Proto
 }
 
-// listen reads the bus address: loopback only, so the bus is never
+// bus reads the bus's listeners: loopback only, so the bus is never
 // reachable from outside the host.
-func (w *walker) listen(n *yaml.Node, path string) Bus {
-	def := Bus{Host: DefaultBusHost, Port: DefaultBusPort}
-	s, ok := w.str(n, path, "127.0.0.1:4222")
+func (w *walker) bus(n *yaml.Node, path string) Bus {
+	b := defaultBus()
+	fs, ok := w.fields(n, path, "listen", "monitor")
 	if !ok {
-		return def
+		return b
+	}
+	if l, ok := fs["listen"]; ok {
+		b.Host, b.Port = w.loopback(l, join(path, "listen"), "127.0.0.1:4222", b.Host, b.Port)
+	}
+	if m, ok := fs["monitor"]; ok {
+		if m.Kind == yaml.ScalarNode && m.Value == "off" {
+			b.MonitorHost, b.MonitorPort = "", 0
+		} else {
+			b.MonitorHost, b.MonitorPort = w.loopback(m, join(path, "monitor"), "127.0.0.1:8222 (or off)", b.MonitorHost, b.MonitorPort)
+		}
+	}
+	if b.Monitor() == b.Listen() {
+		w.fail(join(path, "monitor"), "%s is also bus.listen; give the monitoring endpoint its own port, e.g. %s:%d", b.Monitor(), b.Host, DefaultMonitor)
+	}
+	return b
+}
+
+func (w *walker) loopback(n *yaml.Node, path, example, host string, port int) (string, int) {
+	s, ok := w.str(n, path, example)
+	if !ok {
+		return host, port
 	}
 	ap, err := netip.ParseAddrPort(s)
 	switch {
 	case err != nil:
-		w.fail(path, "%q is not an address and port; write e.g. 127.0.0.1:4222", s)
-		return def
+		w.fail(path, "%q is not an address and port; write e.g. %s", s, example)
 	case !ap.Addr().IsLoopback():
-		w.fail(path, "%q is not a loopback address; the bus listens on loopback only, e.g. 127.0.0.1:4222", s)
-		return def
+		w.fail(path, "%q is not a loopback address; the bus listens on loopback only, e.g. %s", s, example)
 	case ap.Port() == 0:
-		w.fail(path, "%q has no port; write e.g. 127.0.0.1:4222", s)
-		return def
+		w.fail(path, "%q has no port; write e.g. %s", s, example)
+	default:
+		return ap.Addr().String(), int(ap.Port())
 	}
-	return Bus{Host: ap.Addr().String(), Port: int(ap.Port())}
+	return host, port
+}
+
+// duration reads a Go duration ("30s", "5m") in [lo, hi].
+func (w *walker) duration(n *yaml.Node, path string, lo, hi time.Duration, example string) time.Duration {
+	s, ok := w.str(n, path, example)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		w.fail(path, "%q is not a duration; write e.g. %s (units: s, m, h)", s, example)
+	case d < lo || d > hi:
+		w.fail(path, "%s is out of range; write from %s to %s", s, lo, hi)
+	}
+	return d
+}
+
+func (w *walker) maxOutput(n *yaml.Node, path string) uint64 {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		w.fail(path, "is %s; write a size such as 256K", kindName(n))
+		return 0
+	}
+	v, err := ParseSize(n.Value)
+	switch {
+	case err != nil:
+		w.fail(path, "%s", err)
+	case v < 1<<10 || v > MaxOutputLimit:
+		w.fail(path, "%s is out of range; write from 1K to 1M (larger results belong in the shared directory)", n.Value)
+	}
+	return v
+}
+
+func (w *walker) subjects(n *yaml.Node, path string) Subjects {
+	var s Subjects
+	fs, ok := w.fields(n, path, "publish", "subscribe")
+	if !ok {
+		return s
+	}
+	read := func(key string) []string {
+		l, ok := fs[key]
+		if !ok {
+			return nil
+		}
+		p := join(path, key)
+		items, ok := w.strList(l, p, `["reports.>"]`)
+		if !ok {
+			return nil
+		}
+		for i, subj := range items {
+			if why := badSubject(subj); why != "" {
+				w.fail(index(p, i), "%q %s", subj, why)
+			}
+		}
+		return items
+	}
+	s.Publish, s.Subscribe = read("publish"), read("subscribe")
+	return s
+}
+
+// badSubject says what is wrong with a NATS subject pattern a spec grants,
+// or "". Subjects of the bus itself and other agents' names are refused:
+// a grant may widen what an agent says, never let it speak as another.
+func badSubject(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return "is not a subject; write dot-separated tokens without spaces, e.g. reports.>"
+	}
+	toks := strings.Split(s, ".")
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return "has an empty token; write e.g. reports.daily"
+		case t == ">" && i != len(toks)-1:
+			return "has > before the end; > matches the rest, so it goes last"
+		case strings.ContainsAny(t, "*>") && len(t) > 1:
+			return "mixes * or > into a token; use them as whole tokens, e.g. reports.*"
+		}
+	}
+	switch toks[0] {
+	case ">", "*":
+		return "would grant every subject, including other agents' names and inboxes; name a subject space, e.g. reports.>"
+	case "agent", "_INBOX", "flock", "tasks", "task", "broadcast":
+		return "is in a space the roles govern (agent.*, _INBOX.*, flock.*, tasks.*, task.*, broadcast); choose another, e.g. reports.>"
+	}
+	if strings.HasPrefix(toks[0], "$") {
+		return "is a system subject ($...); choose another, e.g. reports.>"
+	}
+	return ""
 }
 
 func parseInt(s string) (int64, error) { return strconv.ParseInt(s, 0, 64) }

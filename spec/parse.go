@@ -26,7 +26,7 @@ const MaxUIDBase = 4294967293 - MaxID
 const MinMemory = 16 << 20
 
 // agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "role", "level", "command", "limits", "common", "egress"}
+var agentKeys = []string{"id", "role", "level", "command", "exec", "task_timeout", "max_output", "heartbeat", "limits", "common", "egress", "subjects"}
 
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {
@@ -74,7 +74,7 @@ func Parse(data []byte) (*Flock, error) {
 }
 
 func (w *walker) flock(doc *yaml.Node) *Flock {
-	f := &Flock{Root: DefaultRoot, UIDBase: DefaultUIDBase, Bus: Bus{Host: DefaultBusHost, Port: DefaultBusPort}}
+	f := &Flock{Root: DefaultRoot, UIDBase: DefaultUIDBase, Bus: defaultBus()}
 	if doc.Kind == 0 || (doc.Kind == yaml.DocumentNode && isNull(doc.Content[0])) {
 		w.fail("agents", "missing; list the agents (agents: [{id: 1}, {id: 2}]) or give a count (agents: {count: 3})")
 		return f
@@ -91,9 +91,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		f.UIDBase = uint32(v)
 	}
 	if n, ok := top["bus"]; ok {
-		if bus, ok := w.fields(n, "bus", "listen"); ok && bus["listen"] != nil {
-			f.Bus = w.listen(bus["listen"], "bus.listen")
-		}
+		f.Bus = w.bus(n, "bus")
 	}
 	defaults := builtinDefaults()
 	if n, ok := top["defaults"]; ok {
@@ -110,12 +108,19 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	return f
 }
 
+func defaultBus() Bus {
+	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor}
+}
+
 func builtinDefaults() Agent {
 	return Agent{
-		Role:   RoleWorker,
-		Level:  LevelProcess,
-		Limits: Limits{MemoryBytes: DefaultMemory, CPUPercent: DefaultCPUPercent, Tasks: DefaultTasks},
-		Common: AccessRO,
+		Role:        RoleWorker,
+		Level:       LevelProcess,
+		Limits:      Limits{MemoryBytes: DefaultMemory, CPUPercent: DefaultCPUPercent, Tasks: DefaultTasks},
+		Common:      AccessRO,
+		TaskTimeout: DefaultTimeout,
+		MaxOutput:   DefaultMaxOutput,
+		Heartbeat:   DefaultHeartbeat,
 	}
 }
 
@@ -129,6 +134,8 @@ func (w *walker) root(n *yaml.Node) string {
 		w.fail("root", "%q is not an absolute path; write e.g. %s", s, DefaultRoot)
 	case filepath.Clean(s) != s:
 		w.fail("root", "%q is not a clean path; write %s", s, filepath.Clean(s))
+	case s == StateDir || strings.HasPrefix(s, StateDir+"/"):
+		w.fail("root", "%q is inside %s, flock's own state (hidden from agents); choose e.g. %s", s, StateDir, DefaultRoot)
 	case s == "/" || underSystemDir(s):
 		w.fail("root", "%q is a system directory; give flock a directory of its own, e.g. %s", s, DefaultRoot)
 	case strings.ContainsAny(s, " \t\n\\%$\"'"):
@@ -163,6 +170,7 @@ func (w *walker) agents(n *yaml.Node, defaults Agent) []Agent {
 		}
 		count, ok := w.integer(cn, "agents.count", "a number of agents", 1, MaxID)
 		tmpl := w.agentFields(fs, "agents", defaults)
+		w.agentRules(tmpl, "agents")
 		if !ok {
 			return nil
 		}
@@ -190,6 +198,7 @@ func (w *walker) agents(n *yaml.Node, defaults Agent) []Agent {
 			continue
 		}
 		a := w.agentFields(fs, path, defaults)
+		w.agentRules(a, path)
 		idNode := fs["id"]
 		if idNode == nil {
 			w.fail(path+".id", "missing; every agent needs an id, e.g. - id: %d", i+1)

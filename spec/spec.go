@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Level is how strongly an agent is isolated.
@@ -55,9 +56,16 @@ const (
 	DefaultUIDBase    = 2000000000 // 0x7735_9400: above every range systemd and useradd hand out
 	DefaultBusHost    = "127.0.0.1"
 	DefaultBusPort    = 4222
+	DefaultMonitor    = 8222 // on the bus host
 	DefaultMemory     = 256 << 20
 	DefaultCPUPercent = 50
 	DefaultTasks      = 50
+	DefaultHeartbeat  = 30 * time.Second
+	DefaultTimeout    = 5 * time.Minute
+	DefaultMaxOutput  = 256 << 10
+	// MaxOutputLimit keeps a result (output, stderr, JSON escaping) under
+	// the bus's maximum message size.
+	MaxOutputLimit = 1 << 20
 	// MaxID bounds agent ids so uid_base+id stays inside one 16-bit block.
 	MaxID = 65535
 )
@@ -70,24 +78,53 @@ type Flock struct {
 	Agents  []Agent // sorted by ID, ids unique
 }
 
-// Bus is where agents reach the embedded NATS server.
+// Bus is where agents reach the embedded NATS server, and where its
+// monitoring endpoint (/varz, /connz) listens; both on loopback.
 type Bus struct {
-	Host string
-	Port int
+	Host        string
+	Port        int
+	MonitorHost string // "" with MonitorPort 0: no monitoring endpoint
+	MonitorPort int
 }
 
 // URL is the NATS_URL handed to agents.
-func (b Bus) URL() string { return "nats://" + net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
+func (b Bus) URL() string { return "nats://" + b.Listen() }
+
+// Listen is the client listener, host:port.
+func (b Bus) Listen() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
+
+// Monitor is the monitoring listener, host:port, or "" when off.
+func (b Bus) Monitor() string {
+	if b.MonitorPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(b.MonitorHost, strconv.Itoa(b.MonitorPort))
+}
 
 // Agent is one agent, defaults applied.
 type Agent struct {
-	ID      int
-	Role    Role
-	Level   Level
-	Command []string // empty: flock-agent's own default program
-	Limits  Limits
-	Common  Access   // access to <root>/common
-	Egress  []Egress // extra destinations its sockets may reach
+	ID    int
+	Role  Role
+	Level Level
+	// Command runs once per task (workers only), the task's payload on its
+	// stdin, in the agent's directory; its stdout is the result.
+	Command []string
+	// Exec is the agent's own long-running program, exec'd by flock-agent;
+	// it talks to the bus itself (NATS_URL and its credential).
+	Exec        []string
+	TaskTimeout time.Duration // a task's command is killed after this
+	MaxOutput   uint64        // bytes of stdout+stderr kept; more stops the command
+	Heartbeat   time.Duration // how often flock-agent says it is alive
+	Limits      Limits
+	Common      Access   // access to <root>/common
+	Egress      []Egress // extra destinations its sockets may reach
+	Subjects    Subjects // bus subjects granted beyond its role's
+}
+
+// Subjects are extra bus permissions, NATS subject patterns.
+type Subjects struct {
+	Publish   []string
+	Subscribe []string
 }
 
 // Egress is one destination an agent may reach besides the bus, written
@@ -110,6 +147,16 @@ func UserName(id int) string { return "flock-" + strconv.Itoa(id) }
 
 // UnitName is the systemd unit of agent id.
 func UnitName(id int) string { return "flock-agent@" + strconv.Itoa(id) + ".service" }
+
+// StateDir holds what flock remembers between runs (root only).
+const StateDir = "/var/lib/flock"
+
+// CredDir holds one NATS credential (an nkey seed) per agent, root only;
+// systemd hands each agent its own (LoadCredential).
+const CredDir = StateDir + "/creds"
+
+// CredPath is the credential file of user name (flock-3, operator).
+func CredPath(name string) string { return filepath.Join(CredDir, name+".nk") }
 
 // SharedGroup holds every agent; it owns the shared directory.
 const SharedGroup = "flock"

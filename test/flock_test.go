@@ -62,13 +62,16 @@ func provision(t *testing.T, m *harness.Machine, spec string) {
 
 // agentStatus is one row of `flockctl status --output json`.
 type agentStatus struct {
-	ID    int    `json:"id"`
-	User  string `json:"user"`
-	UID   uint32 `json:"uid"`
-	Unit  string `json:"unit"`
-	State string `json:"state"`
-	Level string `json:"level"`
-	Label string `json:"label"`
+	ID            int        `json:"id"`
+	User          string     `json:"user"`
+	UID           uint32     `json:"uid"`
+	Unit          string     `json:"unit"`
+	State         string     `json:"state"`
+	Level         string     `json:"level"`
+	Label         string     `json:"label"`
+	Bus           string     `json:"bus"`
+	LastHeartbeat *time.Time `json:"last_heartbeat"`
+	Violations    uint64     `json:"violations"`
 }
 
 func status(t *testing.T, m *harness.Machine) []agentStatus {
@@ -168,6 +171,8 @@ func hostSnapshot(t *testing.T, m *harness.Machine) map[string]string {
 		"units":    {"systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"},
 		"nft":      {"nft", "list", "ruleset"},
 		"srv":      {"ls", "-laR", "--time-style=full-iso", "/srv"},
+		"bus":      {"sh", "-c", "cat /etc/flock/bus.json /etc/systemd/system/flock.service; systemctl show -p ActiveState -p MainPID flock.service"},
+		"creds":    {"ls", "-laR", "--time-style=full-iso", "/var/lib/flock"},
 	} {
 		out, errOut, err := run(t, m, argv...)
 		snap[name] = fmt.Sprintf("%s\n%s\nerr=%v", out, errOut, err)
@@ -189,10 +194,13 @@ func assertNothingLeft(t *testing.T, m *harness.Machine) {
 	if out, _, _ := run(t, m, "systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"); strings.TrimSpace(out) != "" {
 		t.Errorf("units left:\n%s", out)
 	}
-	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/srv/flock"} {
+	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock"} {
 		if _, _, err := run(t, m, "test", "!", "-e", p); err != nil {
 			t.Errorf("%s still exists", p)
 		}
+	}
+	if st := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "ActiveState", "--value", "flock.service")); st != "inactive" {
+		t.Errorf("flock.service is %s", st)
 	}
 	if out, _, err := run(t, m, "nft", "list", "table", "inet", "flock"); err == nil {
 		t.Errorf("table inet flock still exists:\n%s", out)

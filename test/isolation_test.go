@@ -16,9 +16,9 @@ import (
 // shared directory.
 const probeSpec = `agents:
   - id: 1
-    command: ["/usr/local/bin/probe", "serve"]
+    exec: ["/usr/local/bin/probe", "serve"]
   - id: 2
-    command: ["/usr/local/bin/probe", "serve"]
+    exec: ["/usr/local/bin/probe", "serve"]
     common: rw
 `
 

@@ -8,9 +8,11 @@ import (
 
 // Fake is an in-memory Manager for planner tests.
 type Fake struct {
-	mu      sync.Mutex
-	units   map[string]Status
-	started []string
+	mu       sync.Mutex
+	units    map[string]Status
+	started  []string
+	service  ServiceStatus
+	restarts int
 }
 
 // NewFake returns a manager with no units.
@@ -59,6 +61,52 @@ func (f *Fake) Started() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.started...)
+}
+
+func (f *Fake) Service(ctx context.Context) (ServiceStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.service, nil
+}
+
+func (f *Fake) InstallService(ctx context.Context, content []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.service.File = append([]byte(nil), content...)
+	f.service.Enabled = "enabled"
+	if f.service.ActiveState == "" {
+		f.service.ActiveState = "inactive"
+	}
+	return nil
+}
+
+func (f *Fake) RestartService(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.service.ActiveState = "active"
+	f.restarts++
+	return nil
+}
+
+func (f *Fake) RemoveService(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.service = ServiceStatus{}
+	return nil
+}
+
+// ServiceRestarts counts RestartService calls.
+func (f *Fake) ServiceRestarts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restarts
+}
+
+// StopService is drift: someone stopped the bus by hand.
+func (f *Fake) StopService() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.service.ActiveState = "inactive"
 }
 
 func (f *Fake) Close() {}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -18,6 +19,8 @@ type Options struct {
 	SystemdVersion int
 	// AgentBin is the runner every unit starts; default DefaultAgentBin.
 	AgentBin string
+	// FlockctlBin runs the bus (flock.service); default DefaultFlockctlBin.
+	FlockctlBin string
 }
 
 // DefaultAgentBin is where `make install` puts flock-agent.
@@ -43,6 +46,11 @@ type (
 		IgnoreMissing bool
 		MountFlags    uint64
 	}
+	// Credential is one entry of LoadCredential, a(ss).
+	Credential struct {
+		ID   string
+		Path string
+	}
 	// FileMode is a u that reads as octal.
 	FileMode uint32
 	// NameList is an allow or deny list, (bas): SystemCallFilter,
@@ -52,6 +60,13 @@ type (
 		Names []string
 	}
 )
+
+// credentialID is the name of the bus credential in the agent's
+// $CREDENTIALS_DIRECTORY.
+const credentialID = "nats"
+
+// CredentialPath is where systemd puts the bus credential of unit.
+func CredentialPath(unit string) string { return "/run/credentials/" + unit + "/" + credentialID }
 
 // landlockSyscalls are what flock-agent needs to scope IPC (DESIGN.md);
 // @system-service on systemd 252 does not include them.
@@ -73,8 +88,11 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		bin = DefaultAgentBin
 	}
 	argv := []string{bin}
-	if len(a.Command) > 0 {
-		argv = append(append(argv, "--"), a.Command...)
+	switch {
+	case len(a.Exec) > 0:
+		argv = append(append(argv, "exec", "--"), a.Exec...)
+	case len(a.Command) > 0:
+		argv = append(append(argv, "task", "--"), a.Command...)
 	}
 	user := spec.UserName(a.ID)
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
@@ -92,11 +110,23 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		{"WorkingDirectory", dir},
 		{"Environment", []string{
 			"AGENT_ID=" + strconv.Itoa(a.ID),
+			"AGENT_ROLE=" + string(a.Role),
 			"NATS_URL=" + f.Bus.URL(),
+			// A path, not the secret: any NATS client (the nats CLI reads
+			// NATS_NKEY) connects with it and NATS_URL alone.
+			"NATS_NKEY=" + CredentialPath(spec.UnitName(a.ID)),
+			"NATS_INBOX_PREFIX=" + wire.Inbox(a.ID),
 			"SHARED_DIR=" + f.CommonDir(),
 			"FLOCK_LOG_FILE=" + logFile,
+			"FLOCK_HEARTBEAT=" + a.Heartbeat.String(),
+			"FLOCK_TASK_TIMEOUT=" + a.TaskTimeout.String(),
+			"FLOCK_MAX_OUTPUT=" + strconv.FormatUint(a.MaxOutput, 10),
 			"HOME=" + dir,
 		}},
+		// Its bus identity, copied by systemd into a directory only this
+		// unit can read; the originals stay root-only and out of sight.
+		{"LoadCredential", []Credential{{ID: credentialID, Path: spec.CredPath(user)}}},
+		{"InaccessiblePaths", []string{"-" + spec.StateDir}},
 		{"UMask", FileMode(0o077)},
 
 		// The file system: read-only everywhere but its own directory and

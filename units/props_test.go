@@ -27,6 +27,10 @@ const goldenSpec = `agents:
     limits: {memory: 512M, cpu: 150%, tasks: 64}
     common: rw
   - id: 4
+  - id: 5
+    role: orchestrator
+    exec: ["/usr/local/bin/planner", "--loop"]
+    heartbeat: 5s
 `
 
 // The property set of level process, as a reviewer reads it. Any change to
@@ -41,12 +45,18 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-3-systemd252.golden", 3, 252},
 		{"agent-4-systemd252.golden", 4, 252},
 		{"agent-4-systemd254.golden", 4, 254},
+		{"agent-5-systemd252.golden", 5, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)
 			golden.Check(t, filepath.Join("testdata", tc.file), Render(ForAgent(f, a, Options{SystemdVersion: tc.version})))
 		})
 	}
+}
+
+// flock.service as a reviewer reads it.
+func TestBusServiceGolden(t *testing.T) {
+	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "/etc/flock/bus.json")))
 }
 
 // One agent's unit depends on its own entry only: adding, removing or

@@ -62,6 +62,12 @@ func renderValue(v any) string {
 			parts = append(parts, s+":"+bp.Destination)
 		}
 		return strings.Join(parts, " ")
+	case []Credential:
+		var parts []string
+		for _, c := range v {
+			parts = append(parts, c.ID+":"+c.Path)
+		}
+		return strings.Join(parts, " ")
 	case NameList:
 		s := strings.Join(v.Names, " ")
 		if !v.Allow {

@@ -15,7 +15,10 @@ import (
 
 // Systemd is the real Manager: systemd's private D-Bus socket, which needs
 // no dbus-daemon and is what systemctl itself uses as root.
-type Systemd struct{ conn *sd.Conn }
+type Systemd struct {
+	conn    *sd.Conn
+	UnitDir string // where BusUnit is written; "" is DefaultUnitDir
+}
 
 var _ Manager = (*Systemd)(nil)
 

@@ -48,5 +48,15 @@ type Manager interface {
 	// Stop stops the named unit and clears a failed state so it is gone.
 	// A unit that does not exist is not an error.
 	Stop(ctx context.Context, name string) error
+
+	// Service reports BusUnit, the bus's static unit.
+	Service(ctx context.Context) (ServiceStatus, error)
+	// InstallService writes BusUnit's file when it differs (then reloads
+	// systemd) and enables it.
+	InstallService(ctx context.Context, content []byte) error
+	// RestartService (re)starts BusUnit and waits until it is ready.
+	RestartService(ctx context.Context) error
+	// RemoveService stops and disables BusUnit and deletes its file.
+	RemoveService(ctx context.Context) error
 	Close()
 }

@@ -1,35 +1,42 @@
 // Command flock-agent is the runner of every flock agent. systemd starts it
 // in the agent's unit; it applies what systemd cannot (the Landlock IPC
-// scope), then either execs the spec's command (flock-agent -- ARGV...) or,
-// with no command, becomes the default agent program itself.
+// scope) and then, by its arguments:
+//
+//	flock-agent                    connect to the bus, heartbeat, log; no tasks
+//	flock-agent task -- ARGV...    the same, and run ARGV for each task
+//	flock-agent exec -- ARGV...    exec ARGV, the agent's own program
+//	flock-agent -- ARGV...         the same as exec
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/flockrun/flock/agent"
 )
 
-// scopedMark is set in the environment of the re-exec'd default program so
-// it knows the scope is already applied (a domain cannot be left anyway).
+// scopedMark is set in the environment of the re-exec'd program so it
+// knows the scope is already applied (a domain cannot be left anyway):
+// "1" scoped, "0" the kernel has no scopes. Task commands inherit it.
 const scopedMark = "FLOCK_IPC_SCOPED"
+
+// errLogged is an error already written to the agent's log.
+var errLogged = errors.New("logged")
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "flock-agent:", err)
+		if !errors.Is(err, errLogged) {
+			fmt.Fprintln(os.Stderr, "flock-agent:", err)
+		}
 		os.Exit(1)
 	}
 }
 
 func run(args []string) error {
-	argv, err := commandArgs(args)
+	inv, err := parseArgs(args)
 	if err != nil {
 		return err
 	}
@@ -37,65 +44,42 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv(scopedMark) != "" {
-		return defaultProgram(env, os.Getenv(scopedMark) == "1")
+	mark := os.Getenv(scopedMark)
+	if mark != "" && inv.mode != modeExec {
+		return program(env, inv, mark == "1")
 	}
-	// No command: the default program, re-exec'd scoped (by its own path,
-	// so ps and systemctl status name it flock-agent).
-	path, err := os.Executable()
+	path, argv, err := target(inv)
 	if err != nil {
 		return err
 	}
-	if len(argv) > 0 {
-		if path, err = exec.LookPath(argv[0]); err != nil {
-			return fmt.Errorf("command %q: %w", argv[0], err)
-		}
-	} else {
-		argv = []string{os.Args[0]}
+	if mark != "" { // already in the domain, which exec keeps
+		return execve(path, argv, os.Environ())
 	}
 	err = agent.ScopeIPCThenExec(path, argv, append(os.Environ(), scopedMark+"=1"))
 	if !errors.Is(err, agent.ErrNoScopes) {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "flock-agent:", err)
-	if err := syscall.Exec(path, argv, append(os.Environ(), scopedMark+"=0")); err != nil {
+	return execve(path, argv, append(os.Environ(), scopedMark+"=0"))
+}
+
+// target is what to exec in the scope: the command in exec mode, else
+// flock-agent itself with the same arguments, by its own path so ps and
+// systemctl status name it flock-agent.
+func target(inv invocation) (path string, argv []string, err error) {
+	if inv.mode == modeExec {
+		if path, err = exec.LookPath(inv.argv[0]); err != nil {
+			return "", nil, fmt.Errorf("command %q: %w", inv.argv[0], err)
+		}
+		return path, inv.argv, nil
+	}
+	path, err = os.Executable()
+	return path, os.Args, err
+}
+
+func execve(path string, argv, env []string) error {
+	if err := syscall.Exec(path, argv, env); err != nil {
 		return fmt.Errorf("exec %s: %w", path, err)
 	}
 	return nil
-}
-
-// commandArgs accepts nothing or "-- ARGV...".
-func commandArgs(args []string) ([]string, error) {
-	switch {
-	case len(args) == 0:
-		return nil, nil
-	case args[0] == "--" && len(args) > 1:
-		return args[1:], nil
-	}
-	return nil, fmt.Errorf("usage: flock-agent [-- COMMAND ARGS...] (got %q)", args)
-}
-
-// defaultProgram logs that it is up and stays up until systemd stops it.
-func defaultProgram(env agent.Env, scoped bool) error {
-	log, closeLog, err := agent.NewLogger(env, os.Stdout)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	start := time.Now()
-	log.Info("agent started", "pid", os.Getpid(), "uid", os.Getuid(), "nats_url", env.NATSURL,
-		"shared_dir", env.SharedDir, "ipc_scoped", scoped)
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			log.Info("agent stopping", "uptime_s", int(time.Since(start).Seconds()))
-			return nil
-		case <-tick.C:
-			log.Info("alive", "uptime_s", int(time.Since(start).Seconds()))
-		}
-	}
 }

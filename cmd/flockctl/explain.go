@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -23,6 +25,15 @@ func newExplain() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			// The keys are made at provision; the permissions do not depend on them.
+			keys := map[string]string{bus.OperatorName: "-"}
+			for _, a := range f.Agents {
+				keys[spec.UserName(a.ID)] = "-"
+			}
+			perms := map[int]bus.User{}
+			for _, u := range bus.ForFlock(f, keys).Users {
+				perms[u.Agent] = u
+			}
 			for _, a := range f.Agents {
 				if len(args) == 1 && args[0] != strconv.Itoa(a.ID) {
 					continue
@@ -31,6 +42,13 @@ func newExplain() *cobra.Command {
 				fmt.Fprintf(out, "# %s: user %s (uid %d), role %s, level %s: %s\n",
 					u.Name, spec.UserName(a.ID), f.UID(a.ID), a.Role, a.Level, a.Level.Label())
 				fmt.Fprintln(out, units.Render(u))
+				p := perms[a.ID]
+				fmt.Fprintf(out, "# bus: nats user %s, nkey %s (the unit reads it as $CREDENTIALS_DIRECTORY/nats)\n", p.Name, spec.CredPath(p.Name))
+				fmt.Fprintf(out, "#   publish:   %s\n#   subscribe: %s\n", strings.Join(p.Publish, " "), strings.Join(p.Subscribe, " "))
+				if p.ResponseTTL > 0 {
+					fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
+				}
+				fmt.Fprintln(out)
 			}
 			return nil
 		},

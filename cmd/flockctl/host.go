@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
@@ -28,12 +29,18 @@ func preflight() error {
 	return nil
 }
 
-// agentInstalled checks for the runner every unit starts, so a missing
-// install is one sentence here and not three failed start jobs.
-func agentInstalled() error {
-	fi, err := os.Stat(units.DefaultAgentBin)
-	if err != nil || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not installed, and every agent's unit runs it: run make install (or install it there)", units.DefaultAgentBin)
+// installed checks for the programs the units run (flock-agent in every
+// agent's, flockctl serve in flock.service), so a missing install is one
+// sentence here and not failed start jobs.
+func installed() error {
+	for _, p := range []struct{ bin, who string }{
+		{units.DefaultAgentBin, "every agent's unit"},
+		{units.DefaultFlockctlBin, "flock.service (the bus)"},
+	} {
+		fi, err := os.Stat(p.bin)
+		if err != nil || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is not installed, and %s runs it: run make install (or install it there)", p.bin, p.who)
+		}
 	}
 	return nil
 }
@@ -51,7 +58,7 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 		m.Close()
 		return h, uo, nil, err
 	}
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New()}
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem()}
 	return h, uo, m.Close, nil
 }
 

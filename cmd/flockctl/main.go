@@ -28,6 +28,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProvision(), newStatus(), newLogs(), newDeprovision(), newExplain())
+	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe())
 	return root
 }

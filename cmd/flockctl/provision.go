@@ -37,7 +37,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err != nil {
 				return err
 			}
-			if err := agentInstalled(); err != nil {
+			if err := installed(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -26,8 +29,15 @@ type agentStatus struct {
 	Label    string `json:"label"`
 	// IPCScoped: the kernel keeps the agent's abstract UNIX sockets and
 	// signals to itself (Landlock); false means they are shared host-wide.
-	IPCScoped bool   `json:"ipc_scoped"`
-	Drift     string `json:"drift,omitempty"`
+	IPCScoped bool `json:"ipc_scoped"`
+	// Bus is "connected", "disconnected" or "unknown" (the bus did not
+	// answer); the rest is what the bus saw of the agent since it started.
+	Bus           string     `json:"bus"`
+	Connections   int        `json:"connections"`
+	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
+	HeartbeatAgeS *float64   `json:"heartbeat_age_s,omitempty"`
+	Violations    uint64     `json:"violations"`
+	Drift         string     `json:"drift,omitempty"`
 }
 
 func newStatus() *cobra.Command {
@@ -59,10 +69,13 @@ func newStatus() *cobra.Command {
 				byName[s.Name] = s
 			}
 			scoped := agent.IPCScopesSupported()
+			onBus, busErr := busStatus(ctx)
+			now := time.Now()
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for _, a := range f.Agents {
 				row := statusOf(f, a, byName[spec.UnitName(a.ID)], units.ForAgent(f, a, uo).Hash)
 				row.IPCScoped = scoped
+				row.busFields(onBus, now)
 				rows = append(rows, row)
 			}
 			if output == "json" {
@@ -71,6 +84,9 @@ func newStatus() *cobra.Command {
 				return enc.Encode(rows)
 			}
 			printTable(cmd.OutOrStdout(), rows)
+			if busErr != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
+			}
 			if !scoped {
 				fmt.Fprintln(cmd.OutOrStdout(), "note: this kernel has no Landlock IPC scopes (Linux 6.12+): agents can reach each other's abstract UNIX sockets")
 			}
@@ -104,16 +120,55 @@ func statusOf(f *spec.Flock, a spec.Agent, st units.Status, wantHash string) age
 	return row
 }
 
+// busStatus asks the bus what it knows of every agent; nil if it cannot.
+func busStatus(ctx context.Context) (*wire.BusStatus, error) {
+	nc, err := operatorConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, wire.StatusSubject, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", wire.StatusSubject, err)
+	}
+	var st wire.BusStatus
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		return nil, fmt.Errorf("%s answered %q: %w", wire.StatusSubject, msg.Data, err)
+	}
+	return &st, nil
+}
+
+func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
+	if st == nil {
+		r.Bus = "unknown"
+		return
+	}
+	seen := st.Agents[r.ID]
+	r.Bus, r.Connections, r.Violations = "disconnected", seen.Connections, seen.Violations
+	if seen.Connections > 0 {
+		r.Bus = "connected"
+	}
+	if hb := seen.LastHeartbeat; hb != nil {
+		at, age := hb.Time, now.Sub(hb.Time).Seconds()
+		r.LastHeartbeat, r.HeartbeatAgeS = &at, &age
+	}
+}
+
 func printTable(w io.Writer, rows []agentStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tROLE\tLEVEL\tISOLATION\tDRIFT")
+	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tDRIFT")
 	for _, r := range rows {
-		drift := r.Drift
+		drift, beat := r.Drift, "-"
 		if drift == "" {
 			drift = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\n",
-			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Role, r.Level, r.Label, drift)
+		if r.HeartbeatAgeS != nil {
+			beat = (time.Duration(*r.HeartbeatAgeS * float64(time.Second))).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Role, r.Level, r.Label, r.Bus, beat, drift)
 	}
 	tw.Flush()
 }

@@ -33,6 +33,7 @@ func main() {
 func steps(spec string) [][]string {
 	return [][]string{
 		{"flockctl", "provision", "-f", spec},
+		{"flockctl", "send", "hello from the flock"}, // a task, through the bus, to the worker
 		{"flockctl", "status"},
 		{"systemctl", "status", "--no-pager", "--lines=5", "flock-agent@3"},
 		{"sh", "-c", "systemd-analyze security --no-pager flock-agent@3 | tail -n 1"},

@@ -33,6 +33,9 @@ type Request struct {
 	Name string `json:"name,omitempty"` // POSIX mqueue name, e.g. /flock-collude
 	PID  int    `json:"pid,omitempty"`
 	Sig  int    `json:"sig,omitempty"`
+	// Argv is the command of "exec": a program the agent brings, run as
+	// the agent, inside its unit.
+	Argv []string `json:"argv,omitempty"`
 }
 
 // Result is what a request did. For an attack, OK means the channel worked.

@@ -145,7 +145,7 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 	case "kill":
 		return "", unix.Kill(r.PID, unix.Signal(r.Sig))
 	}
-	return "", fmt.Errorf("unknown op %q", r.Op)
+	return busOp(ctx, r)
 }
 
 func acceptEcho(l net.Listener) {

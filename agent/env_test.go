@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The variables beyond the id: defaults, the credential's fallback to
+// $CREDENTIALS_DIRECTORY, and errors that name the variable.
+// Tier: unit (no root).
+func TestFromEnvVariables(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     []string
+		check   func(Env) bool
+		wantErr string
+	}{
+		{"defaults", nil, func(e Env) bool {
+			return e.Heartbeat == 30*time.Second && e.TaskTimeout == 5*time.Minute && e.MaxOutput == 262144
+		}, ""},
+		{"set", []string{"FLOCK_HEARTBEAT", "2s", "FLOCK_TASK_TIMEOUT", "1m30s", "FLOCK_MAX_OUTPUT", "1000"}, func(e Env) bool {
+			return e.Heartbeat == 2*time.Second && e.TaskTimeout == 90*time.Second && e.MaxOutput == 1000
+		}, ""},
+		{"credential from LoadCredential", []string{"NATS_NKEY", "", "CREDENTIALS_DIRECTORY", "/run/credentials/flock-agent@3.service"}, func(e Env) bool {
+			return e.NKeyFile == "/run/credentials/flock-agent@3.service/nats"
+		}, ""},
+		{"NATS_NKEY wins", []string{"NATS_NKEY", "/elsewhere/seed", "CREDENTIALS_DIRECTORY", "/run/credentials/x"}, func(e Env) bool {
+			return e.NKeyFile == "/elsewhere/seed"
+		}, ""},
+		{"no credential", []string{"NATS_NKEY", ""}, func(e Env) bool { return e.NKeyFile == "" }, ""},
+		{"no role", []string{"AGENT_ROLE", ""}, func(e Env) bool { return e.Role == "" }, ""},
+		{"bad heartbeat", []string{"FLOCK_HEARTBEAT", "30"}, nil, `FLOCK_HEARTBEAT="30" is not a duration`},
+		{"zero heartbeat", []string{"FLOCK_HEARTBEAT", "0s"}, nil, `FLOCK_HEARTBEAT="0s" must be positive`},
+		{"bad timeout", []string{"FLOCK_TASK_TIMEOUT", "soon"}, nil, `FLOCK_TASK_TIMEOUT="soon"`},
+		{"bad max output", []string{"FLOCK_MAX_OUTPUT", "1k"}, nil, `FLOCK_MAX_OUTPUT="1k" is not a positive number of bytes`},
+		{"negative max output", []string{"FLOCK_MAX_OUTPUT", "-1"}, nil, `FLOCK_MAX_OUTPUT="-1"`},
+		{"bad role", []string{"AGENT_ROLE", "boss"}, nil, `AGENT_ROLE="boss"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setAgentEnv(t, tc.set...)
+			e, err := FromEnv()
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err %v, want %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Errorf("err %v", err)
+			case !tc.check(e):
+				t.Errorf("got %+v", e)
+			}
+		})
+	}
+}

@@ -1,0 +1,152 @@
+// Package bus is the server side of flock's bus: the configuration
+// provision writes (who may say and hear what), the credentials agents and
+// the operator authenticate with, and the embedded NATS server `flockctl
+// serve` runs. The language spoken on it is in bus/wire.
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// ConfigPath is where provision writes the bus configuration.
+const ConfigPath = "/etc/flock/bus.json"
+
+// OperatorName is the user of flockctl (root): it may say and hear anything.
+const OperatorName = "operator"
+
+// Config is the bus as provision wants it: written as JSON to ConfigPath, read by `flockctl serve`.
+type Config struct {
+	Listen  string `json:"listen"`            // "127.0.0.1:4222"
+	Monitor string `json:"monitor,omitempty"` // "127.0.0.1:8222"; "" = no monitoring endpoint
+	Users   []User `json:"users"`             // agents by id, then the operator
+}
+
+// User is one identity on the bus and what it may do there.
+type User struct {
+	Name        string        `json:"name"`            // "flock-3", or OperatorName
+	Agent       int           `json:"agent,omitempty"` // 0 for the operator
+	Nkey        string        `json:"nkey"`            // public user nkey (U...)
+	Publish     []string      `json:"publish"`
+	Subscribe   []string      `json:"subscribe"`
+	ResponseTTL time.Duration `json:"response_ttl,omitempty"` // may answer requests it received for this long (allow_responses, max 1 msg); 0 = not at all
+}
+
+// Equal reports whether c and o configure the same bus. A nil and an empty
+// list are the same (JSON turns one into the other).
+func (c Config) Equal(o Config) bool {
+	return c.Listen == o.Listen && c.Monitor == o.Monitor &&
+		slices.EqualFunc(c.Users, o.Users, User.equal)
+}
+
+func (u User) equal(o User) bool {
+	return u.Name == o.Name && u.Agent == o.Agent && u.Nkey == o.Nkey &&
+		slices.Equal(u.Publish, o.Publish) && slices.Equal(u.Subscribe, o.Subscribe) &&
+		u.ResponseTTL == o.ResponseTTL
+}
+
+// validate catches what would make the server refuse or misattribute a
+// user: a bad address, a key that is not a user's, a name or key twice.
+func (c Config) validate() error {
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if c.Monitor != "" {
+		if _, _, err := splitHostPort(c.Monitor); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+	}
+	names, keys := map[string]bool{}, map[string]bool{}
+	for i, u := range c.Users {
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("users[%d]: no name", i)
+		case names[u.Name]:
+			return fmt.Errorf("users[%d]: %s appears twice", i, u.Name)
+		case !nkeys.IsValidPublicUserKey(u.Nkey):
+			return fmt.Errorf("users[%d] (%s): %q is not a public user nkey (U...)", i, u.Name, u.Nkey)
+		case keys[u.Nkey]:
+			return fmt.Errorf("users[%d] (%s): nkey %s is already another user's", i, u.Name, u.Nkey)
+		case u.Agent == 0 && u.Name != OperatorName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
+			return fmt.Errorf("users[%d]: name %s does not go with agent %d", i, u.Name, u.Agent)
+		case u.ResponseTTL < 0:
+			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)
+		}
+		names[u.Name], keys[u.Nkey] = true, true
+	}
+	return nil
+}
+
+// splitHostPort parses host:port; port -1 (any free port) is allowed for tests.
+func splitHostPort(hp string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port: %w", hp, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 || port == 0 {
+		return "", 0, fmt.Errorf("%q: port %q is not 1-65535", hp, p)
+	}
+	return host, port, nil
+}
+
+// ReadConfig reads and checks the configuration provision wrote at path.
+func ReadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading bus configuration: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("decoding bus configuration %s: %w (provision again to rewrite it)", path, err)
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("bus configuration %s: %w (provision again to rewrite it)", path, err)
+	}
+	return c, nil
+}
+
+// WriteConfig replaces the file at path atomically, so serve never reads a
+// half-written one. It is world-readable: it holds only public keys.
+func WriteConfig(path string, c Config) error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("writing bus configuration %s: %w", path, err)
+	}
+	data, err := c.marshal()
+	if err != nil {
+		return fmt.Errorf("encoding bus configuration: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("writing bus configuration: %w", err)
+	}
+	if err := writeAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("writing bus configuration: %w", err)
+	}
+	return nil
+}
+
+// marshal is c as an operator reads it: indented, subjects unescaped
+// (encoding/json would write > as \u003e).
+func (c Config) marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

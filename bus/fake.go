@@ -1,0 +1,83 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/nats-io/nkeys"
+)
+
+// FakeIdentities is an in-memory Identities for planner tests. Its keys are
+// real public user nkeys (so a Config built from them validates); it checks
+// names as Store does.
+type FakeIdentities struct {
+	mu   sync.Mutex
+	keys map[string]string
+
+	// Err, when set, is returned by every method: an unreadable disk.
+	Err error
+}
+
+var _ Identities = (*FakeIdentities)(nil)
+
+// NewFakeIdentities returns a FakeIdentities holding no seeds.
+func NewFakeIdentities() *FakeIdentities { return &FakeIdentities{keys: map[string]string{}} }
+
+func (f *FakeIdentities) Keys(ctx context.Context) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	return maps.Clone(f.keys), nil
+}
+
+func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return "", false, f.Err
+	}
+	if err := checkName(name); err != nil {
+		return "", false, fmt.Errorf("ensuring a bus identity: %w", err)
+	}
+	if pub, ok := f.keys[name]; ok {
+		return pub, false, nil
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", false, fmt.Errorf("creating the nkey of %s: %w", name, err)
+	}
+	pub, _ := kp.PublicKey()
+	f.keys[name] = pub
+	return pub, true, nil
+}
+
+func (f *FakeIdentities) Remove(ctx context.Context, names []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return f.Err
+	}
+	for _, name := range names {
+		if err := checkName(name); err != nil {
+			return fmt.Errorf("removing a bus identity: %w", err)
+		}
+	}
+	for _, name := range names {
+		delete(f.keys, name)
+	}
+	return nil
+}
+
+func (f *FakeIdentities) RemoveAll(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return f.Err
+	}
+	clear(f.keys)
+	return nil
+}

@@ -1,0 +1,112 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
+)
+
+// Host is the bus's side of a host, as the planner sees it: identities on
+// disk, the config file the bus reads, and the running bus's reload.
+type Host interface {
+	Identities
+	// Config is the installed config; nil if there is none.
+	Config(ctx context.Context) (*Config, error)
+	WriteConfig(ctx context.Context, c Config) error
+	RemoveConfig(ctx context.Context) error
+	// Reload asks the running bus to re-read its config and waits for its
+	// answer.
+	Reload(ctx context.Context) error
+}
+
+// System is the real Host: seeds under spec.CredDir, the config at
+// ConfigPath, the bus reached as the operator.
+type System struct {
+	Store
+	ConfigPath string
+}
+
+var _ Host = (*System)(nil)
+
+// NewSystem is the host's bus at its standard paths.
+func NewSystem() *System {
+	return &System{Store: Store{Dir: spec.CredDir}, ConfigPath: ConfigPath}
+}
+
+// Config reads the installed config. A damaged one counts as none, so the
+// next provision rewrites it.
+func (s *System) Config(ctx context.Context) (*Config, error) {
+	if _, err := os.Stat(s.ConfigPath); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	c, err := ReadConfig(s.ConfigPath)
+	if err != nil {
+		return nil, nil
+	}
+	return &c, nil
+}
+
+func (s *System) WriteConfig(ctx context.Context, c Config) error {
+	return WriteConfig(s.ConfigPath, c)
+}
+
+func (s *System) RemoveConfig(ctx context.Context) error {
+	if err := os.Remove(s.ConfigPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", s.ConfigPath, err)
+	}
+	return nil
+}
+
+// reloadTimeout bounds a reload: the bus answers once its new users and
+// permissions are in force.
+const reloadTimeout = 15 * time.Second
+
+func (s *System) Reload(ctx context.Context) error {
+	nc, err := s.Operator(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, wire.ReloadSubject, nil)
+	if err != nil {
+		return fmt.Errorf("asking the bus to reload (%s): %w", wire.ReloadSubject, err)
+	}
+	if len(msg.Data) > 0 {
+		return fmt.Errorf("the bus refused its new config: %s", msg.Data)
+	}
+	return nil
+}
+
+// Operator connects to the installed bus as the operator (flockctl).
+func (s *System) Operator(ctx context.Context) (*nats.Conn, error) {
+	c, err := s.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s is absent; run flockctl provision", ErrNoBus, s.ConfigPath)
+	}
+	opt, err := nats.NkeyOptionFromSeed(s.Path(OperatorName))
+	if err != nil {
+		return nil, fmt.Errorf("the operator's bus credential %s: %w", s.Path(OperatorName), err)
+	}
+	nc, err := nats.Connect("nats://"+c.Listen, opt, nats.Name("flockctl"), nats.Timeout(5*time.Second),
+		nats.MaxReconnects(0))
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to %s as the operator: %v (see: systemctl status %s)", ErrNoBus, c.Listen, err, "flock.service")
+	}
+	return nc, nil
+}
+
+// ErrNoBus means the bus cannot be reached (not provisioned, or down).
+var ErrNoBus = errors.New("the bus is not reachable")

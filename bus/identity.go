@@ -1,0 +1,258 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// Identities is the OS boundary of credentials; Store is the real one, FakeIdentities (fake.go) keeps them in memory for planner tests.
+type Identities interface {
+	Keys(ctx context.Context) (map[string]string, error)                           // name -> public key of every seed on disk
+	Ensure(ctx context.Context, name string) (pub string, created bool, err error) // creates the seed if missing; never replaces a valid one
+	Remove(ctx context.Context, names []string) error                              // missing is not an error
+	RemoveAll(ctx context.Context) error
+}
+
+// DefaultCredDir holds the seeds, readable by root alone.
+const DefaultCredDir = spec.CredDir // /var/lib/flock/creds
+
+// seedExt names seed files; nothing else in the directory is a seed.
+const seedExt = ".nk"
+
+// Store keeps one user nkey seed per name in Dir: the directory 0700, each
+// <name>.nk 0600 holding the seed and a newline, the format
+// nats.NkeyOptionFromSeed and the nats CLI's --nkey read.
+type Store struct{ Dir string }
+
+var _ Identities = Store{}
+
+// Path is the seed file of name.
+func (s Store) Path(name string) string { return filepath.Join(s.Dir, name+seedExt) }
+
+// ValidName reports whether name is one flock gives identities to:
+// flock-<id> (an agent id, no leading zeros) or OperatorName. Nothing else
+// can reach the file system through a name.
+func ValidName(name string) bool {
+	if name == OperatorName {
+		return true
+	}
+	n, ok := strings.CutPrefix(name, "flock-")
+	if !ok {
+		return false
+	}
+	id, err := strconv.Atoi(n)
+	return err == nil && id >= 1 && id <= spec.MaxID && spec.UserName(id) == name
+}
+
+func checkName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%q is not an identity name (flock-<id> or %s)", name, OperatorName)
+	}
+	return nil
+}
+
+func (s Store) Keys(ctx context.Context) (map[string]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	keys := map[string]string{}
+	if err := s.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return keys, nil
+	} else if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing credentials: %w", err)
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), seedExt)
+		if !ok || !ValidName(name) {
+			continue // not flock's: renameio's temporaries, someone's notes
+		}
+		pub, _, err := s.read(name)
+		if err != nil {
+			return nil, err
+		}
+		keys[name] = pub
+	}
+	return keys, nil
+}
+
+func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	if err := checkName(name); err != nil {
+		return "", false, fmt.Errorf("ensuring a bus identity: %w", err)
+	}
+	if err := s.ensureDir(); err != nil {
+		return "", false, err
+	}
+	pub, mode, err := s.read(name)
+	if err == nil {
+		if mode != 0o600 {
+			if err := os.Chmod(s.Path(name), 0o600); err != nil {
+				return "", false, fmt.Errorf("making the nkey of %s root-only: %w", name, err)
+			}
+		}
+		return pub, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, err
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", false, fmt.Errorf("creating the nkey of %s: %w", name, err)
+	}
+	defer kp.Wipe()
+	seed, _ := kp.Seed()
+	pub, _ = kp.PublicKey()
+	if err := writeAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
+		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
+	}
+	return pub, true, nil
+}
+
+func (s Store) Remove(ctx context.Context, names []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := checkName(name); err != nil {
+			return fmt.Errorf("removing a bus identity: %w", err)
+		}
+	}
+	if err := s.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := os.Remove(s.Path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the nkey of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// RemoveAll removes the directory with every seed in it.
+func (s Store) RemoveAll(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.Dir); err != nil {
+		return fmt.Errorf("removing credentials: %w", err)
+	}
+	return nil
+}
+
+// checkDir refuses anything but a real directory owned by us at Dir: a
+// symlink could send seeds where an agent reads them.
+func (s Store) checkDir() error {
+	fi, err := os.Lstat(s.Dir)
+	if err != nil {
+		return fmt.Errorf("credentials directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("credentials directory %s is a %s, not a directory; remove it and provision again", s.Dir, kind(fi))
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Geteuid() {
+		return fmt.Errorf("credentials directory %s belongs to uid %d, not %d; remove it and provision again", s.Dir, uid, os.Geteuid())
+	}
+	return nil
+}
+
+// ensureDir creates Dir 0700 or repairs its mode.
+func (s Store) ensureDir() error {
+	if err := os.MkdirAll(filepath.Dir(s.Dir), 0o755); err != nil {
+		return fmt.Errorf("creating the parent of the credentials directory: %w", err)
+	}
+	if err := os.Mkdir(s.Dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("creating the credentials directory: %w", err)
+	}
+	if err := s.checkDir(); err != nil {
+		return err
+	}
+	// Chmod follows symlinks, but checkDir just refused one, and the parent is root's.
+	if err := os.Chmod(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("making the credentials directory root-only: %w", err)
+	}
+	return nil
+}
+
+// read returns the public key of name's seed and the file's mode,
+// fs.ErrNotExist if there is none. O_NOFOLLOW: a symlink in place of a
+// seed is refused, not followed; O_NONBLOCK: a fifo does not hang us.
+func (s Store) read(name string) (string, fs.FileMode, error) {
+	path := s.Path(name)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return "", 0, fmt.Errorf("nkey of %s: %s is a symlink; delete it and provision again", name, path)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the nkey of %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the nkey of %s: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("nkey of %s: %s is a %s, not a file; delete it and provision again", name, path, kind(fi))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the nkey of %s: %w", name, err)
+	}
+	defer wipe(data)
+	damaged := fmt.Errorf("nkey of %s: %s is damaged (not a user nkey seed); delete it and provision again", name, path)
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(data))
+	if err != nil {
+		return "", 0, damaged
+	}
+	defer kp.Wipe()
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return "", 0, damaged
+	}
+	return pub, fi.Mode().Perm(), nil
+}
+
+func wipe(b []byte) {
+	for i := range b {
+		b[i] = 'x'
+	}
+}
+
+// kind names a file type for an error message.
+func kind(fi fs.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "file"
+	default:
+		return "special file"
+	}
+}

@@ -1,0 +1,256 @@
+package bus
+
+// Tier: unit (no root).
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// TestIdentities checks the contract both implementations keep: Ensure
+// creates once and then returns the same key, Keys lists them, Remove
+// and RemoveAll forget them, names are checked.
+//
+// Tier: unit (no root).
+func TestIdentities(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		ids  func(t *testing.T) Identities
+	}{
+		{"Store", func(t *testing.T) Identities { return Store{Dir: filepath.Join(t.TempDir(), "creds")} }},
+		{"FakeIdentities", func(t *testing.T) Identities { return NewFakeIdentities() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids := tc.ids(t)
+			if keys, err := ids.Keys(ctx); err != nil || len(keys) != 0 {
+				t.Fatalf("Keys before anything: %v, %v", keys, err)
+			}
+			want := map[string]string{}
+			for _, name := range []string{"flock-3", OperatorName, "flock-65535"} {
+				pub, created, err := ids.Ensure(ctx, name)
+				if err != nil || !created || !nkeys.IsValidPublicUserKey(pub) {
+					t.Fatalf("Ensure(%s) = %q, %v, %v", name, pub, created, err)
+				}
+				again, created, err := ids.Ensure(ctx, name)
+				if err != nil || created || again != pub {
+					t.Fatalf("Ensure(%s) again = %q, %v, %v; want %q, false", name, again, created, err, pub)
+				}
+				want[name] = pub
+			}
+			if keys, err := ids.Keys(ctx); err != nil || !maps.Equal(keys, want) {
+				t.Fatalf("Keys = %v, %v; want %v", keys, err, want)
+			}
+			if err := ids.Remove(ctx, []string{"flock-3", "flock-9"}); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, "flock-3")
+			if keys, err := ids.Keys(ctx); err != nil || !maps.Equal(keys, want) {
+				t.Fatalf("Keys after Remove = %v, %v; want %v", keys, err, want)
+			}
+			for _, bad := range []string{"root", "flock-0", "flock-03", "flock-70000", "../flock-1", "flock-1/x", ""} {
+				if _, _, err := ids.Ensure(ctx, bad); err == nil || !strings.Contains(err.Error(), "not an identity name") {
+					t.Errorf("Ensure(%q): %v", bad, err)
+				}
+				if err := ids.Remove(ctx, []string{bad}); err == nil {
+					t.Errorf("Remove(%q) accepted", bad)
+				}
+			}
+			for range 2 {
+				if err := ids.RemoveAll(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if keys, err := ids.Keys(ctx); err != nil || len(keys) != 0 {
+				t.Fatalf("Keys after RemoveAll: %v, %v", keys, err)
+			}
+		})
+	}
+}
+
+// TestStoreOnDisk checks the files: modes, format, repaired modes, files
+// that are not seeds ignored.
+//
+// Tier: unit (no root).
+func TestStoreOnDisk(t *testing.T) {
+	ctx := context.Background()
+	s := Store{Dir: filepath.Join(t.TempDir(), "lib", "creds")}
+	pub, _, err := s.Ensure(ctx, "flock-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Path("flock-3") != filepath.Join(s.Dir, "flock-3.nk") {
+		t.Errorf("Path %s", s.Path("flock-3"))
+	}
+	checkModes := func(when string) {
+		t.Helper()
+		for p, want := range map[string]os.FileMode{s.Dir: os.ModeDir | 0o700, s.Path("flock-3"): 0o600} {
+			if fi, err := os.Lstat(p); err != nil || fi.Mode() != want {
+				t.Errorf("%s: %s has mode %v (%v), want %v", when, p, fi.Mode(), err, want)
+			}
+		}
+	}
+	checkModes("created")
+	data, err := os.ReadFile(s.Path("flock-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSuffix(string(data), "\n")))
+	if !strings.HasPrefix(string(data), "SU") || !strings.HasSuffix(string(data), "\n") || err != nil {
+		t.Fatalf("seed file %q: %v", data, err)
+	}
+	if p, _ := kp.PublicKey(); p != pub {
+		t.Errorf("seed's key %s, Ensure said %s", p, pub)
+	}
+
+	// Modes loosened by hand are repaired; the key stays.
+	if err := os.Chmod(s.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(s.Path("flock-3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, created, err := s.Ensure(ctx, "flock-3"); err != nil || created || again != pub {
+		t.Fatalf("Ensure after chmod: %s, %v, %v", again, created, err)
+	}
+	checkModes("repaired")
+
+	// Only *.nk files with identity names are seeds.
+	for _, name := range []string{"notes.txt", ".flock-4.nk123", "junk.nk"} {
+		if err := os.WriteFile(filepath.Join(s.Dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys, err := s.Keys(ctx); err != nil || len(keys) != 1 || keys["flock-3"] != pub {
+		t.Errorf("Keys = %v, %v", keys, err)
+	}
+}
+
+// TestStoreRefuses checks what the store will not use: symlinks and other
+// non-files in place of the directory or a seed, damaged seeds.
+//
+// Tier: unit (no root).
+func TestStoreRefuses(t *testing.T) {
+	ctx := context.Background()
+	account, _ := nkeys.CreateAccount()
+	accountSeed, _ := account.Seed()
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, s Store) // s.Dir does not exist yet
+		want  string
+	}{
+		{"symlink for the directory", func(t *testing.T, s Store) {
+			must(t, os.Symlink(t.TempDir(), s.Dir))
+		}, "is a symlink, not a directory"},
+		{"file for the directory", func(t *testing.T, s Store) {
+			must(t, os.WriteFile(s.Dir, nil, 0o600))
+		}, "is a file, not a directory"},
+		{"symlink for a seed", func(t *testing.T, s Store) {
+			must(t, os.Mkdir(s.Dir, 0o700))
+			other := filepath.Join(t.TempDir(), "seed")
+			seed, _ := mustUser(t).Seed()
+			must(t, os.WriteFile(other, seed, 0o600))
+			must(t, os.Symlink(other, s.Path("flock-1")))
+		}, "is a symlink; delete it and provision again"},
+		{"directory for a seed", func(t *testing.T, s Store) {
+			must(t, os.MkdirAll(s.Path("flock-1"), 0o700))
+		}, "is a directory, not a file; delete it and provision again"},
+		{"fifo for a seed", func(t *testing.T, s Store) {
+			must(t, os.Mkdir(s.Dir, 0o700))
+			must(t, syscall.Mkfifo(s.Path("flock-1"), 0o600))
+		}, "is a special file, not a file; delete it and provision again"},
+		{"damaged seed", func(t *testing.T, s Store) {
+			must(t, os.Mkdir(s.Dir, 0o700))
+			must(t, os.WriteFile(s.Path("flock-1"), []byte("SUAGARBAGE\n"), 0o600))
+		}, "flock-1.nk is damaged (not a user nkey seed); delete it and provision again"},
+		{"empty seed", func(t *testing.T, s Store) {
+			must(t, os.Mkdir(s.Dir, 0o700))
+			must(t, os.WriteFile(s.Path("flock-1"), nil, 0o600))
+		}, "flock-1.nk is damaged"},
+		{"an account's seed", func(t *testing.T, s Store) {
+			must(t, os.Mkdir(s.Dir, 0o700))
+			must(t, os.WriteFile(s.Path("flock-1"), append(accountSeed, '\n'), 0o600))
+		}, "flock-1.nk is damaged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Store{Dir: filepath.Join(t.TempDir(), "creds")}
+			tc.setup(t, s)
+			before := regularContent(s.Path("flock-1"))
+			if _, _, err := s.Ensure(ctx, "flock-1"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Ensure: %v, want it to say %q", err, tc.want)
+			}
+			if _, err := s.Keys(ctx); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Keys: %v, want it to say %q", err, tc.want)
+			}
+			if after := regularContent(s.Path("flock-1")); after != before {
+				t.Errorf("the seed was replaced")
+			}
+		})
+	}
+}
+
+// TestSeedFileConnects checks that a seed file is all a client needs: the
+// format nats.NkeyOptionFromSeed (and the nats CLI's --nkey) reads.
+//
+// Tier: unit (no root).
+func TestSeedFileConnects(t *testing.T) {
+	ctx := context.Background()
+	store := Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	keys := map[string]string{}
+	for _, name := range []string{"flock-2", OperatorName} {
+		pub, _, err := store.Ensure(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[name] = pub
+	}
+	s := startBus(t, ForFlock(testFlock(), keys), Options{})
+	for _, name := range []string{"flock-2", OperatorName} {
+		opt, err := nats.NkeyOptionFromSeed(store.Path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(s.ClientURL(), opt, nats.NoReconnect())
+		if err != nil {
+			t.Fatalf("%s connecting with its seed file: %v", name, err)
+		}
+		nc.Close()
+	}
+	if st := s.Status(); st.Agents[1].Connections != 0 {
+		t.Errorf("agent 1 has no key but %d connections", st.Agents[1].Connections)
+	}
+}
+
+// regularContent is what a regular file holds, "" for anything else (a
+// fifo would block the reader).
+func regularContent(path string) string {
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	data, _ := os.ReadFile(path)
+	return string(data)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustUser(t *testing.T) nkeys.KeyPair {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}

@@ -1,0 +1,246 @@
+package bus
+
+// Tier: unit (no root).
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
+)
+
+// TestPermissionMatrix checks what each role may say and hear, against a
+// real server: a refused publish is reported to the client and reaches
+// nobody; a refused subscription is reported and hears nothing.
+//
+// Tier: unit (no root).
+func TestPermissionMatrix(t *testing.T) {
+	ids := newIdentities(t, everyone...)
+	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
+	op := connect(t, s, ids, OperatorName)
+	heard := record(t, op, ">")
+	agents := map[int]*client{}
+	for _, id := range []int{1, 2, 3} {
+		agents[id] = connect(t, s, ids, spec.UserName(id))
+	}
+
+	const refused = "Permissions Violation for "
+	for _, tc := range []struct {
+		name  string
+		agent int
+		pub   string // publish here, or
+		sub   string // subscribe here
+		probe string // (subscriptions) a subject sub matches, published by the operator
+		want  string // "" = allowed, else the violation the agent is told of
+	}{
+		{name: "worker speaks as another agent", agent: 2, pub: "agent.1.heartbeat", want: refused + `Publish to "agent.1.heartbeat"`},
+		{name: "worker reads another agent's inbox", agent: 2, sub: "_INBOX.flock-1.>", probe: "_INBOX.flock-1.x", want: refused + `Subscription to "_INBOX.flock-1.>"`},
+		{name: "worker reads every inbox", agent: 2, sub: "_INBOX.>", probe: "_INBOX.flock-1.y", want: refused + `Subscription to "_INBOX.>"`},
+		{name: "worker publishes its heartbeat", agent: 2, pub: "agent.2.heartbeat"},
+		{name: "worker publishes its events", agent: 2, pub: "agent.2.events"},
+		{name: "worker publishes a result", agent: 2, pub: wire.ResultSubject},
+		{name: "worker publishes its granted subject", agent: 2, pub: "reports.daily"},
+		{name: "worker hands out tasks", agent: 2, pub: "tasks.worker", want: refused + `Publish to "tasks.worker"`},
+		{name: "worker answers a request it never got", agent: 2, pub: "_INBOX.flock-1.never", want: refused + `Publish to "_INBOX.flock-1.never"`},
+		{name: "worker hears its role's tasks", agent: 2, sub: "tasks.worker", probe: "tasks.worker"},
+		{name: "worker hears its own tasks", agent: 2, sub: "tasks.agent.2", probe: "tasks.agent.2"},
+		{name: "worker hears another agent's tasks", agent: 2, sub: "tasks.agent.1", probe: "tasks.agent.1", want: refused + `Subscription to "tasks.agent.1"`},
+		{name: "worker hears broadcasts", agent: 2, sub: wire.Broadcast, probe: wire.Broadcast},
+		{name: "worker hears its own inbox", agent: 2, sub: "_INBOX.flock-2.>", probe: "_INBOX.flock-2.z"},
+		{name: "worker hears results", agent: 2, sub: wire.ResultSubject, probe: wire.ResultSubject, want: refused + `Subscription to "task.result"`},
+		{name: "monitor publishes a result", agent: 3, pub: wire.ResultSubject, want: refused + `Publish to "task.result"`},
+		{name: "monitor publishes its heartbeat", agent: 3, pub: "agent.3.heartbeat"},
+		{name: "monitor hears heartbeats", agent: 3, sub: wire.AllHeartbeats, probe: "agent.2.heartbeat"},
+		{name: "monitor hears events", agent: 3, sub: wire.AllEvents, probe: "agent.1.events"},
+		{name: "monitor hears tasks", agent: 3, sub: "tasks.>", probe: "tasks.worker", want: refused + `Subscription to "tasks.>"`},
+		{name: "orchestrator hands out tasks", agent: 1, pub: "tasks.worker"},
+		{name: "orchestrator addresses one agent", agent: 1, pub: "tasks.agent.2"},
+		{name: "orchestrator broadcasts", agent: 1, pub: wire.Broadcast},
+		{name: "orchestrator publishes a result", agent: 1, pub: wire.ResultSubject, want: refused + `Publish to "task.result"`},
+		{name: "orchestrator speaks as a worker", agent: 1, pub: "agent.2.events", want: refused + `Publish to "agent.2.events"`},
+		{name: "orchestrator hears results", agent: 1, sub: wire.ResultSubject, probe: wire.ResultSubject},
+		{name: "orchestrator hears events", agent: 1, sub: wire.AllEvents, probe: "agent.3.events"},
+		{name: "orchestrator hears heartbeats", agent: 1, sub: wire.AllHeartbeats, probe: "agent.3.heartbeat", want: refused + `Subscription to "agent.*.heartbeat"`},
+		{name: "orchestrator reads the default inbox", agent: 1, sub: "_INBOX.abc.>", probe: "_INBOX.abc.d", want: refused + `Subscription to "_INBOX.abc.>"`},
+		{name: "orchestrator asks the bus to reload", agent: 1, pub: wire.ReloadSubject, want: refused + `Publish to "flock.bus.reload"`},
+		{name: "worker asks the bus to reload", agent: 2, pub: wire.ReloadSubject, want: refused + `Publish to "flock.bus.reload"`},
+		{name: "monitor asks the bus to reload", agent: 3, pub: wire.ReloadSubject, want: refused + `Publish to "flock.bus.reload"`},
+		{name: "worker asks the bus's status", agent: 2, pub: wire.StatusSubject, want: refused + `Publish to "flock.bus.status"`},
+		{name: "orchestrator hears the bus's requests", agent: 1, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
+		{name: "worker hears the bus's requests", agent: 2, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
+		{name: "monitor hears the bus's requests", agent: 3, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := agents[tc.agent]
+			marker := wire.Events(tc.agent) // every agent may publish it, the operator hears it
+			if tc.pub != "" {
+				if err := a.Publish(tc.pub, []byte(tc.name)); err != nil {
+					t.Fatal(err)
+				}
+				if tc.want == "" {
+					heard.waitMsg(t, tc.pub, tc.name)
+					return
+				}
+				a.waitErr(t, tc.want)
+				// Messages of one connection arrive in order: had the
+				// refused one been delivered, it would precede the marker.
+				if err := a.Publish(marker, []byte("after "+tc.name)); err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range heard.waitMsg(t, marker, "after "+tc.name) {
+					if m.Subject == tc.pub && string(m.Data) == tc.name {
+						t.Fatalf("the refused message on %s was delivered", tc.pub)
+					}
+				}
+				return
+			}
+			sub, err := a.SubscribeSync(tc.sub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if err := op.Publish(tc.probe, []byte(tc.name)); err != nil {
+					t.Fatal(err)
+				}
+				m, err := sub.NextMsg(5 * time.Second)
+				if err != nil || string(m.Data) != tc.name {
+					t.Fatalf("the subscription to %s did not hear %s: %v", tc.sub, tc.probe, err)
+				}
+				return
+			}
+			a.waitErr(t, tc.want)
+			// The agent's own inbox is in order with the probe: once the
+			// marker arrived, a delivered probe would be pending.
+			inbox, err := a.SubscribeSync(wire.Inbox(tc.agent) + ".marker")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inbox.Unsubscribe()
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := op.Publish(tc.probe, []byte(tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			if err := op.Publish(wire.Inbox(tc.agent)+".marker", nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := inbox.NextMsg(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if n, _, err := sub.Pending(); err == nil && n > 0 {
+				t.Fatalf("the refused subscription to %s heard %s", tc.sub, tc.probe)
+			}
+		})
+	}
+}
+
+// TestWorkerAnswersOnce checks allow_responses: the orchestrator's request
+// on tasks.worker is answered by the worker into the orchestrator's own
+// inbox, once; a second answer is refused.
+//
+// Tier: unit (no root).
+func TestWorkerAnswersOnce(t *testing.T) {
+	ids := newIdentities(t, everyone...)
+	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
+	orch, worker, op := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2"), connect(t, s, ids, OperatorName)
+
+	tasks, err := worker.QueueSubscribeSync(wire.RoleTasks("worker"), "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	inbox := orch.NewInbox()
+	if !strings.HasPrefix(inbox, wire.Inbox(1)+".") {
+		t.Fatalf("orchestrator's inbox %s is not under %s", inbox, wire.Inbox(1))
+	}
+	replies, err := orch.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orch.PublishRequest(wire.RoleTasks("worker"), inbox, []byte("task")); err != nil {
+		t.Fatal(err)
+	}
+	task, err := tasks.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Reply != inbox {
+		t.Fatalf("task came with reply %q, want %q", task.Reply, inbox)
+	}
+	if err := task.Respond([]byte("result")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := replies.NextMsg(5 * time.Second); err != nil || string(m.Data) != "result" {
+		t.Fatalf("orchestrator did not get the answer: %v", err)
+	}
+
+	if err := task.Respond([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	worker.waitErr(t, `Permissions Violation for Publish to "`+inbox+`"`)
+	if err := op.Publish(inbox, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := replies.NextMsg(5 * time.Second); err != nil || string(m.Data) != "marker" {
+		t.Fatalf("after the refused second answer the orchestrator got %v, %v; want the marker", m, err)
+	}
+
+	// The way flock-agent and an orchestrator's program do it: Request
+	// with the agent's inbox prefix, an asynchronous responder.
+	if _, err := worker.Subscribe(wire.AgentTasks(2), func(m *nats.Msg) { m.Respond([]byte("done: " + string(m.Data))) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := orch.Request(wire.AgentTasks(2), []byte("t2"), 5*time.Second); err != nil || string(m.Data) != "done: t2" {
+		t.Fatalf("request to agent 2: %v, %v", m, err)
+	}
+}
+
+// TestUnknownClientsRefused checks there is no anonymous access and a key
+// the bus does not know is refused.
+//
+// Tier: unit (no root).
+func TestUnknownClientsRefused(t *testing.T) {
+	ids := newIdentities(t, everyone...)
+	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
+	stranger, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerPub, _ := stranger.PublicKey()
+	realPub, _ := ids["flock-2"].PublicKey()
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"anonymous", nil},
+		{"user and password", []nats.Option{nats.UserInfo("flock-2", "secret")}},
+		{"a seed the bus does not know", []nats.Option{nats.Nkey(strangerPub, stranger.Sign)}},
+		{"a real public key signed with another seed", []nats.Option{nats.Nkey(realPub, stranger.Sign)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := nats.Connect(s.ClientURL(), append(tc.opts, nats.NoReconnect())...)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+				t.Fatalf("refused with %v, want an authorization violation", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package bus
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flockrun/flock/bus/wire"
+)
+
+// connectSelf connects the bus's own client in-process (no socket): it
+// keeps heartbeats and answers the operator's status and reload requests.
+// Only the operator may publish on flock.bus.*, so only it is answered.
+func (s *Server) connectSelf() error {
+	nc, err := nats.Connect(s.ns.ClientURL(),
+		nats.InProcessServer(s.ns),
+		nats.Nkey(s.selfPub, s.self.Sign),
+		nats.Name("flock-bus"),
+		nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			s.log.Warnf("the bus's own client: %v", err)
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("connecting the bus's own client: %w", err)
+	}
+	s.nc = nc
+	for subj, h := range map[string]nats.MsgHandler{
+		wire.AllHeartbeats: s.onHeartbeat,
+		wire.StatusSubject: s.onStatus,
+		wire.ReloadSubject: s.onReload,
+	} {
+		if _, err := nc.Subscribe(subj, h); err != nil {
+			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)
+		}
+	}
+	// Subscriptions are in place once the server answered a ping.
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("subscribing the bus's own client: %w", err)
+	}
+	return nil
+}
+
+// onHeartbeat keeps the last heartbeat of each agent. The agent is the one
+// in the subject, which only it may publish on; the body's claim is not
+// trusted. Never answered: the reply subject is the publisher's choice, and
+// answering would let it make the bus publish there.
+func (s *Server) onHeartbeat(m *nats.Msg) {
+	id, ok := heartbeatAgent(m.Subject)
+	if !ok {
+		return
+	}
+	var hb wire.HeartbeatMsg
+	if err := json.Unmarshal(m.Data, &hb); err != nil {
+		s.log.Warnf("agent %d sent a heartbeat that is not JSON: %v", id, err)
+		return
+	}
+	hb.Agent = id
+	s.mu.Lock()
+	s.beats[id] = hb
+	s.mu.Unlock()
+}
+
+// heartbeatAgent is the id in agent.<id>.heartbeat.
+func heartbeatAgent(subject string) (int, bool) {
+	rest, ok := strings.CutPrefix(subject, "agent.")
+	if !ok {
+		return 0, false
+	}
+	n, ok := strings.CutSuffix(rest, ".heartbeat")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.Atoi(n)
+	return id, err == nil && wire.Heartbeat(id) == subject
+}
+
+func (s *Server) onStatus(m *nats.Msg) {
+	data, err := json.Marshal(s.Status())
+	if err != nil {
+		s.log.Errorf("encoding the bus status: %v", err)
+		return
+	}
+	s.respond(m, data)
+}
+
+// onReload runs OnReload; the reply is empty on success, else the error text.
+func (s *Server) onReload(m *nats.Msg) {
+	var reply []byte
+	switch {
+	case s.opts.OnReload == nil:
+		reply = []byte("this bus cannot reload (no reload handler)")
+	default:
+		if err := s.opts.OnReload(); err != nil {
+			s.log.Errorf("reload requested over the bus failed: %v", err)
+			reply = []byte(err.Error())
+		} else {
+			s.log.Noticef("reloaded on the operator's request")
+		}
+	}
+	s.respond(m, reply)
+}
+
+func (s *Server) respond(m *nats.Msg, data []byte) {
+	if m.Reply == "" {
+		return
+	}
+	if err := m.Respond(data); err != nil {
+		s.log.Warnf("answering %s: %v", m.Subject, err)
+	}
+}

@@ -1,0 +1,217 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/flockrun/flock/bus/wire"
+)
+
+// MaxPayload is the largest message the bus carries: a task result may hold
+// 1 MiB of output and as much stderr, JSON-escaped.
+const MaxPayload = 8 << 20
+
+// ErrRestartNeeded is Reload's answer to a moved listener: a running
+// server cannot rebind, serve must restart.
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen or monitor address")
+
+// readyTimeout bounds how long Start waits for the listener.
+const readyTimeout = 10 * time.Second
+
+// Options are how serve runs the bus, apart from its Config.
+type Options struct {
+	Log      io.Writer    // log lines go here (the journal via stderr); nil = io.Discard
+	Debug    bool         // log connections and protocol errors too
+	OnReload func() error // called when the operator requests wire.ReloadSubject; its error text is the reply
+}
+
+// Server is the embedded NATS server and the bus's own client on it.
+type Server struct {
+	ns      *server.Server
+	log     *logger
+	opts    Options
+	started time.Time
+
+	// self is the bus's own user: an nkey made at Start and never written
+	// anywhere, so nothing outside this process can be it.
+	self    nkeys.KeyPair
+	selfPub string
+	nc      *nats.Conn
+
+	reloadMu sync.Mutex // one Reload at a time
+
+	mu    sync.Mutex
+	cfg   Config
+	beats map[int]wire.HeartbeatMsg // last heartbeat by agent id
+}
+
+// Start starts nats-server in this process and returns once it accepts
+// client connections.
+func Start(c Config, o Options) (*Server, error) {
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
+	}
+	pub, _ := kp.PublicKey()
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]wire.HeartbeatMsg{}}
+	s.log.learn(s.names(c))
+	so, err := s.serverOptions(c)
+	if err != nil {
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	ns, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	ns.SetLoggerV2(s.log, o.Debug, false, false)
+	s.ns = ns
+	s.started = time.Now()
+	// Start sets up the listeners before it returns; a taken port shows
+	// as a fatal log call (see logger.Fatalf), not as an error.
+	ns.Start()
+	if msg := s.log.fatalError(); msg != "" {
+		ns.Shutdown()
+		return nil, fmt.Errorf("starting the bus on %s: %s", c.Listen, msg)
+	}
+	if !ns.ReadyForConnections(readyTimeout) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("starting the bus on %s: not accepting connections after %s", c.Listen, readyTimeout)
+	}
+	if err := s.connectSelf(); err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	return s, nil
+}
+
+// serverOptions is c as nats-server options. Reload builds them afresh:
+// nats-server must not be handed the same Options twice.
+func (s *Server) serverOptions(c Config) (*server.Options, error) {
+	host, port, err := splitHostPort(c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	o := &server.Options{
+		ServerName: "flock",
+		Host:       host,
+		Port:       port,
+		MaxPayload: MaxPayload,
+		NoSigs:     true, // serve handles signals
+		Debug:      s.opts.Debug,
+		// No NoAuthUser: a connection without a known nkey is refused.
+		Nkeys: s.nkeyUsers(c),
+		// JetStream stays off until the bus keeps tasks; it is enabled
+		// here (JetStream, StoreDir) when it does.
+	}
+	if c.Monitor != "" {
+		o.HTTPHost, o.HTTPPort, err = splitHostPort(c.Monitor)
+		if err != nil {
+			return nil, fmt.Errorf("monitor: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// nkeyUsers is every user of c and the bus's own.
+func (s *Server) nkeyUsers(c Config) []*server.NkeyUser {
+	users := make([]*server.NkeyUser, 0, len(c.Users)+1)
+	for _, u := range c.Users {
+		users = append(users, &server.NkeyUser{Nkey: u.Nkey, Permissions: permissions(u)})
+	}
+	return append(users, &server.NkeyUser{Nkey: s.selfPub, Permissions: permissions(selfUser(s.selfPub))})
+}
+
+// selfName names the bus's own user in log lines.
+const selfName = "bus"
+
+// selfUser hears heartbeats and the requests addressed to the bus, and
+// says nothing but answers to those requests. A reload resets every
+// client's pending answers (nats-server re-registers each user), and the
+// reply to a reload request comes after it: so the bus may also publish to
+// inboxes, where clients take answers.
+func selfUser(pub string) User {
+	return User{Name: selfName, Nkey: pub, Publish: []string{"_INBOX.>"},
+		Subscribe: []string{wire.AllHeartbeats, "flock.bus.>"}, ResponseTTL: time.Minute}
+}
+
+// permissions turns u's lists into nats-server's. An empty list must
+// deny everything: to nats-server an absent allow list allows all.
+func permissions(u User) *server.Permissions {
+	list := func(l []string) *server.SubjectPermission {
+		if len(l) == 0 {
+			return &server.SubjectPermission{Deny: []string{">"}}
+		}
+		return &server.SubjectPermission{Allow: append([]string(nil), l...)}
+	}
+	p := &server.Permissions{Publish: list(u.Publish), Subscribe: list(u.Subscribe)}
+	if u.ResponseTTL > 0 {
+		p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: u.ResponseTTL}
+	}
+	return p
+}
+
+// names maps the public keys of c (and the bus's own) to user names.
+func (s *Server) names(c Config) map[string]string {
+	m := map[string]string{s.selfPub: selfName}
+	for _, u := range c.Users {
+		m[u.Nkey] = u.Name
+	}
+	return m
+}
+
+// Reload applies c's users and permissions, keeping every connection of a
+// user that stays; a removed user's connections are closed. nats-server
+// forgets, for every client, the requests it may still answer: a worker
+// busy with a task when the users change cannot answer its request (its
+// result still goes to wire.ResultSubject). So a Reload that changes
+// nothing does not touch the server.
+func (s *Server) Reload(c Config) error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("reloading the bus: %w", err)
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.mu.Lock()
+	old := s.cfg
+	s.mu.Unlock()
+	if c.Listen != old.Listen || c.Monitor != old.Monitor {
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q): %w", old.Listen, c.Listen, old.Monitor, c.Monitor, ErrRestartNeeded)
+	}
+	if c.Equal(old) {
+		return nil
+	}
+	so, err := s.serverOptions(c)
+	if err != nil {
+		return fmt.Errorf("reloading the bus: %w", err)
+	}
+	s.log.learn(s.names(c))
+	if err := s.ns.ReloadOptions(so); err != nil {
+		return fmt.Errorf("reloading the bus's users: %w", err)
+	}
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
+	return nil
+}
+
+// ClientURL is where clients reach the bus, e.g. nats://127.0.0.1:4222.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown closes every connection and stops the server.
+func (s *Server) Shutdown() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}

@@ -1,0 +1,102 @@
+// Package wire is the language of flock's bus: the subjects agents, the
+// bus and flockctl use, and the messages they exchange. It is a leaf
+// package (no server, no client) so an agent links nothing it does not use.
+package wire
+
+import (
+	"strconv"
+	"time"
+)
+
+// Subjects. Tasks go to a role's queue (any agent of the role takes each
+// task once) or to one agent; results, events and heartbeats come back.
+const (
+	// TasksAll matches every task subject (what an orchestrator may publish).
+	TasksAll = "tasks.>"
+	// ResultSubject carries every task's result (wire.Result).
+	ResultSubject = "task.result"
+	// Broadcast is what an orchestrator says to every worker.
+	Broadcast = "broadcast"
+	// AllHeartbeats and AllEvents match every agent's.
+	AllHeartbeats = "agent.*.heartbeat"
+	AllEvents     = "agent.*.events"
+	// StatusSubject is answered by the bus (flockctl serve) with BusStatus.
+	StatusSubject = "flock.bus.status"
+	// ReloadSubject asks the bus to re-read its configuration; the reply is
+	// empty on success or the error text.
+	ReloadSubject = "flock.bus.reload"
+	// Reserved is the bus's own subject space: no spec may grant it.
+	Reserved = "flock.>"
+)
+
+// RoleTasks is the subject of tasks for any agent of role; agents of the
+// role queue-subscribe to it in the group named like the role.
+func RoleTasks(role string) string { return "tasks." + role }
+
+// AgentTasks is the subject of tasks addressed to agent id alone.
+func AgentTasks(id int) string { return "tasks.agent." + strconv.Itoa(id) }
+
+// AgentSubjects is everything agent id may publish under its own name.
+func AgentSubjects(id int) string { return "agent." + strconv.Itoa(id) + ".>" }
+
+// Heartbeat is where agent id says it is alive.
+func Heartbeat(id int) string { return "agent." + strconv.Itoa(id) + ".heartbeat" }
+
+// Events is where agent id reports what it did.
+func Events(id int) string { return "agent." + strconv.Itoa(id) + ".events" }
+
+// Inbox is agent id's private reply prefix: only it may subscribe below
+// it. Clients set it as their inbox prefix (nats.go CustomInboxPrefix,
+// the nats CLI --inbox-prefix).
+func Inbox(id int) string { return "_INBOX.flock-" + strconv.Itoa(id) }
+
+// Header names of a task message; its body is the task's payload (what
+// flock-agent writes to the command's stdin).
+const (
+	TaskIDHeader = "Flock-Task-Id"
+)
+
+// Result is what an agent publishes on ResultSubject (and answers to a
+// task's reply subject) when a task ends.
+type Result struct {
+	TaskID     string  `json:"task_id"`
+	Agent      int     `json:"agent"`
+	OK         bool    `json:"ok"`
+	ExitStatus int     `json:"exit_status"` // -1 if the command did not exit by itself
+	Output     string  `json:"output"`      // stdout, at most the agent's max_output
+	Stderr     string  `json:"stderr,omitempty"`
+	Truncated  bool    `json:"truncated"`
+	DurationMS float64 `json:"duration_ms"`
+	Error      string  `json:"error,omitempty"` // why it failed, in words: "timed out after 5s"
+}
+
+// HeartbeatMsg is what an agent publishes on Heartbeat(id).
+type HeartbeatMsg struct {
+	Agent       int       `json:"agent"`
+	Time        time.Time `json:"time"`
+	UptimeS     float64   `json:"uptime_s"`
+	RSSBytes    uint64    `json:"rss_bytes"`
+	TasksDone   uint64    `json:"tasks_done"`
+	TasksFailed uint64    `json:"tasks_failed"`
+}
+
+// Event is what an agent publishes on Events(id).
+type Event struct {
+	Agent int            `json:"agent"`
+	Time  time.Time      `json:"time"`
+	Kind  string         `json:"kind"`
+	Data  map[string]any `json:"data,omitempty"`
+}
+
+// BusStatus is the bus's answer on StatusSubject.
+type BusStatus struct {
+	Started time.Time          `json:"started"`
+	Agents  map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+}
+
+// AgentOnBus is what the bus knows of one agent.
+type AgentOnBus struct {
+	Connections   int           `json:"connections"`
+	LastHeartbeat *HeartbeatMsg `json:"last_heartbeat,omitempty"`
+	Violations    uint64        `json:"violations"` // permission violations since the bus started
+}

@@ -1,0 +1,34 @@
+package main
+
+import "fmt"
+
+// mode is what flock-agent was asked to be.
+type mode string
+
+const (
+	modeDefault mode = "default" // connect, heartbeat, log; no tasks
+	modeTask    mode = "task"    // the same, and each task runs argv
+	modeExec    mode = "exec"    // become argv, the agent's own program
+)
+
+const usage = "usage: flock-agent [task -- COMMAND ARGS... | exec -- COMMAND ARGS...]"
+
+// invocation is a parsed command line.
+type invocation struct {
+	mode mode
+	argv []string // the command of task and exec modes
+}
+
+// parseArgs reads flock-agent's arguments (without its name). A bare
+// "-- ARGV" is exec, as flock-agent had it before task mode existed.
+func parseArgs(args []string) (invocation, error) {
+	switch {
+	case len(args) == 0:
+		return invocation{mode: modeDefault}, nil
+	case args[0] == "--" && len(args) > 1:
+		return invocation{mode: modeExec, argv: args[1:]}, nil
+	case (args[0] == string(modeTask) || args[0] == string(modeExec)) && len(args) > 2 && args[1] == "--":
+		return invocation{mode: mode(args[0]), argv: args[2:]}, nil
+	}
+	return invocation{}, fmt.Errorf("%s (got %q)", usage, args)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/flockrun/flock/bus"
+)
+
+func newServe() *cobra.Command {
+	var configPath string
+	var debug bool
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "Run the flock's bus (the embedded NATS server); flock.service runs this",
+		Long: `serve runs the embedded NATS server agents talk through, with one nkey
+user per agent and its role's subject permissions, as the config that
+flockctl provision writes says. It tells systemd it is ready once the bus
+accepts connections (Type=notify). SIGHUP, or the operator's request on
+flock.bus.reload, re-reads the config without dropping connections.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := bus.ReadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			var srv *bus.Server
+			reload := func() error {
+				c, err := bus.ReadConfig(configPath)
+				if err != nil {
+					return err
+				}
+				if err := srv.Reload(c); err != nil {
+					if errors.Is(err, bus.ErrRestartNeeded) {
+						return fmt.Errorf("%w: systemctl restart flock.service", err)
+					}
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d users\n", configPath, len(c.Users))
+				return nil
+			}
+			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload})
+			if err != nil {
+				return err
+			}
+			defer srv.Shutdown()
+			// Not under systemd, there is no one to tell: that is fine.
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=bus on "+cfg.Listen)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-cmd.Context().Done():
+					_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+					return nil
+				case <-hup:
+					_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
+					if err := reload(); err != nil {
+						fmt.Fprintf(os.Stderr, "[ERR] reload: %v\n", err)
+					}
+					_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", bus.ConfigPath, "the bus config flockctl provision writes")
+	cmd.Flags().BoolVar(&debug, "debug", false, "log every connection and subscription")
+	return cmd
+}

@@ -1,0 +1,258 @@
+package test
+
+// Tier: root + nspawn. The bus as agents and operators meet it: the real
+// flock.service (flockctl serve under systemd), real units with their
+// credentials, the real nftables table, and agents trying to get round it.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/harness"
+)
+
+// busSpec: agent 1 is the hostile probe, 2 a worker that upper-cases its
+// task, 3 a monitor (flock-agent's own program), 4 a worker whose task can
+// hang. Heartbeats every 2 s so the test sees them without waiting 30 s.
+const busSpec = `defaults:
+  heartbeat: 2s
+agents:
+  - id: 1
+    exec: ["/usr/local/bin/probe", "serve"]
+  - id: 2
+    command: ["/usr/bin/tr", "a-z", "A-Z"]
+  - id: 3
+    role: monitor
+  - id: 4
+    command: ["/bin/sh", "-c", "read x; if [ \"$x\" = hang ]; then sleep 60; fi; echo \"done $x\""]
+    task_timeout: 2s
+`
+
+func TestBus(t *testing.T) {
+	// Tier: root + nspawn (+ the nats CLI, which make deps installs).
+	natsCLI, err := exec.LookPath("nats")
+	harness.Require(t, "needs the nats CLI on PATH (make deps: go install github.com/nats-io/natscli/nats)", err == nil)
+	m := harness.BootWith(t, harness.Options{Binaries: map[string]string{"nats": natsCLI}})
+	provision(t, m, busSpec)
+	waitActive(t, m, 1, 2, 3, 4)
+
+	t.Run("flock.service is a notify unit, enabled, not root", func(t *testing.T) {
+		props := parseProps(mustRun(t, m, "systemctl", "show", "flock.service",
+			"-p", "Type", "-p", "ActiveState", "-p", "UnitFileState", "-p", "DynamicUser", "-p", "MainPID"))
+		if props["Type"] != "notify" || props["ActiveState"] != "active" || props["UnitFileState"] != "enabled" || props["DynamicUser"] != "yes" {
+			t.Errorf("flock.service: %v", props)
+		}
+		uid := strings.TrimSpace(mustRun(t, m, "ps", "-o", "uid=", "-p", props["MainPID"]))
+		if uid == "0" {
+			t.Errorf("the bus runs as root")
+		}
+	})
+
+	// Agents that run flock-agent connect and heartbeat.
+	busUp := waitBus(t, m, time.Time{}, 2, 3, 4)
+	t.Logf("agents 2, 3, 4 connected and heartbeating by %s; flockctl status:\n%s", busUp.Format(time.RFC3339Nano), mustRun(t, m, "flockctl", "status"))
+
+	t.Run("a task round-trips through flockctl send", func(t *testing.T) {
+		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "hello flock")); out != "HELLO FLOCK" {
+			t.Errorf("flockctl send --to 2: %q", out)
+		}
+		// --to worker (the default): whichever worker takes it answers.
+		want := map[int]string{2: "X", 4: "done x\n"}
+		seen := map[int]bool{}
+		for i := 0; i < 20 && len(seen) < 2; i++ {
+			var res struct {
+				TaskID string `json:"task_id"`
+				Agent  int    `json:"agent"`
+				OK     bool   `json:"ok"`
+				Output string `json:"output"`
+			}
+			id := fmt.Sprintf("t-%d", i)
+			out := mustRun(t, m, "flockctl", "send", "--id", id, "--output", "json", "x")
+			if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK || res.TaskID != id || want[res.Agent] != res.Output {
+				t.Fatalf("flockctl send --output json: %v\n%s", err, out)
+			}
+			seen[res.Agent] = true
+		}
+		t.Logf("tasks to any worker were taken by agents %v", seen)
+	})
+
+	t.Run("a hanging task fails at its timeout, not later", func(t *testing.T) {
+		start := time.Now()
+		_, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "hang")
+		took := time.Since(start)
+		if err == nil || !strings.Contains(stderr, "timed out after 2s") {
+			t.Errorf("want a failed result naming the timeout; err %v, stderr %q", err, stderr)
+		}
+		t.Logf("hanging task failed after %s (task_timeout 2s)", took.Round(time.Millisecond))
+	})
+
+	t.Run("bad input to send names the fix and sends nothing", func(t *testing.T) {
+		for argv, want := range map[string]string{
+			"--to 3 x":       "agent 3 is a monitor without a command",
+			"--to 9 x":       "no agent 9",
+			"--to boss x":    `--to "boss": give worker`,
+			"--output xml x": `--output "xml": choose text or json`,
+		} {
+			_, stderr, err := run(t, m, append([]string{"flockctl", "send"}, strings.Fields(argv)...)...)
+			if err == nil || !strings.Contains(stderr, want) {
+				t.Errorf("flockctl send %s: err %v, stderr %q, want %q", argv, err, stderr, want)
+			}
+		}
+	})
+
+	p := startedProbe(t, m, 1)
+	t.Run("from inside an agent", func(t *testing.T) {
+		type try struct {
+			name    string
+			req     map[string]any
+			allowed bool
+			want    string // in Err (refused) or Detail (allowed)
+		}
+		for _, tc := range []try{
+			// Controls: what its role allows works, so a refusal below is
+			// the server's and not a broken probe.
+			{"connect with its own credential", map[string]any{"op": "nats-connect"}, true, "connected"},
+			{"publish its own event", map[string]any{"op": "nats-pub", "name": "agent.1.events"}, true, "accepted"},
+			{"subscribe its own inbox", map[string]any{"op": "nats-sub", "name": "_INBOX.flock-1.x"}, true, "accepted"},
+			{"hand a task to a worker (orchestrators do)", map[string]any{"op": "nats-pub", "name": "tasks.agent.2"}, false, "Permissions Violation for Publish"},
+			{"the nats CLI with NATS_URL and NATS_NKEY alone", map[string]any{"op": "exec", "argv": []string{"nats", "pub", "agent.1.events", "from the CLI"}}, true, "Published"},
+
+			{"connect without a credential", map[string]any{"op": "nats-anon"}, false, "Authorization Violation"},
+			{"publish as another agent", map[string]any{"op": "nats-pub", "name": "agent.2.heartbeat"}, false, "Permissions Violation for Publish"},
+			{"publish a result", map[string]any{"op": "nats-pub", "name": "task.result"}, true, "accepted"}, // workers publish results
+			{"subscribe to another agent's inbox", map[string]any{"op": "nats-sub", "name": "_INBOX.flock-2.>"}, false, "Permissions Violation for Subscription"},
+			{"subscribe to every subject", map[string]any{"op": "nats-sub", "name": ">"}, false, "Permissions Violation for Subscription"},
+			{"ask the bus to reload", map[string]any{"op": "nats-pub", "name": "flock.bus.reload"}, false, "Permissions Violation for Publish"},
+			{"read another agent's credential (systemd's copy)", map[string]any{"op": "read-file", "path": "/run/credentials/flock-agent@2.service/nats"}, false, ""},
+			{"read another agent's credential (the original)", map[string]any{"op": "read-file", "path": "/var/lib/flock/creds/flock-2.nk"}, false, ""},
+			{"read the operator's credential", map[string]any{"op": "read-file", "path": "/var/lib/flock/creds/operator.nk"}, false, ""},
+			{"connect with another agent's credential", map[string]any{"op": "nats-connect", "path": "/var/lib/flock/creds/flock-2.nk"}, false, ""},
+			{"reach the bus's monitoring port", map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:8222"}, false, "connection refused"},
+		} {
+			r := p.do(t, tc.req)
+			switch {
+			case tc.allowed && !r.OK:
+				t.Errorf("%s: refused (%s); the control failed, so the refusals prove nothing", tc.name, r.Err)
+			case tc.allowed && !strings.Contains(r.Detail, tc.want):
+				t.Errorf("%s: %q, want %q", tc.name, r.Detail, tc.want)
+			case !tc.allowed && r.OK:
+				t.Errorf("ESCAPE: %s worked: %s", tc.name, r.Detail)
+			case !tc.allowed && !strings.Contains(r.Err, tc.want):
+				t.Errorf("%s: refused with %q, want %q", tc.name, r.Err, tc.want)
+			default:
+				t.Logf("%-50s %s in %.1f ms", tc.name, map[bool]string{true: "allowed", false: "refused"}[tc.allowed], r.ElapsedMS)
+			}
+		}
+		// Root's controls: the credentials the agent could not read exist.
+		for _, f := range []string{"/run/credentials/flock-agent@2.service/nats", "/var/lib/flock/creds/flock-2.nk"} {
+			if b, err := m.ReadFile(f); err != nil || !strings.HasPrefix(string(b), "SU") {
+				t.Errorf("control: root reads %s: %v", f, err)
+			}
+		}
+	})
+
+	t.Run("the credential is not in any agent's environment", func(t *testing.T) {
+		seed, err := m.ReadFile("/var/lib/flock/creds/flock-2.nk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := strings.TrimSpace(string(seed))
+		env := mustRun(t, m, "systemctl", "show", "flock-agent@2.service", "-p", "Environment")
+		pid := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "flock-agent@2.service", "-p", "MainPID", "--value"))
+		procEnv := mustRun(t, m, "cat", "/proc/"+pid+"/environ")
+		if strings.Contains(env, key) || strings.Contains(procEnv, key) {
+			t.Errorf("agent 2's seed is in its environment")
+		}
+		if !strings.Contains(procEnv, "NATS_NKEY=/run/credentials/flock-agent@2.service/nats") {
+			t.Errorf("NATS_NKEY does not point at the credential: %q", procEnv)
+		}
+	})
+
+	t.Run("violations are in flock's log, by agent name", func(t *testing.T) {
+		m.Eventually(t, 10*time.Second, func() error {
+			out, _, err := m.Run(t.Context(), "journalctl", "-u", "flock.service", "--no-pager", "-o", "cat")
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{`Publish Violation`, `Subscription Violation`} {
+				if !hasLineWith(out, "flock-1", want) {
+					return fmt.Errorf("no line naming flock-1 with %q in journalctl -u flock.service", want)
+				}
+			}
+			return nil
+		})
+		for _, s := range status(t, m) {
+			if s.ID == 1 && s.Violations < 3 {
+				t.Errorf("flockctl status counts %d violations for agent 1, want at least 3", s.Violations)
+			}
+		}
+	})
+
+	t.Run("agents reconnect and heartbeat again after the bus restarts", func(t *testing.T) {
+		restarted := time.Now()
+		mustRun(t, m, "systemctl", "restart", "flock.service")
+		back := waitBus(t, m, restarted, 2, 3, 4)
+		t.Logf("all agents back on the bus %s after the restart", back.Sub(restarted).Round(time.Millisecond))
+		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after the restart")); out != "AFTER THE RESTART" {
+			t.Errorf("flockctl send after the restart: %q", out)
+		}
+	})
+
+	t.Run("a new agent reloads the bus: no restart, no one reconnects", func(t *testing.T) {
+		busPID := func() string {
+			return strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock.service"))
+		}
+		pid := busPID()
+		before := strings.Count(mustRun(t, m, "cat", "/srv/flock/logs/2.log"), "bus disconnected")
+		provision(t, m, busSpec+"  - id: 5\n")
+		waitBus(t, m, time.Now(), 5)
+		if after := busPID(); after != pid {
+			t.Errorf("flock.service restarted (MainPID %s, was %s)", after, pid)
+		}
+		if after := strings.Count(mustRun(t, m, "cat", "/srv/flock/logs/2.log"), "bus disconnected"); after != before {
+			t.Errorf("agent 2 was disconnected by the reload")
+		}
+	})
+
+	t.Run("deprovision removes identities, credentials, the bus and the table", func(t *testing.T) {
+		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		assertNothingLeft(t, m)
+	})
+}
+
+// waitBus waits until the bus reports every agent in ids connected with a
+// heartbeat newer than since, and returns when it saw that.
+func waitBus(t *testing.T, m *harness.Machine, since time.Time, ids ...int) time.Time {
+	t.Helper()
+	m.Eventually(t, 60*time.Second, func() error {
+		byID := map[int]agentStatus{}
+		for _, s := range status(t, m) {
+			byID[s.ID] = s
+		}
+		for _, id := range ids {
+			s := byID[id]
+			if s.Bus != "connected" || s.LastHeartbeat == nil || !s.LastHeartbeat.After(since) {
+				return fmt.Errorf("agent %d: bus %q, last heartbeat %v (want after %s)", id, s.Bus, s.LastHeartbeat, since.Format(time.RFC3339Nano))
+			}
+		}
+		return nil
+	})
+	return time.Now()
+}
+
+func hasLineWith(text string, parts ...string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

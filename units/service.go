@@ -1,0 +1,165 @@
+package units
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/template"
+
+	"github.com/google/renameio/v2"
+)
+
+// BusUnit is the static unit of the bus, `flockctl serve`. It is a file
+// (not transient) so it is enabled and comes back at boot.
+const BusUnit = "flock.service"
+
+// DefaultUnitDir is where provision writes BusUnit.
+const DefaultUnitDir = "/etc/systemd/system"
+
+// DefaultFlockctlBin is where `make install` puts flockctl.
+const DefaultFlockctlBin = "/usr/local/bin/flockctl"
+
+// ServiceStatus is flock.service as the host has it.
+type ServiceStatus struct {
+	File        []byte // the unit file as installed; nil if there is none
+	Enabled     string // systemd's UnitFileState: enabled, disabled, ...
+	ActiveState string // active, activating, failed, inactive...
+}
+
+// busTemplate: Type=notify, so a start job finishes only once the bus
+// accepts connections. It runs as a dynamic user with no capabilities: it
+// needs nothing but its loopback ports and its (public-key only) config.
+var busTemplate = template.Must(template.New(BusUnit).Parse(`# Written by flockctl provision; flockctl deprovision --all removes it.
+[Unit]
+Description=flock bus: the embedded NATS server the flock's agents talk through
+Documentation=https://github.com/flockrun/flock
+
+[Service]
+Type=notify
+ExecStart={{.Bin}} serve --config {{.Config}}
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=always
+RestartSec=1
+# Named: the default (the unit's name) would collide with the agents' group "flock".
+DynamicUser=yes
+User=flock-bus
+StateDirectory=flock-bus
+LimitNOFILE=65536
+UMask=0077
+CapabilityBoundingSet=
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateUsers=yes
+ProtectProc=invisible
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+
+[Install]
+WantedBy=multi-user.target
+`))
+
+// BusService is the text of flock.service for a bus reading configPath.
+func BusService(bin, configPath string) []byte {
+	if bin == "" {
+		bin = DefaultFlockctlBin
+	}
+	var b bytes.Buffer
+	if err := busTemplate.Execute(&b, struct{ Bin, Config string }{bin, configPath}); err != nil {
+		panic(err) // the template and its two strings cannot fail
+	}
+	return b.Bytes()
+}
+
+func (s *Systemd) unitPath() string { return filepath.Join(s.unitDir(), BusUnit) }
+
+func (s *Systemd) unitDir() string {
+	if s.UnitDir != "" {
+		return s.UnitDir
+	}
+	return DefaultUnitDir
+}
+
+func (s *Systemd) Service(ctx context.Context) (ServiceStatus, error) {
+	var st ServiceStatus
+	data, err := os.ReadFile(s.unitPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return st, fmt.Errorf("reading %s: %w", s.unitPath(), err)
+	default:
+		st.File = data
+	}
+	props, err := s.conn.GetUnitPropertiesContext(ctx, BusUnit)
+	if err != nil {
+		return st, fmt.Errorf("reading %s's state: %w", BusUnit, err)
+	}
+	st.Enabled, _ = props["UnitFileState"].(string)
+	st.ActiveState, _ = props["ActiveState"].(string)
+	return st, nil
+}
+
+func (s *Systemd) InstallService(ctx context.Context, content []byte) error {
+	old, err := os.ReadFile(s.unitPath())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", s.unitPath(), err)
+	}
+	if !bytes.Equal(old, content) {
+		if err := renameio.WriteFile(s.unitPath(), content, 0o644, renameio.WithStaticPermissions(0o644)); err != nil {
+			return fmt.Errorf("writing %s: %w", s.unitPath(), err)
+		}
+		if err := s.conn.ReloadContext(ctx); err != nil {
+			return fmt.Errorf("daemon-reload after writing %s: %w", s.unitPath(), err)
+		}
+	}
+	if _, _, err := s.conn.EnableUnitFilesContext(ctx, []string{BusUnit}, false, true); err != nil {
+		return fmt.Errorf("enabling %s: %w", BusUnit, err)
+	}
+	return nil
+}
+
+func (s *Systemd) RestartService(ctx context.Context) error {
+	done := make(chan string, 1)
+	if _, err := s.conn.RestartUnitContext(ctx, BusUnit, "replace", done); err != nil {
+		return fmt.Errorf("RestartUnit %s: %w", BusUnit, err)
+	}
+	return s.waitJob(ctx, BusUnit, "restart", done)
+}
+
+func (s *Systemd) RemoveService(ctx context.Context) error {
+	if err := s.Stop(ctx, BusUnit); err != nil {
+		return err
+	}
+	if _, err := os.Stat(s.unitPath()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := s.conn.DisableUnitFilesContext(ctx, []string{BusUnit}, false); err != nil {
+		return fmt.Errorf("disabling %s: %w", BusUnit, err)
+	}
+	if err := os.Remove(s.unitPath()); err != nil {
+		return fmt.Errorf("removing %s: %w", s.unitPath(), err)
+	}
+	if err := s.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("daemon-reload after removing %s: %w", s.unitPath(), err)
+	}
+	return nil
+}
