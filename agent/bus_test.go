@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,9 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flockrun/flock/internal/syncbuf"
 
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -90,28 +90,10 @@ func connectTester(t *testing.T, s *server.Server, u testUser) *nats.Conn {
 	return nc
 }
 
-// syncBuffer is a log sink nats.go's goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testAgent is agent 7, a worker, connected to s, its log in logs.
-func testAgent(t *testing.T, s *server.Server, u testUser) (*Agent, *syncBuffer) {
+func testAgent(t *testing.T, s *server.Server, u testUser) (*Agent, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	env := Env{ID: 7, Role: "worker", NATSURL: busURL(s), NKeyFile: u.seedFile}
 	a, err := Connect(context.Background(), env, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
@@ -150,7 +132,7 @@ func next(t *testing.T, sub *nats.Subscription, v any) *nats.Msg {
 	return m
 }
 
-func logHas(logs *syncBuffer, want string) error {
+func logHas(logs *syncbuf.Buffer, want string) error {
 	if !strings.Contains(logs.String(), want) {
 		return fmt.Errorf("log lacks %s:\n%s", want, logs.String())
 	}

@@ -4,7 +4,6 @@ package bus
 // loopback port, real nats.go clients over TCP, one real nkey per user.
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,24 +59,6 @@ func (ids identities) keys(without ...string) map[string]string {
 		}
 	}
 	return m
-}
-
-// syncBuffer is a log the server writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startBus starts a bus for c, shut down when the test ends.

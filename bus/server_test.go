@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/internal/syncbuf"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/flockrun/flock/bus/wire"
@@ -22,7 +24,7 @@ import (
 // Tier: unit (no root).
 func TestViolationsLoggedByName(t *testing.T) {
 	ids := newIdentities(t, everyone...)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log, Debug: true})
 	worker := connect(t, s, ids, "flock-2")
 

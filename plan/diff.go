@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -128,6 +129,17 @@ type Change struct {
 
 // Plan is the ordered list of changes that makes the host match Desired.
 type Plan struct{ Changes []Change }
+
+// Without is p less the changes of the given kinds.
+func (p Plan) Without(kinds ...Kind) Plan {
+	var out Plan
+	for _, c := range p.Changes {
+		if !slices.Contains(kinds, c.Kind) {
+			out.Changes = append(out.Changes, c)
+		}
+	}
+	return out
+}
 
 // Empty reports whether the host already matches.
 func (p Plan) Empty() bool { return len(p.Changes) == 0 }

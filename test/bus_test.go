@@ -256,3 +256,37 @@ func hasLineWith(text string, parts ...string) bool {
 	}
 	return false
 }
+
+// After a reboot, flock.service (enabled) starts the bus and re-creates
+// every agent's transient unit and the firewall from the last provisioned
+// state: the flock is back without an operator.
+func TestBootBringsTheFlockBack(t *testing.T) {
+	// Tier: root + nspawn.
+	m := harness.Boot(t)
+	provision(t, m, busSpec)
+	before := waitActive(t, m, 1, 2, 3, 4)
+	waitBus(t, m, time.Time{}, 2, 3, 4)
+	rules := mustRun(t, m, "nft", "list", "table", "inet", "flock")
+
+	if err := m.Reboot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	booted := time.Now()
+	after := waitActive(t, m, 1, 2, 3, 4)
+	for i := range before {
+		if before[i].UID != after[i].UID || before[i].User != after[i].User {
+			t.Errorf("agent %d was %s (uid %d), now %s (uid %d)", before[i].ID, before[i].User, before[i].UID, after[i].User, after[i].UID)
+		}
+	}
+	back := waitBus(t, m, booted, 2, 3, 4)
+	t.Logf("agents active and heartbeating again %s after the machine came back", back.Sub(booted).Round(time.Millisecond))
+	if got := mustRun(t, m, "nft", "list", "table", "inet", "flock"); got != rules {
+		t.Errorf("table inet flock after the reboot:\n%s\nbefore:\n%s", got, rules)
+	}
+	if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "still here")); out != "STILL HERE" {
+		t.Errorf("flockctl send after the reboot: %q", out)
+	}
+	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(out, "nothing to do") {
+		t.Errorf("provision after the reboot is not a no-op:\n%s", out)
+	}
+}

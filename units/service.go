@@ -41,7 +41,12 @@ Documentation=https://github.com/flockrun/flock
 [Service]
 Type=notify
 ExecStart={{.Bin}} serve --config {{.Config}}
+# Once the bus is ready, as root ("+"): re-create the agents' transient
+# units and the firewall from the last provisioned state (they do not
+# survive a reboot). The unit is active only when that is done.
+ExecStartPost=+{{.Bin}} reconcile
 ExecReload=/bin/kill -HUP $MAINPID
+TimeoutStartSec=5min
 Restart=always
 RestartSec=1
 # Named: the default (the unit's name) would collide with the agents' group "flock".

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flockrun/flock/internal/syncbuf"
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
@@ -45,7 +45,7 @@ func TestServeTaskMode(t *testing.T) {
 	events, _ := tester.SubscribeSync(wire.Events(5))
 	_ = tester.Flush()
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	env := agent.Env{ID: 5, Role: "worker", NATSURL: url, NKeyFile: agentSeed, Home: t.TempDir(),
 		Heartbeat: time.Hour, TaskTimeout: 5 * time.Second, MaxOutput: 1000}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -140,21 +140,4 @@ func nextEvent(t *testing.T, sub *nats.Subscription) string {
 		t.Fatal(err)
 	}
 	return ev.Kind
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

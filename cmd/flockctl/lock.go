@@ -32,3 +32,22 @@ func lockHost(w io.Writer) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// tryLockHost takes the lock if no one holds it; ok is false if someone
+// does.
+func tryLockHost() (unlock func(), ok bool, err error) {
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("opening %s: %w", lockPath, err)
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		f.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	return func() { f.Close() }, true, nil
+}
