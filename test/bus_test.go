@@ -17,7 +17,7 @@ import (
 
 // busSpec: agent 1 is the hostile probe, 2 a worker that upper-cases its
 // task, 3 a monitor (flock-agent's own program), 4 a worker whose task can
-// hang. Heartbeats every 2 s so the test sees them without waiting 30 s.
+// hang or flood its output. Heartbeats every 2 s so the test sees them without waiting 30 s.
 const busSpec = `defaults:
   heartbeat: 2s
 agents:
@@ -28,8 +28,9 @@ agents:
   - id: 3
     role: monitor
   - id: 4
-    command: ["/bin/sh", "-c", "read x; if [ \"$x\" = hang ]; then sleep 60; fi; echo \"done $x\""]
+    command: ["/bin/sh", "-c", "read x; case $x in hang) sleep 60;; flood) yes;; esac; echo \"done $x\""]
     task_timeout: 2s
+    max_output: 1K
 `
 
 func TestBus(t *testing.T) {
@@ -50,6 +51,11 @@ func TestBus(t *testing.T) {
 		if uid == "0" {
 			t.Errorf("the bus runs as root")
 		}
+		e := unitExposure(t, m, "flock.service")
+		if e > 2 {
+			t.Errorf("systemd-analyze security flock.service: %.1f, want at most 2 (OK)", e)
+		}
+		t.Logf("flock.service runs as uid %s; systemd-analyze security: %.1f", uid, e)
 	})
 
 	// Agents that run flock-agent connect and heartbeat.
@@ -88,6 +94,20 @@ func TestBus(t *testing.T) {
 			t.Errorf("want a failed result naming the timeout; err %v, stderr %q", err, stderr)
 		}
 		t.Logf("hanging task failed after %s (task_timeout 2s)", took.Round(time.Millisecond))
+	})
+
+	t.Run("a flooding task is stopped at max_output and fails", func(t *testing.T) {
+		out, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "--output", "json", "flood")
+		var res struct {
+			OK        bool   `json:"ok"`
+			Truncated bool   `json:"truncated"`
+			Output    string `json:"output"`
+			Error     string `json:"error"`
+		}
+		if jerr := json.Unmarshal([]byte(out), &res); jerr != nil || err == nil || res.OK || !res.Truncated || len(res.Output) > 1024 ||
+			!strings.Contains(res.Error, "max_output") || !strings.Contains(stderr, "max_output") {
+			t.Errorf("want a failed, truncated result naming max_output; err %v, stderr %q, result %s", err, stderr, out)
+		}
 	})
 
 	t.Run("bad input to send names the fix and sends nothing", func(t *testing.T) {
@@ -192,11 +212,30 @@ func TestBus(t *testing.T) {
 		}
 	})
 
-	t.Run("agents reconnect and heartbeat again after the bus restarts", func(t *testing.T) {
+	t.Run("agents ride out a stopped bus and heartbeat again when it is back", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", "flock.service")
+		// The agents notice, and keep running: a bus outage is not a crash.
+		m.Eventually(t, 30*time.Second, func() error {
+			for _, id := range []string{"2", "3", "4"} {
+				b, err := m.ReadFile("/srv/flock/logs/" + id + ".log")
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(string(b), "bus disconnected") {
+					return fmt.Errorf("agent %s has not noticed the bus is gone", id)
+				}
+			}
+			return nil
+		})
+		out := mustRun(t, m, "flockctl", "status")
+		if !strings.Contains(out, "note: the bus did not answer") {
+			t.Errorf("flockctl status with the bus stopped does not say so:\n%s", out)
+		}
+		waitActive(t, m, 1, 2, 3, 4)
 		restarted := time.Now()
-		mustRun(t, m, "systemctl", "restart", "flock.service")
+		mustRun(t, m, "systemctl", "start", "flock.service")
 		back := waitBus(t, m, restarted, 2, 3, 4)
-		t.Logf("all agents back on the bus %s after the restart", back.Sub(restarted).Round(time.Millisecond))
+		t.Logf("all agents back on the bus %s after it started again", back.Sub(restarted).Round(time.Millisecond))
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after the restart")); out != "AFTER THE RESTART" {
 			t.Errorf("flockctl send after the restart: %q", out)
 		}

@@ -150,11 +150,16 @@ var exposureRe = regexp.MustCompile(`Overall exposure level for \S+: ([0-9]+(?:\
 // exposure is systemd-analyze security's overall score of an agent's unit.
 func exposure(t *testing.T, m *harness.Machine, id int) float64 {
 	t.Helper()
+	return unitExposure(t, m, unitName(id))
+}
+
+func unitExposure(t *testing.T, m *harness.Machine, unit string) float64 {
+	t.Helper()
 	// systemd-analyze exits non-zero only with --threshold; parse either way.
-	out, errOut, err := run(t, m, "systemd-analyze", "security", "--no-pager", unitName(id))
+	out, errOut, err := run(t, m, "systemd-analyze", "security", "--no-pager", unit)
 	mm := exposureRe.FindStringSubmatch(out + errOut)
 	if mm == nil {
-		t.Fatalf("systemd-analyze security %s: no overall exposure (err %v)\n%s\n%s", unitName(id), err, out, errOut)
+		t.Fatalf("systemd-analyze security %s: no overall exposure (err %v)\n%s\n%s", unit, err, out, errOut)
 	}
 	v, _ := strconv.ParseFloat(mm[1], 64)
 	return v
