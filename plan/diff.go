@@ -234,7 +234,10 @@ func Diff(d Desired, c Current) Plan {
 			add(RestartUnit, u.Name, "its bus credential is new")
 		case st.Hash != u.Hash:
 			add(RestartUnit, u.Name, "configuration changed")
-		case st.ActiveState == "inactive" || st.ActiveState == "failed":
+		// deactivating: a stop in flight (an earlier run killed half-way,
+		// or an operator) would leave it gone. activating is left to
+		// systemd's start job.
+		case st.ActiveState == "inactive" || st.ActiveState == "failed" || st.ActiveState == "deactivating":
 			add(StartUnit, u.Name, st.ActiveState)
 		}
 	}

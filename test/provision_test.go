@@ -7,6 +7,7 @@ package test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,19 +39,10 @@ const twoAgentsLimits2 = `agents:
     limits: {memory: 128M}
 `
 
-// badSpecs are refused before anything is touched; each names the field.
-var badSpecs = []struct {
-	name, spec string
-	field      []string // all must appear in stderr
-}{
-	{"duplicate id", "agents:\n  - id: 1\n  - id: 1\n", []string{"agents[1].id"}},
-	{"zero id", "agents:\n  - id: 0\n", []string{"agents[0].id"}},
-	{"bad size", "agents:\n  - id: 1\n    limits: {memory: \"256 MB\"}\n", []string{"agents[0].limits.memory"}},
-	{"unknown role", "agents:\n  - id: 1\n    role: boss\n", []string{"agents[0].role"}},
-	{"unknown level", "agents:\n  - id: 1\n    level: vm\n", []string{"agents[0].level"}},
-	{"unknown field", "agents:\n  - id: 1\n    colour: blue\n", []string{"agents[0]", "colour"}},
-	{"bad common", "agents:\n  - id: 1\n    common: write\n", []string{"agents[0].common"}},
-}
+// badSpecDir is the spec package's corpus of bad specs: NAME.yaml and the
+// exact error lines NAME.err, which flockctl must print (after the file
+// name) before touching anything.
+const badSpecDir = "../spec/testdata/bad"
 
 func TestLifecycle(t *testing.T) {
 	// Tier: root + nspawn.
@@ -141,21 +133,36 @@ func TestLifecycle(t *testing.T) {
 // refusal names the field and the host is exactly as before.
 func assertBadSpecsChangeNothing(t *testing.T, m *harness.Machine) {
 	t.Helper()
+	files, err := filepath.Glob(filepath.Join(badSpecDir, "*.yaml"))
+	if err != nil || len(files) < 50 {
+		t.Fatalf("bad-spec corpus %s: %d specs (%v), want at least 50", badSpecDir, len(files), err)
+	}
 	before := hostSnapshot(t, m)
-	for _, b := range badSpecs {
-		writeSpec(t, m, b.spec)
+	for _, f := range files {
+		name := filepath.Base(f)
+		spec, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".err")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSpec(t, m, string(spec))
 		out, errOut, err := run(t, m, "flockctl", "provision", "-f", specPath)
 		if err == nil {
-			t.Errorf("%s: provision succeeded:\n%s", b.name, out)
+			t.Errorf("%s: provision succeeded:\n%s", name, out)
 			continue
 		}
-		for _, f := range b.field {
-			if !strings.Contains(errOut, f) {
-				t.Errorf("%s: stderr does not name %q:\n%s", b.name, f, errOut)
+		for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+			if !strings.Contains(errOut, specPath+": "+line) {
+				t.Errorf("%s: stderr lacks %q:\n%s", name, line, errOut)
 			}
 		}
+		// Byte for byte, after each one: users, groups, units, the bus,
+		// credentials, the ruleset and the directories.
+		assertSameHost(t, before, hostSnapshot(t, m))
 	}
-	assertSameHost(t, before, hostSnapshot(t, m))
 }
 
 // assertRestarted checks that exactly the agents in want restarted between

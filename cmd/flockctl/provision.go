@@ -72,11 +72,14 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return plan.SaveState(plan.StatePath, f)
 			}
 			fmt.Fprint(out, p.String())
+			// The spec is recorded before anything changes: if this run
+			// dies half-way, the next one, deprovision --all (its root)
+			// and flock.service at boot all know what it was reaching for.
+			if err := plan.SaveState(plan.StatePath, f); err != nil {
+				return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
+			}
 			if err := plan.Apply(ctx, h, d, p, progressFor(cmd.ErrOrStderr())); err != nil {
 				return err
-			}
-			if err := plan.SaveState(plan.StatePath, f); err != nil {
-				return fmt.Errorf("recording the applied spec in %s: %w", plan.StatePath, err)
 			}
 			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
 			return nil
