@@ -72,11 +72,16 @@ type agentStatus struct {
 	Bus           string     `json:"bus"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
 	Violations    uint64     `json:"violations"`
+	Drift         string     `json:"drift"`
 }
 
 func status(t *testing.T, m *harness.Machine) []agentStatus {
 	t.Helper()
-	out := mustRun(t, m, "flockctl", "status", "--output", "json")
+	return statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json"))
+}
+
+func statusRows(t *testing.T, out string) []agentStatus {
+	t.Helper()
 	var st []agentStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("flockctl status --output json: %v\n%s", err, out)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -60,24 +62,34 @@ func newStatus() *cobra.Command {
 				return err
 			}
 			defer closeHost()
-			sts, err := h.Units.List(ctx)
+			// Drift is what provision would change: the same observe and
+			// diff, read-only.
+			d := plan.Build(f, uo)
+			cur, err := plan.Observe(ctx, h, d)
 			if err != nil {
 				return err
 			}
-			byName := map[string]units.Status{}
-			for _, s := range sts {
-				byName[s.Name] = s
-			}
+			byAgent, flockWide := driftOf(f, plan.Diff(d, cur))
 			scoped := agent.IPCScopesSupported()
 			onBus, busErr := busStatus(ctx)
 			now := time.Now()
 			rows := make([]agentStatus, 0, len(f.Agents))
-			for _, a := range f.Agents {
-				row := statusOf(f, a, byName[spec.UnitName(a.ID)], units.ForAgent(f, a, uo).Hash)
+			for i, a := range f.Agents {
+				row := statusOf(f, a, cur.Units[d.Units[i].Name])
+				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
 				row.busFields(onBus, now)
 				rows = append(rows, row)
 			}
+			notes := cmd.OutOrStdout()
+			if output == "json" {
+				notes = cmd.ErrOrStderr() // stdout stays one JSON document
+			}
+			defer func() {
+				for _, d := range flockWide {
+					fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
+				}
+			}()
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -105,19 +117,38 @@ func flockFor(file string) (*spec.Flock, error) {
 	return appliedFlock()
 }
 
-func statusOf(f *spec.Flock, a spec.Agent, st units.Status, wantHash string) agentStatus {
+func statusOf(f *spec.Flock, a spec.Agent, st units.Status) agentStatus {
 	row := agentStatus{
 		ID: a.ID, User: spec.UserName(a.ID), UID: f.UID(a.ID), Unit: spec.UnitName(a.ID),
 		State: st.ActiveState, SubState: st.SubState,
 		Role: string(a.Role), Level: string(a.Level), Label: a.Level.Label(),
 	}
-	switch {
-	case st.Name == "":
-		row.State, row.Drift = "absent", "unit not loaded"
-	case st.Hash != wantHash:
-		row.Drift = "unit differs from spec"
+	if st.Name == "" {
+		row.State = "absent"
 	}
 	return row
+}
+
+// driftOf sorts a plan's changes by the agent they concern; the rest
+// (the firewall, the bus, users of agents not in the spec) concern the
+// whole flock.
+func driftOf(f *spec.Flock, p plan.Plan) (byAgent map[int][]string, flockWide []string) {
+	owner := map[string]int{}
+	for _, a := range f.Agents {
+		owner[spec.UnitName(a.ID)] = a.ID
+		owner[spec.UserName(a.ID)] = a.ID
+		owner[f.AgentDir(a.ID)] = a.ID
+		owner[f.LogPath(a.ID)] = a.ID
+	}
+	byAgent = map[int][]string{}
+	for _, c := range p.Changes {
+		if id, ok := owner[c.Target]; ok {
+			byAgent[id] = append(byAgent[id], fmt.Sprintf("%s: %s", c.Kind, c.Why))
+			continue
+		}
+		flockWide = append(flockWide, fmt.Sprintf("%s %s: %s", c.Kind, c.Target, c.Why))
+	}
+	return byAgent, flockWide
 }
 
 // busStatus asks the bus what it knows of every agent; nil if it cannot.
