@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/flockrun/flock/internal/fsutil"
+
 	"github.com/nats-io/nkeys"
 
 	"github.com/flockrun/flock/spec"
@@ -173,7 +175,7 @@ func (s Store) checkDir() error {
 		return fmt.Errorf("credentials directory: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("credentials directory %s is a %s, not a directory; remove it and provision again", s.Dir, kind(fi))
+		return fmt.Errorf("credentials directory %s is a %s, not a directory; remove it and provision again", s.Dir, fsutil.TypeName(fi.Mode()))
 	}
 	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Geteuid() {
 		return fmt.Errorf("credentials directory %s belongs to uid %d, not %d; remove it and provision again", s.Dir, uid, os.Geteuid())
@@ -217,7 +219,7 @@ func (s Store) read(name string) (string, fs.FileMode, error) {
 		return "", 0, fmt.Errorf("reading the nkey of %s: %w", name, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("nkey of %s: %s is a %s, not a file; delete it and provision again", name, path, kind(fi))
+		return "", 0, fmt.Errorf("nkey of %s: %s is a %s, not a file; delete it and provision again", name, path, fsutil.TypeName(fi.Mode()))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
@@ -240,19 +242,5 @@ func (s Store) read(name string) (string, fs.FileMode, error) {
 func wipe(b []byte) {
 	for i := range b {
 		b[i] = 'x'
-	}
-}
-
-// kind names a file type for an error message.
-func kind(fi fs.FileInfo) string {
-	switch m := fi.Mode(); {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "file"
-	default:
-		return "special file"
 	}
 }

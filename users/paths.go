@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/flockrun/flock/internal/fsutil"
 )
 
 // modeBits are the bits of a path flock sets and checks.
@@ -58,7 +60,7 @@ func ensurePath(p Path) error {
 	case err != nil:
 		return err
 	case fi.IsDir() != p.Dir || fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%s exists but is a %s, not a %s: move it away and provision again", p.Path, typeName(fi.Mode()), typeName(wantType(p)))
+		return fmt.Errorf("%s exists but is a %s, not a %s: move it away and provision again", p.Path, fsutil.TypeName(fi.Mode()), fsutil.TypeName(wantType(p)))
 	}
 	// Owner before mode: chown clears setgid.
 	if err := os.Lchown(p.Path, int(p.UID), int(p.GID)); err != nil {
@@ -90,18 +92,6 @@ func wantType(p Path) fs.FileMode {
 		return fs.ModeDir
 	}
 	return 0
-}
-
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "file"
-	}
-	return "special file"
 }
 
 // RemovePaths deletes each path and everything below it.

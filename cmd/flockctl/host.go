@@ -62,6 +62,31 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 	return h, uo, m.Close, nil
 }
 
+// planned is a host with what f asks of it, what it has, and the plan
+// between: what provision applies, reconcile re-applies and status shows.
+type planned struct {
+	host  plan.Host
+	want  plan.Desired
+	have  plan.Current
+	plan  plan.Plan
+	close func()
+}
+
+// planFor opens the host and plans f on it, changing nothing.
+func planFor(ctx context.Context, f *spec.Flock) (planned, error) {
+	h, uo, closeHost, err := openHost(ctx)
+	if err != nil {
+		return planned{}, err
+	}
+	d := plan.Build(f, uo)
+	cur, err := plan.Observe(ctx, h, d)
+	if err != nil {
+		closeHost()
+		return planned{}, err
+	}
+	return planned{host: h, want: d, have: cur, plan: plan.Diff(d, cur), close: closeHost}, nil
+}
+
 // loadFlock reads the spec from -f, or makes one from --agents N.
 func loadFlock(file string, count int) (*spec.Flock, error) {
 	switch {

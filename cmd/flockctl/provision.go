@@ -41,11 +41,6 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return err
 			}
 			ctx := cmd.Context()
-			h, uo, closeHost, err := openHost(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeHost()
 			if !dryRun {
 				unlock, err := lockHost(cmd.ErrOrStderr())
 				if err != nil {
@@ -54,14 +49,12 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				defer unlock()
 			}
 			start := time.Now()
-			d := plan.Build(f, uo)
-			cur, err := plan.Observe(ctx, h, d)
+			pl, err := planFor(ctx, f)
 			if err != nil {
 				return err
 			}
-			// Agents the last run applied but this spec drops: their units
-			// are in cur already; their users only if we know them.
-			p := plan.Diff(d, cur)
+			defer pl.close()
+			p := pl.plan
 			out := cmd.OutOrStdout()
 			if dryRun {
 				fmt.Fprint(out, p.String())
@@ -78,7 +71,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err := plan.SaveState(plan.StatePath, f); err != nil {
 				return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
 			}
-			if err := plan.Apply(ctx, h, d, p, progressFor(cmd.ErrOrStderr())); err != nil {
+			if err := plan.Apply(ctx, pl.host, pl.want, p, progressFor(cmd.ErrOrStderr())); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))

@@ -43,21 +43,16 @@ flock.service alone, and does nothing while another flockctl holds the lock
 			}
 			defer unlock()
 			ctx := cmd.Context()
-			h, uo, closeHost, err := openHost(ctx)
+			pl, err := planFor(ctx, f)
 			if err != nil {
 				return err
 			}
-			defer closeHost()
-			d := plan.Build(f, uo)
-			cur, err := plan.Observe(ctx, h, d)
-			if err != nil {
-				return err
-			}
+			defer pl.close()
 			// This runs inside flock.service's start: the bus is up, and
 			// restarting it from here would wait on itself.
-			p := plan.Diff(d, cur).Without(plan.InstallBus, plan.StartBus)
+			p := pl.plan.Without(plan.InstallBus, plan.StartBus)
 			fmt.Fprint(out, p.String())
-			return plan.Apply(ctx, h, d, p, nil)
+			return plan.Apply(ctx, pl.host, pl.want, p, nil)
 		},
 	}
 }

@@ -57,25 +57,19 @@ func newStatus() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			h, uo, closeHost, err := openHost(ctx)
+			// Drift is what provision would change, planned read-only.
+			pl, err := planFor(ctx, f)
 			if err != nil {
 				return err
 			}
-			defer closeHost()
-			// Drift is what provision would change: the same observe and
-			// diff, read-only.
-			d := plan.Build(f, uo)
-			cur, err := plan.Observe(ctx, h, d)
-			if err != nil {
-				return err
-			}
-			byAgent, flockWide := driftOf(f, plan.Diff(d, cur))
+			defer pl.close()
+			byAgent, flockWide := driftOf(f, pl.plan)
 			scoped := agent.IPCScopesSupported()
 			onBus, busErr := busStatus(ctx)
 			now := time.Now()
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
-				row := statusOf(f, a, cur.Units[d.Units[i].Name])
+				row := statusOf(f, a, pl.have.Units[pl.want.Units[i].Name])
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
 				row.busFields(onBus, now)
