@@ -37,6 +37,8 @@ var busTemplate = template.Must(template.New(BusUnit).Parse(`# Written by flockc
 [Unit]
 Description=flock bus: the embedded NATS server the flock's agents talk through
 Documentation=https://github.com/flockrun/flock
+# Never give up restarting the bus: agents wait for it.
+StartLimitIntervalSec=0
 
 [Service]
 Type=notify

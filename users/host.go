@@ -124,21 +124,34 @@ func (s *System) deleteAccounts(ctx context.Context, names []string) error {
 			if !ours(u) {
 				continue // never ours to delete
 			}
-			if err := run(ctx, "userdel", name); err != nil {
-				return err
-			}
-			if db, err = readEtc(s.EtcDir); err != nil {
+			err := run(ctx, "userdel", name)
+			if db, err = s.goneAnyway(err, func(db etcDB) bool { _, ok := db.user(name); return ok }); err != nil {
 				return err
 			}
 		}
 		// userdel removes a user's own group on Debian, not everywhere.
 		if g, ok := db.group(name); ok && len(g.Members) == 0 {
-			if err := run(ctx, "groupdel", name); err != nil {
+			err := run(ctx, "groupdel", name)
+			if _, err = s.goneAnyway(err, func(db etcDB) bool { _, ok := db.group(name); return ok }); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// goneAnyway reads /etc again after a userdel or groupdel. A failure is
+// forgiven when what it was deleting is gone all the same: a provision
+// killed half-way leaves its userdel running, and it may finish first.
+func (s *System) goneAnyway(err error, stillThere func(etcDB) bool) (etcDB, error) {
+	db, rerr := readEtc(s.EtcDir)
+	switch {
+	case rerr != nil:
+		return db, rerr
+	case err != nil && stillThere(db):
+		return db, err
+	}
+	return db, nil
 }
 
 // RemoveAll deletes the drop-in, every flock account, their groups and the
@@ -166,7 +179,9 @@ func (s *System) RemoveAll(ctx context.Context) error {
 		return err
 	}
 	if _, ok := db.group(spec.SharedGroup); ok {
-		return run(ctx, "groupdel", spec.SharedGroup)
+		err := run(ctx, "groupdel", spec.SharedGroup)
+		_, err = s.goneAnyway(err, func(db etcDB) bool { _, ok := db.group(spec.SharedGroup); return ok })
+		return err
 	}
 	return nil
 }

@@ -64,6 +64,9 @@ var alwaysMasked = []string{
 	"ssh.service", "ssh.socket", "cron.service",
 	"apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer",
 	"e2scrub_all.timer", "e2scrub_reap.service", "fstrim.timer", "dpkg-db-backup.timer",
+	// NFS (vagrant's dependencies bring it): a target keep() would keep,
+	// pulling a mount that cannot work in a container.
+	"nfs-client.target", "rpcbind.socket", "rpcbind.service", "run-rpc_pipefs.mount", "rpc_pipefs.target",
 }
 
 // keep says whether a unit the host enabled is one a booted machine needs
