@@ -44,7 +44,7 @@ func Build(f *spec.Flock, uo units.Options) Desired {
 		d.Identities = append(d.Identities, spec.UserName(a.ID))
 	}
 	d.Identities = append(d.Identities, bus.OperatorName)
-	d.Service = units.BusService(uo.FlockctlBin, bus.ConfigPath)
+	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath)
 	return d
 }
 

@@ -21,6 +21,9 @@ type Options struct {
 	AgentBin string
 	// FlockctlBin runs the bus (flock.service); default DefaultFlockctlBin.
 	FlockctlBin string
+	// AgentBuild and FlockctlBuild are the installed programs' BuildIDs
+	// ("" unknown): part of what a unit is, so an upgrade restarts it.
+	AgentBuild, FlockctlBuild string
 }
 
 // DefaultAgentBin is where `make install` puts flock-agent.
@@ -179,7 +182,7 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	props = append(props, Property{"TimeoutStopUSec", usec(15 * time.Second)})
 
 	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
-	u.Hash = hashOf(props)
+	u.Hash = hashOf(props, o.AgentBuild)
 	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
 	return u
 }
@@ -201,8 +204,12 @@ func restartPolicy(version int) []Property {
 	return append(ps, Property{"RestartUSec", usec(5 * time.Second)})
 }
 
-func hashOf(props []Property) string {
-	sum := sha256.Sum256([]byte(renderProps(props)))
+func hashOf(props []Property, build string) string {
+	in := renderProps(props)
+	if build != "" {
+		in += "build " + build + "\n"
+	}
+	sum := sha256.Sum256([]byte(in))
 	return hex.EncodeToString(sum[:6])
 }
 

@@ -3,6 +3,7 @@ package units
 // Tier: unit (no root).
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestPropertiesGolden(t *testing.T) {
 
 // flock.service as a reviewer reads it.
 func TestBusServiceGolden(t *testing.T) {
-	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "/etc/flock/bus.json")))
+	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
 }
 
 // One agent's unit depends on its own entry only: adding, removing or
@@ -104,5 +105,28 @@ func TestDescriptionCarriesHashAndLabel(t *testing.T) {
 	}
 	if HashFromDescription("some other unit") != "" {
 		t.Error("a foreign description yields a hash")
+	}
+}
+
+// A new flock-agent restarts every agent (its build is part of the unit's
+// hash); the same build, nothing. BuildID reads a real binary's note.
+func TestAgentBuildIsPartOfTheUnit(t *testing.T) {
+	f := parse(t, "agents: [{id: 1}]\n")
+	a, _ := f.Agent(1)
+	old, same, next := ForAgent(f, a, Options{AgentBuild: "aaaa"}), ForAgent(f, a, Options{AgentBuild: "aaaa"}), ForAgent(f, a, Options{AgentBuild: "bbbb"})
+	if old.Hash != same.Hash || old.Hash == next.Hash {
+		t.Errorf("hashes: %s, same build %s, new build %s", old.Hash, same.Hash, next.Hash)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id1, err1 := BuildID(self)
+	id2, err2 := BuildID(self)
+	if err1 != nil || err2 != nil || id1 == "" || id1 != id2 {
+		t.Errorf("BuildID of the test binary: %q %v, %q %v", id1, err1, id2, err2)
+	}
+	if _, err := BuildID("testdata/flock.service.golden"); err == nil {
+		t.Error("BuildID of a text file succeeded")
 	}
 }

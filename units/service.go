@@ -34,7 +34,8 @@ type ServiceStatus struct {
 // accepts connections. It runs as a dynamic user with no capabilities: it
 // needs nothing but its loopback ports and its (public-key only) config.
 var busTemplate = template.Must(template.New(BusUnit).Parse(`# Written by flockctl provision; flockctl deprovision --all removes it.
-[Unit]
+{{if .Build}}# flockctl build {{.Build}}: a new flockctl rewrites this file and restarts the bus.
+{{end}}[Unit]
 Description=flock bus: the embedded NATS server the flock's agents talk through
 Documentation=https://github.com/flockrun/flock
 # Never give up restarting the bus: agents wait for it.
@@ -85,13 +86,14 @@ RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
 WantedBy=multi-user.target
 `))
 
-// BusService is the text of flock.service for a bus reading configPath.
-func BusService(bin, configPath string) []byte {
+// BusService is the text of flock.service for a bus reading configPath,
+// run by the flockctl of build id build ("" unknown).
+func BusService(bin, build, configPath string) []byte {
 	if bin == "" {
 		bin = DefaultFlockctlBin
 	}
 	var b bytes.Buffer
-	if err := busTemplate.Execute(&b, struct{ Bin, Config string }{bin, configPath}); err != nil {
+	if err := busTemplate.Execute(&b, struct{ Bin, Build, Config string }{bin, build, configPath}); err != nil {
 		panic(err) // the template and its two strings cannot fail
 	}
 	return b.Bytes()

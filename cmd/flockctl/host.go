@@ -58,6 +58,9 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 		m.Close()
 		return h, uo, nil, err
 	}
+	// Unknown (not installed) is "": installed() says so where it matters.
+	uo.AgentBuild, _ = units.BuildID(units.DefaultAgentBin)
+	uo.FlockctlBuild, _ = units.BuildID(units.DefaultFlockctlBin)
 	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem()}
 	return h, uo, m.Close, nil
 }

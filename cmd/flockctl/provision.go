@@ -37,7 +37,9 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err != nil {
 				return err
 			}
-			if err := installed(); err != nil {
+			// A dry run changes nothing, so it may show what a first
+			// provision would do before the programs are installed.
+			if err := installed(); err != nil && !dryRun {
 				return err
 			}
 			ctx := cmd.Context()
