@@ -5,15 +5,19 @@ GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 # Debian packages the system tiers use: nspawn for the booted systemd
-# machine, nft for the firewall, ip/nsenter/setpriv/ps for the tests.
-DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus
+# machine, nft for the firewall, ip/nsenter/setpriv/ps for the tests; for
+# the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
+# it); ansible-core and vagrant for ansible/ and the Vagrantfile.
+DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus \
+	qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
+	ansible-core vagrant
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go
 # module proxy (Debian has no package of it); ~40 s once.
 NATSCLI := github.com/nats-io/natscli/nats@v0.5.1
 export PATH := $(dir $(GO)):$(PATH)
 
-.PHONY: all build install deps demo test test-unit test-system bench fmt vet clean
+.PHONY: all build install deps demo test test-unit test-fuzz test-system test-vm bench fmt vet clean
 
 all: build
 
@@ -44,10 +48,24 @@ demo: deps build
 test-unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -vE '/test(/|$$)')
 
+# The VM tier (tests named TestVM*) runs in test-vm only, so nothing runs
+# twice.
 test-system: deps
-	$(GO) test -count=1 -timeout 45m -v ./test/...
+	$(GO) test -count=1 -timeout 45m -v -skip '^TestVM' ./test/...
 
-test: deps test-unit test-system
+# A qemu VM per test, under software emulation: the first run builds the
+# image (a few minutes; cached in /var/cache/flock-vm by its recipe). -p 1:
+# one VM at a time, so two never share the two cores.
+test-vm: deps
+	$(GO) test -count=1 -timeout 60m -v -p 1 -run '^TestVM' ./test/...
+
+# The spec parser under the fuzzer for a bounded time (longer locally:
+# make test-fuzz FUZZTIME=10m). Failures land in spec/testdata/fuzz.
+FUZZTIME ?= 60s
+test-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
+
+test: deps test-unit test-fuzz test-system test-vm
 
 # Figures against the floor measured in the same run; never a pass/fail.
 bench: deps

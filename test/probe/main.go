@@ -8,6 +8,12 @@
 //	probe serve          watch $HOME/probe/in/*.json, answer in $HOME/probe/out/
 //	probe attempt JSON   run one request now and print its result (root's
 //	                     positive controls, run from outside the unit)
+//	probe heartbeats -agent ID -out FILE
+//	                     as the operator (root), record agent ID's heartbeats
+//	                     until SIGTERM and write their gaps as JSON
+//	probe cgroup [-for D] [-every D] DIR...
+//	                     sample cgroups (peaks, events, CPU used) and print
+//	                     what they did as JSON
 package main
 
 import (
@@ -71,13 +77,19 @@ func main() {
 		}
 		out, _ := json.Marshal(run(req))
 		fmt.Println(string(out))
+	case "heartbeats", "cgroup":
+		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch}[os.Args[1]]
+		if err := sub(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "probe "+os.Args[1]+":", err)
+			os.Exit(1)
+		}
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe cgroup [-for D] DIR...")
 	os.Exit(2)
 }
 

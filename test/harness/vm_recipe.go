@@ -1,0 +1,105 @@
+package harness
+
+// The VM's disk image, as a recipe: what debootstrap and apt put in it and
+// the files written over it. The recipe's hash names the cached image, so
+// changing anything here builds a new one and never reuses a stale one.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+const (
+	vmSuite     = "bookworm"
+	vmImageSize = "3G" // sparse; the tree is about 700 MB
+	vmHostname  = "flock-vm"
+	// recipeVersion changes the hash when the Go side of the build
+	// changes in a way the strings below do not show.
+	recipeVersion = "4"
+)
+
+// vmPackages are installed in the chroot, without recommends. flockctl
+// needs systemd-sysusers (systemd), userdel/groupdel (passwd), D-Bus to
+// reach systemd and the nf_tables module (kmod loads it on demand); the
+// tests need ssh, python3 (their hogs, and Ansible), ps and ip.
+var vmPackages = []string{
+	"linux-image-cloud-amd64", "initramfs-tools", "systemd-sysv", "udev", "kmod", "dbus",
+	"openssh-server", "nftables", "python3", "procps", "iproute2", "passwd", "netbase",
+}
+
+// vmMasked are units a test VM never wants: periodic maintenance, the
+// first-boot prompt that would wait on the console, and kernel interfaces
+// no test uses, each of which costs seconds of an emulated boot.
+var vmMasked = []string{
+	"apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
+	"fstrim.timer", "dpkg-db-backup.timer", "systemd-firstboot.service",
+	"systemd-networkd-wait-online.service", "getty@tty1.service",
+	"sys-kernel-debug.mount", "sys-kernel-tracing.mount", "dev-hugepages.mount",
+	"systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount",
+	"modprobe@drm.service", "modprobe@efi_pstore.service",
+}
+
+// chrootScript runs on the host in mount and PID namespaces of its own
+// (vm_image.go), so the mounts it makes in the tree die with it even if it
+// is killed: a stale build dir can then be removed without reaching
+// through a bind of /dev. $1 tree, $2 mirror, the rest are packages.
+const chrootScript = `set -euo pipefail
+tree=$1 mirror=$2; shift 2
+debootstrap --variant=minbase ` + vmSuite + ` "$tree" "$mirror"
+# No service starts in the chroot: the host must not get an sshd.
+printf '#!/bin/sh\nexit 101\n' > "$tree/usr/sbin/policy-rc.d"
+chmod 755 "$tree/usr/sbin/policy-rc.d"
+mount -t proc proc "$tree/proc"
+mount -t sysfs sysfs "$tree/sys"
+mount --rbind /dev "$tree/dev"
+inroot() { chroot "$tree" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "$@"; }
+inroot apt-get update -q
+inroot apt-get install -y -q --no-install-recommends "$@"
+inroot systemctl enable systemd-networkd.service
+# The initramfs needs only the disk: every module it holds is unpacked and
+# probed at each boot, slowly under emulation. ext4 is built in.
+echo MODULES=list > "$tree/etc/initramfs-tools/conf.d/flock-vm.conf"
+printf 'virtio_pci\nvirtio_blk\n' >> "$tree/etc/initramfs-tools/modules"
+inroot update-initramfs -u
+inroot apt-get clean
+# dbus made a machine id; systemd would copy it into every VM.
+rm -rf "$tree"/var/lib/apt/lists/* "$tree/usr/sbin/policy-rc.d" "$tree/var/lib/dbus/machine-id"
+`
+
+// vmFiles are written into the tree after the packages, path -> content.
+// authorized_keys is added at build time (the key is made per cache).
+var vmFiles = map[string]string{
+	"/etc/fstab":    "/dev/vda / ext4 rw,errors=remount-ro 0 0\n",
+	"/etc/hostname": vmHostname + "\n",
+	"/etc/hosts":    "127.0.0.1 localhost\n127.0.1.1 " + vmHostname + "\n::1 localhost ip6-localhost ip6-loopback\n",
+	// Empty: each VM's systemd makes its own id on its first boot (the
+	// overlay is fresh every time), so journals never clash.
+	"/etc/machine-id": "",
+	// Nothing resolves: the VM reaches nothing outside anyway.
+	"/etc/resolv.conf": "",
+	// QEMU's user network hands out 10.0.2.15 by DHCP.
+	"/etc/systemd/network/10-qemu.network": "[Match]\nName=e*\n\n[Network]\nDHCP=ipv4\n",
+	// MaxSessions: the harness runs every command as a session of one
+	// shared connection; 10, the default, would cap concurrent commands.
+	"/etc/ssh/sshd_config.d/flock-vm.conf": "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUseDNS no\nMaxSessions 100\n",
+}
+
+// recipeHash names the image: everything above, in a stable order.
+func recipeHash() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "version %s\nsuite %s\nsize %s\npackages %s\nmasked %s\nscript\n%s\n",
+		recipeVersion, vmSuite, vmImageSize, strings.Join(vmPackages, " "), strings.Join(vmMasked, " "), chrootScript)
+	paths := make([]string, 0, len(vmFiles))
+	for p := range vmFiles {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(&b, "file %s %q\n", p, vmFiles[p])
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,301 @@
+package test
+
+// Tier: root + VM (qemu). The limits the nspawn tier can only assert as
+// properties (DESIGN.md, "Test tiers", item 3), enforced by a real kernel:
+// three hostile agents, each against one limit, next to a well-behaved
+// neighbour whose heartbeats are recorded on the bus throughout.
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/harness"
+)
+
+// The hogs are the agents' own programs (exec), written into the VM where
+// every agent can read them.
+const hogDir = "/usr/local/lib/flock-vm-test"
+
+// memHog touches memory a MiB at a time until the kernel stops it.
+const memHog = `chunks = []
+while True:
+    chunks.append(b"\x01" * (1 << 20))  # filled, so every page is touched
+`
+
+// forkBomb forks without end: every child forks too. A refused fork is
+// counted by its errno, and the first process writes the counts to its
+// home.
+const forkBomb = `import errno, json, os, time
+out = os.path.join(os.environ["HOME"], "forkbomb.json")
+first = os.getpid()
+refused = {}
+while True:
+    try:
+        os.fork()
+        continue
+    except OSError as e:
+        name = errno.errorcode.get(e.errno, str(e.errno))
+        refused[name] = refused.get(name, 0) + 1
+    if os.getpid() == first:
+        with open(out + ".tmp", "w") as f:
+            json.dump(refused, f)
+        os.replace(out + ".tmp", out)
+    time.sleep(0.1)
+`
+
+// Agent 4 is the neighbour: flock-agent's own program, heartbeating every
+// second. It is provisioned alone first, so its heartbeats are recorded
+// before, while and after the hogs arrive.
+const (
+	neighbourSpec = `agents:
+  - id: 4
+    heartbeat: 1s
+`
+	limitsSpec = `agents:
+  - id: 1
+    exec: ["/usr/bin/python3", "` + hogDir + `/memhog.py"]
+    limits: {memory: 64M}
+  - id: 2
+    exec: ["/usr/bin/python3", "` + hogDir + `/forkbomb.py"]
+    limits: {tasks: 20}
+  - id: 3
+    exec: ["/bin/sh", "-c", "while :; do :; done & while :; do :; done"]
+    limits: {cpu: 20%}
+  - id: 4
+    heartbeat: 1s
+`
+	memHogID, forkBombID, cpuHogID, neighbourID = 1, 2, 3, 4
+	memLimit                                    = 64 << 20
+	tasksLimit                                  = 20
+	cpuQuotaPct                                 = 20.0
+	// watchFor is how long the cgroups are sampled: at least 10 s of
+	// CPU measurement, and time for the memory hog to be killed and
+	// restarted (RestartUSec is 5 s on systemd 252) more than once.
+	watchFor = 25 * time.Second
+)
+
+// recorderUnit records the neighbour's heartbeats as the operator.
+const (
+	recorderUnit = "flock-test-heartbeats.service"
+	recorderOut  = "/root/heartbeats.json"
+)
+
+// agentCgroup is where systemd puts agent id's unit (slice
+// system-flock\x2dagent.slice, DESIGN.md); checked against systemd below.
+func agentCgroup(id int) string {
+	return `/sys/fs/cgroup/system.slice/system-flock\x2dagent.slice/` + unitName(id)
+}
+
+// TestVMEnforcesLimits proves MemoryMax, TasksMax and CPUQuota are
+// enforced on agents, and that a neighbour keeps heartbeating through it.
+// Tier: root + VM (qemu).
+func TestVMEnforcesLimits(t *testing.T) {
+	v := harness.BootVM(t)
+	vmMustRun(t, v, "mkdir", "-p", hogDir)
+	for name, src := range map[string]string{"memhog.py": memHog, "forkbomb.py": forkBomb} {
+		if err := v.WriteFile(hogDir+"/"+name, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	vmProvision(t, v, neighbourSpec)
+	vmWaitActive(t, v, time.Minute, neighbourID)
+	neighbour := vmProps(t, v, unitName(neighbourID), "MainPID", "ControlGroup")
+	if got, want := "/sys/fs/cgroup"+neighbour["ControlGroup"], agentCgroup(neighbourID); got != want {
+		t.Fatalf("agent %d's cgroup is %s, want %s", neighbourID, got, want)
+	}
+	vmMustRun(t, v, "systemd-run", "--unit", recorderUnit, "--property", "Type=exec",
+		probeBin, "heartbeats", "-agent", strconv.Itoa(neighbourID), "-out", recorderOut)
+	recordStart := time.Now()
+
+	vmProvision(t, v, limitsSpec)
+	var watch []cgroupWatch
+	out := vmMustRun(t, v, probeBin, "cgroup", "-for", watchFor.String(), "-every", "20ms",
+		agentCgroup(memHogID), agentCgroup(forkBombID), agentCgroup(cpuHogID))
+	if err := json.Unmarshal([]byte(out), &watch); err != nil || len(watch) != 3 {
+		t.Fatalf("probe cgroup: %v\n%s", err, out)
+	}
+	mem, bomb, cpu := watch[0], watch[1], watch[2]
+
+	t.Run("memory hog is OOM-killed at MemoryMax and restarted", func(t *testing.T) {
+		checkMemoryHog(t, v, mem)
+	})
+	t.Run("fork bomb never exceeds TasksMax", func(t *testing.T) {
+		checkForkBomb(t, v, bomb)
+	})
+	t.Run("CPU hog stays within its quota", func(t *testing.T) {
+		checkCPUHog(t, v, cpu)
+	})
+	t.Run("neighbour keeps heartbeating", func(t *testing.T) {
+		checkNeighbour(t, v, neighbour["MainPID"], recordStart)
+	})
+}
+
+// cgroupWatch is probe cgroup's report of one cgroup.
+type cgroupWatch struct {
+	Path     string            `json:"path"`
+	Samples  int               `json:"samples"`
+	Absent   int               `json:"absent"`
+	Max      map[string]uint64 `json:"max"`
+	Events   map[string]uint64 `json:"events"`
+	CPUUsec  uint64            `json:"cpu_usage_usec"`
+	WallUsec uint64            `json:"wall_usec"`
+}
+
+// oomReport is the kernel's account of one memcg OOM kill: the cgroup's
+// usage and limit when it had to kill, and which cgroup it was.
+var (
+	memUsageRe = regexp.MustCompile(`memory: usage (\d+)kB, limit (\d+)kB`)
+	oomKillRe  = regexp.MustCompile(`oom-kill:.*oom_memcg=(\S+?),`)
+)
+
+func checkMemoryHog(t *testing.T, v *harness.VM, w cgroupWatch) {
+	unit := unitName(memHogID)
+	if got := vmProps(t, v, unit, "MemoryMax")["MemoryMax"]; got != strconv.Itoa(memLimit) {
+		t.Errorf("%s MemoryMax = %s, want %d", unit, got, memLimit)
+	}
+	// Killed and restarted more than once: the policy holds, and the
+	// limit is not a one-off.
+	var p map[string]string
+	v.Eventually(t, 2*time.Minute, func() error {
+		p = vmProps(t, v, unit, "NRestarts", "RestartUSec", "Result")
+		if n, _ := strconv.Atoi(p["NRestarts"]); n < 2 {
+			return fmt.Errorf("%s NRestarts=%s, want >= 2", unit, p["NRestarts"])
+		}
+		return nil
+	})
+	unitLog := vmMustRun(t, v, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
+	if !strings.Contains(unitLog, "Failed with result 'oom-kill'") {
+		t.Errorf("%s never failed with result 'oom-kill'; its journal:\n%s", unit, tailLines(unitLog, 30))
+	}
+	// The kernel's OOM reports: each usage line belongs to the oom-kill
+	// line that follows it.
+	var usageKB, limitKB []uint64
+	var pending []string
+	for _, l := range strings.Split(vmMustRun(t, v, "journalctl", "-k", "--no-pager", "-o", "cat"), "\n") {
+		if m := memUsageRe.FindStringSubmatch(l); m != nil {
+			pending = m
+		} else if m := oomKillRe.FindStringSubmatch(l); m != nil && pending != nil {
+			if strings.HasSuffix(m[1], "/"+unit) {
+				u, _ := strconv.ParseUint(pending[1], 10, 64)
+				lim, _ := strconv.ParseUint(pending[2], 10, 64)
+				usageKB, limitKB = append(usageKB, u), append(limitKB, lim)
+			}
+			pending = nil
+		}
+	}
+	if len(usageKB) == 0 {
+		t.Fatalf("no kernel OOM report for %s in journalctl -k", unit)
+	}
+	for i := range usageKB {
+		if limitKB[i] != memLimit>>10 || usageKB[i] > limitKB[i] || usageKB[i] < limitKB[i]*9/10 {
+			t.Errorf("OOM kill %d: usage %d kB, limit %d kB; want killed at the limit %d kB", i+1, usageKB[i], limitKB[i], memLimit>>10)
+		}
+	}
+	peak := max(w.Max["memory.peak"], w.Max["memory.current"])
+	if peak > memLimit {
+		t.Errorf("memory peak %d B above MemoryMax %d B", peak, memLimit)
+	}
+	t.Logf("FIGURE memory: %d OOM kills at usage %v kB vs MemoryMax %d kB; memory.peak sampled %.1f MiB; memory.events oom_kill %d; NRestarts %s (RestartUSec %s)",
+		len(usageKB), usageKB, memLimit>>10, float64(peak)/(1<<20), w.Events["memory.events.oom_kill"], p["NRestarts"], p["RestartUSec"])
+}
+
+func checkForkBomb(t *testing.T, v *harness.VM, w cgroupWatch) {
+	unit := unitName(forkBombID)
+	p := vmProps(t, v, unit, "TasksMax", "TasksCurrent", "NRestarts", "ActiveState")
+	if p["TasksMax"] != strconv.Itoa(tasksLimit) {
+		t.Errorf("%s TasksMax = %s, want %d", unit, p["TasksMax"], tasksLimit)
+	}
+	if w.Samples == 0 {
+		t.Fatalf("%s: no sample of its cgroup %s", unit, w.Path)
+	}
+	top := max(w.Max["pids.current"], w.Max["pids.peak"])
+	if top > tasksLimit {
+		t.Errorf("%s reached %d tasks, above TasksMax %d", unit, top, tasksLimit)
+	}
+	if w.Events["pids.events.max"] == 0 {
+		t.Errorf("%s: pids.events max is 0: no fork was refused for the limit (%v)", unit, w.Events)
+	}
+	var refused map[string]int
+	v.Eventually(t, time.Minute, func() error {
+		b, err := v.ReadFile(agentsDir + "/" + strconv.Itoa(forkBombID) + "/forkbomb.json")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &refused)
+	})
+	if refused["EAGAIN"] == 0 {
+		t.Errorf("the bomb's forks were not refused with EAGAIN: %v", refused)
+	}
+	t.Logf("FIGURE tasks: max %d tasks sampled (%d samples; pids.peak %d) vs TasksMax %d; %d forks refused by the cgroup (pids.events max); the bomb's own refusals %v; unit %s, NRestarts %s",
+		w.Max["pids.current"], w.Samples, w.Max["pids.peak"], tasksLimit, w.Events["pids.events.max"], refused, p["ActiveState"], p["NRestarts"])
+}
+
+func checkCPUHog(t *testing.T, v *harness.VM, w cgroupWatch) {
+	unit := unitName(cpuHogID)
+	if got := vmProps(t, v, unit, "CPUQuotaPerSecUSec")["CPUQuotaPerSecUSec"]; got != "200ms" {
+		t.Errorf("%s CPUQuotaPerSecUSec = %s, want 200ms", unit, got)
+	}
+	if w.Absent > 0 || w.WallUsec < uint64(10*time.Second/time.Microsecond) {
+		t.Fatalf("%s: want 10 s or more of one run, got %d samples over %d us (%d absent)", unit, w.Samples, w.WallUsec, w.Absent)
+	}
+	pct := 100 * float64(w.CPUUsec) / float64(w.WallUsec)
+	if bound := cpuQuotaPct * 1.1; pct > bound {
+		t.Errorf("%s used %.1f%% of a CPU over %.1f s, above its quota %.0f%% + 10%% (%.1f%%)", unit, pct, float64(w.WallUsec)/1e6, cpuQuotaPct, bound)
+	}
+	t.Logf("FIGURE cpu: %.1f%% of a CPU over %.1f s (two busy loops) vs CPUQuota %.0f%% (bound %.1f%%)",
+		pct, float64(w.WallUsec)/1e6, cpuQuotaPct, cpuQuotaPct*1.1)
+}
+
+// heartbeats is probe heartbeats' report.
+type heartbeats struct {
+	Count  int       `json:"count"`
+	First  time.Time `json:"first"`
+	Last   time.Time `json:"last"`
+	GapsMS []float64 `json:"gaps_ms"`
+}
+
+func checkNeighbour(t *testing.T, v *harness.VM, mainPID string, recordStart time.Time) {
+	unit := unitName(neighbourID)
+	p := vmProps(t, v, unit, "MainPID", "NRestarts", "ActiveState")
+	if p["ActiveState"] != "active" || p["MainPID"] != mainPID || p["NRestarts"] != "0" {
+		t.Errorf("%s did not run undisturbed: %v (MainPID was %s)", unit, p, mainPID)
+	}
+	vmMustRun(t, v, "systemctl", "stop", recorderUnit)
+	var hb heartbeats
+	v.Eventually(t, time.Minute, func() error {
+		b, err := v.ReadFile(recorderOut)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &hb)
+	})
+	// Continuity, not speed: heartbeats arrived from before the hogs came
+	// until after they had been watched.
+	recorded := time.Since(recordStart)
+	if span := hb.Last.Sub(hb.First); hb.Count < 2 || span < watchFor {
+		t.Fatalf("%d heartbeats of agent %d over %v of %v recorded, want them throughout (at least %v)",
+			hb.Count, neighbourID, span.Round(time.Millisecond), recorded.Round(time.Second), watchFor)
+	}
+	delays := make([]float64, len(hb.GapsMS))
+	worst := 0.0
+	for i, g := range hb.GapsMS {
+		delays[i] = g - 1000 // the interval is 1 s
+		worst = max(worst, delays[i])
+	}
+	t.Logf("FIGURE heartbeat: %d heartbeats over %.1f s; delay (gap - 1 s) p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		hb.Count, hb.Last.Sub(hb.First).Seconds(), percentile(delays, 50), percentile(delays, 99), worst)
+}
+
+func tailLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
