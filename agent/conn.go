@@ -29,6 +29,9 @@ type Agent struct {
 
 	errMu   sync.Mutex
 	lastErr string // the last connection error logged, to log each once per outage
+
+	backMu sync.Mutex
+	back   chan struct{} // closed (and replaced) on each reconnect
 }
 
 // Reconnect backoff: an agent may start before the bus and outlive its
@@ -61,7 +64,7 @@ func Connect(ctx context.Context, env Env, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{env: env, log: log, start: time.Now(), closed: make(chan struct{})}
+	a := &Agent{env: env, log: log, start: time.Now(), closed: make(chan struct{}), back: make(chan struct{})}
 	nc, err := nats.Connect(env.NATSURL,
 		nats.Name("flock-"+strconv.Itoa(env.ID)),
 		nkey,
@@ -134,11 +137,23 @@ func (a *Agent) connected(nc *nats.Conn) {
 func (a *Agent) reconnected(nc *nats.Conn) {
 	a.forgetErr()
 	a.log.Info("bus reconnected", "url", nc.ConnectedUrlRedacted())
+	a.backMu.Lock()
+	close(a.back)
+	a.back = make(chan struct{})
+	a.backMu.Unlock()
 	// The bus may have restarted and forgotten us: say so at once
 	// rather than at the next tick.
 	if err := a.heartbeat(); err != nil {
 		a.log.Warn("heartbeat after reconnect", "error", err.Error())
 	}
+}
+
+// reconnect is closed when the connection is back after an outage: what
+// was asked of the bus before (a pull for tasks) may be forgotten by it.
+func (a *Agent) reconnect() <-chan struct{} {
+	a.backMu.Lock()
+	defer a.backMu.Unlock()
+	return a.back
 }
 
 func (a *Agent) disconnected(_ *nats.Conn, err error) {

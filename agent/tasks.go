@@ -2,100 +2,125 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flockrun/flock/bus/wire"
 )
 
 // Task is one task as it came off the bus.
 type Task struct {
-	ID      string // the Flock-Task-Id header, or one made up
-	Payload []byte // the message body
+	// ID is the task's Flock-Task-Id header, else its Nats-Msg-Id, else
+	// one made of its place in the stream: the same on every delivery.
+	ID       string
+	Subject  string // tasks.worker, or tasks.agent.N for this agent alone
+	Payload  []byte // the message body
+	Delivery uint64 // 1 the first time; more when a worker before this one did not finish it
 }
 
 // Handler does one task. Its ctx ends when ServeTasks is stopping.
 type Handler func(ctx context.Context, t Task) wire.Result
 
-// ServeTasks takes tasks for role (queue group role on wire.RoleTasks, so
-// each goes to one agent of the role) and tasks addressed to this agent
-// (wire.AgentTasks), one at a time, and publishes each result on
-// wire.ResultSubject and to the task's reply subject if it has one. When
-// ctx ends it stops taking tasks, answers those already received (the
-// handler sees ctx done) and returns; the error is only about letting go
-// of the subscriptions.
+// stopGrace bounds how long a stopping agent keeps trying to store the
+// result in hand; beyond it the task is left to be handed out again.
+const stopGrace = 10 * time.Second
+
+// ackTimeout bounds waiting for the bus to confirm an acknowledgement.
+const ackTimeout = 10 * time.Second
+
+// ServeTasks takes tasks from the bus's durable queue, one at a time: from
+// the consumer every agent of role shares (wire.RoleConsumer, so each task
+// goes to one of them) and from this agent's own (wire.AgentConsumer, the
+// tasks addressed to it). While h runs the bus is told the task is in
+// progress, so a long task is not handed to another worker; once h
+// returns, the result is stored on wire.ResultSubject (the bus confirms
+// it) and only then is the task acknowledged. An agent that dies before
+// that leaves the task to be handed out again, and the result's
+// deduplication id keeps one stored result per task.
+//
+// When ctx ends it stops taking tasks; the task in hand is stopped (h sees
+// ctx done) and given back to the queue unless it finished, and ServeTasks
+// returns. It waits for the bus's consumers to exist, retrying, so an
+// agent may start before the bus.
 func (a *Agent) ServeTasks(ctx context.Context, role string, h Handler) error {
 	if role == "" {
 		return errors.New("serving tasks: no role (AGENT_ROLE)")
 	}
-	serve := func(m *nats.Msg) {
-		// Both subscriptions deliver on goroutines of their own.
-		a.taskMu.Lock()
-		defer a.taskMu.Unlock()
-		a.serveOne(ctx, m, h)
-	}
-	queue, err := a.nc.QueueSubscribe(wire.RoleTasks(role), role, serve)
+	js, err := jetstream.New(a.nc)
 	if err != nil {
-		return fmt.Errorf("subscribing to %s: %w", wire.RoleTasks(role), err)
+		return fmt.Errorf("serving tasks: %w", err)
 	}
-	direct, err := a.nc.Subscribe(wire.AgentTasks(a.env.ID), serve)
+	names := []string{wire.RoleConsumer(role), wire.AgentConsumer(a.env.ID)}
+	q, err := a.bind(ctx, js, names)
 	if err != nil {
-		_ = queue.Unsubscribe()
-		return fmt.Errorf("subscribing to %s: %w", wire.AgentTasks(a.env.ID), err)
+		return nil // ctx ended first
 	}
-	a.log.Info("serving tasks", "subjects", []string{wire.RoleTasks(role), wire.AgentTasks(a.env.ID)}, "queue", role)
-	<-ctx.Done()
-	err = a.stopServing(queue, direct)
-	// A closed subscription's last callback has returned; the lock makes
-	// that plain, whatever nats.go does, and waits for the task in hand.
-	a.taskMu.Lock()
-	defer a.taskMu.Unlock()
-	return err
-}
-
-// drainWait bounds waiting for the bus to confirm a drain; beyond it the
-// subscriptions are just dropped.
-const drainWait = 10 * time.Second
-
-// stopServing drains subs so tasks already received are answered. With
-// the bus away a drain would wait for a round trip that cannot happen
-// (and nothing could be answered): then it unsubscribes.
-func (a *Agent) stopServing(subs ...*nats.Subscription) error {
-	var errs []error
-	deadline := time.After(drainWait)
-	for _, sub := range subs {
-		closed := sub.StatusChanged(nats.SubscriptionClosed) // closed with the sub
-		if !a.nc.IsConnected() || sub.Drain() != nil {
-			if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-				errs = append(errs, fmt.Errorf("unsubscribing %s: %w", sub.Subject, err))
+	a.log.Info("serving tasks", "stream", wire.TasksStream, "consumers", names, "ack_wait", q.ackWait.String())
+	failures := 0
+	for ctx.Err() == nil {
+		msgs, err := q.next(ctx, a.reconnect())
+		switch {
+		case err == nil:
+			failures = 0
+		case a.nc.IsClosed():
+			return fmt.Errorf("serving tasks: %w", nats.ErrConnectionClosed)
+		default:
+			failures++
+			if failures == 1 {
+				a.log.Warn("asking the bus for tasks failed, retrying", "error", err.Error())
 			}
-			continue
+			sleep(ctx, reconnectDelay(failures))
 		}
-		select {
-		case <-closed: // the only status asked for, or the channel's close
-		case <-deadline:
-			_ = sub.Unsubscribe()
+		for _, m := range msgs {
+			a.taskMu.Lock()
+			a.serveOne(ctx, js, q, m, h)
+			a.taskMu.Unlock()
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
-func (a *Agent) serveOne(ctx context.Context, m *nats.Msg, h Handler) {
-	t := Task{ID: taskID(m.Header), Payload: m.Data}
-	if t.ID == "" {
-		t.ID = nuid.Next()
+// sleep waits d or until ctx ends, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	a.log.Info("task started", "task_id", t.ID, "subject", m.Subject, "payload_bytes", len(t.Payload))
+}
+
+func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, q *queue, m jetstream.Msg, h Handler) {
+	// From the moment it is in hand: a second task handed over with the
+	// first waits its turn, and must not be handed out again meanwhile.
+	stop := keepAlive(m, q.ackWait/3)
+	md, err := m.Metadata()
+	if err != nil { // not from a consumer: nothing to acknowledge
+		stop()
+		a.log.Error("a task without JetStream metadata, dropped", "subject", m.Subject(), "error", err.Error())
+		return
+	}
+	t := Task{ID: wire.TaskID(m.Headers(), md.Sequence.Stream), Subject: m.Subject(), Payload: m.Data(), Delivery: md.NumDelivered}
+	if ctx.Err() != nil {
+		stop()
+		a.giveBack(m, t, "the agent is stopping")
+		return
+	}
+	a.log.Info("task started", "task_id", t.ID, "subject", t.Subject, "payload_bytes", len(t.Payload), "delivery", t.Delivery)
 	start := time.Now()
 	res := a.handle(ctx, t, h)
-	if res.TaskID == "" {
-		res.TaskID = t.ID
+	if ctx.Err() != nil && !res.OK {
+		stop()
+		a.giveBack(m, t, res.Error)
+		return
 	}
+	res.TaskID = t.ID // the id deduplicates results: a handler cannot rename its task
 	if res.Agent == 0 {
 		res.Agent = a.env.ID
 	}
@@ -113,23 +138,27 @@ func (a *Agent) serveOne(ctx context.Context, m *nats.Msg, h Handler) {
 		attrs = append(attrs, "error", res.Error)
 	}
 	a.log.Info("task done", attrs...)
-	if err := a.sendResult(m, res); err != nil {
-		a.log.Error("sending task result", "task_id", res.TaskID, "error", err.Error())
+	err = a.storeResult(ctx, js, t, res)
+	stop()
+	if err != nil {
+		a.log.Error("task result not stored; the bus will hand the task out again", "task_id", t.ID, "error", err.Error())
+		return
+	}
+	actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+	defer cancel()
+	if err := m.DoubleAck(actx); err != nil {
+		a.log.Warn("acknowledging the task failed; it may run again (its result is stored once)", "task_id", t.ID, "error", err.Error())
 	}
 }
 
-// taskID reads the task id header; NATS headers are case-sensitive, but
-// a person typing `nats req -H flock-task-id:x` means the same header.
-func taskID(h nats.Header) string {
-	if id := h.Get(wire.TaskIDHeader); id != "" {
-		return id
+// giveBack returns a task the agent will not finish to the queue at once,
+// for another worker (or this one, restarted).
+func (a *Agent) giveBack(m jetstream.Msg, t Task, why string) {
+	if err := m.Nak(); err != nil {
+		a.log.Warn("giving the task back failed; the bus hands it out again after the ack wait", "task_id", t.ID, "error", err.Error())
+		return
 	}
-	for k, v := range h {
-		if strings.EqualFold(k, wire.TaskIDHeader) && len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
+	a.log.Info("task given back to the queue", "task_id", t.ID, "why", why)
 }
 
 // handle runs h, turning a panic into a failed task rather than a dead agent.
@@ -142,23 +171,28 @@ func (a *Agent) handle(ctx context.Context, t Task, h Handler) (res wire.Result)
 	return h(ctx, t)
 }
 
-func (a *Agent) sendResult(m *nats.Msg, res wire.Result) error {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("encoding result: %w", err)
-	}
-	hdr := nats.Header{wire.TaskIDHeader: []string{res.TaskID}}
-	var errs []error
-	if err := a.nc.PublishMsg(&nats.Msg{Subject: wire.ResultSubject, Header: hdr, Data: b}); err != nil {
-		errs = append(errs, fmt.Errorf("publishing %s: %w", wire.ResultSubject, err))
-	}
-	// Only to an inbox: the server lets a worker answer whatever reply
-	// subject a task names, so a sender could otherwise make it publish
-	// once where its role may not (another agent's events, flock.bus.*).
-	if strings.HasPrefix(m.Reply, "_INBOX.") {
-		if err := m.RespondMsg(&nats.Msg{Header: hdr, Data: b}); err != nil {
-			errs = append(errs, fmt.Errorf("replying to %s: %w", m.Reply, err))
+// keepAlive tells the bus every every that m is still being worked on,
+// until the returned stop is called; stop returns once nothing more will
+// be sent, so an "in progress" never follows the acknowledgement.
+func keepAlive(m jetstream.Msg, every time.Duration) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				// Lost while the bus is away: then it may hand the task
+				// out again, and the result is still stored once.
+				_ = m.InProgress()
+			}
 		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
-	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ type Config struct {
 	Listen  string `json:"listen"`            // "127.0.0.1:4222"
 	Monitor string `json:"monitor,omitempty"` // "127.0.0.1:8222"; "" = no monitoring endpoint
 	Users   []User `json:"users"`             // agents by id, then the operator
+	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
 }
 
 // User is one identity on the bus and what it may do there.
@@ -47,7 +48,16 @@ type User struct {
 // list are the same (JSON turns one into the other).
 func (c Config) Equal(o Config) bool {
 	return c.Listen == o.Listen && c.Monitor == o.Monitor &&
-		slices.EqualFunc(c.Users, o.Users, User.equal)
+		slices.EqualFunc(c.Users, o.Users, User.equal) && c.Tasks.equal(o.Tasks)
+}
+
+// NeedsRestart reports whether going from old to c needs a new server
+// rather than a reload: a running server cannot rebind its listeners, nor
+// shrink its store.
+func (c Config) NeedsRestart(old Config) bool {
+	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
+	return c.Listen != old.Listen || c.Monitor != old.Monitor ||
+		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax
 }
 
 func (u User) equal(o User) bool {
@@ -84,6 +94,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)
 		}
 		names[u.Name], keys[u.Nkey] = true, true
+	}
+	if err := c.Tasks.validate(); err != nil {
+		return fmt.Errorf("tasks: %w", err)
 	}
 	return nil
 }

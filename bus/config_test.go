@@ -87,19 +87,40 @@ func TestForFlock(t *testing.T) {
 			f.Agents[1].Subjects = spec.Subjects{Publish: []string{"reports.>", "alerts.x", "reports.>"}, Subscribe: []string{"news.>"}}
 		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
 			w := c.Users[1]
-			if got := strings.Join(w.Publish, " "); got != "agent.2.> alerts.x reports.> task.result" {
+			if got := strings.Join(w.Publish, " "); got != "$JS.ACK.TASKS.agent-2.> $JS.ACK.TASKS.worker.> "+
+				"$JS.API.CONSUMER.INFO.TASKS.agent-2 $JS.API.CONSUMER.INFO.TASKS.worker "+
+				"$JS.API.CONSUMER.MSG.NEXT.TASKS.agent-2 $JS.API.CONSUMER.MSG.NEXT.TASKS.worker agent.2.> alerts.x reports.> task.result" {
 				t.Errorf("worker publish %s", got)
 			}
-			if got := strings.Join(w.Subscribe, " "); got != "_INBOX.flock-2.> broadcast news.> tasks.agent.2 tasks.worker" {
+			if got := strings.Join(w.Subscribe, " "); got != "_INBOX.flock-2.> broadcast news.>" {
 				t.Errorf("worker subscribe %s", got)
 			}
 		}},
-		{name: "a worker may answer for its task timeout and a grace", flock: func(f *spec.Flock) { f.Agents[1].TaskTimeout = 5 * time.Second },
+		{name: "no one answers requests: tasks come from the bus's streams", flock: func(f *spec.Flock) { f.Agents[1].TaskTimeout = 5 * time.Second },
 			users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
-				if c.Users[1].ResponseTTL != 35*time.Second || c.Users[0].ResponseTTL != 0 || c.Users[2].ResponseTTL != 0 {
-					t.Errorf("response ttls %s %s %s", c.Users[0].ResponseTTL, c.Users[1].ResponseTTL, c.Users[2].ResponseTTL)
+				for _, u := range c.Users {
+					if u.ResponseTTL != 0 {
+						t.Errorf("%s may answer requests for %s", u.Name, u.ResponseTTL)
+					}
 				}
 			}},
+		{name: "workers get consumers; the result window covers every delivery of the longest task", flock: func(f *spec.Flock) {
+			f.Agents[2] = spec.Agent{ID: 3, Role: spec.RoleWorker, TaskTimeout: time.Hour}
+			f.Bus.MaxDeliveries, f.Bus.StoreMax = 3, 2<<30
+		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
+			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Workers: []int{2, 3}}
+			if !c.Tasks.equal(want) || c.Tasks.MemoryMax != want.MemoryMax {
+				t.Errorf("tasks %+v, want %+v", c.Tasks, want)
+			}
+		}},
+		{name: "the result window stops at the results' age", flock: func(f *spec.Flock) {
+			f.Agents[1].TaskTimeout = 24 * time.Hour
+			f.Bus.MaxDeliveries = 100
+		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
+			if c.Tasks.ResultWindow != ResultsMaxAge {
+				t.Errorf("result window %s, want %s", c.Tasks.ResultWindow, ResultsMaxAge)
+			}
+		}},
 		{name: "monitoring off", flock: func(f *spec.Flock) { f.Bus.MonitorPort = 0 }, users: "flock-1 flock-2 flock-3 operator",
 			check: func(t *testing.T, c Config) {
 				if c.Listen != "127.0.0.1:4222" || c.Monitor != "" {
@@ -170,6 +191,8 @@ func TestConfigFile(t *testing.T) {
 		{"unknown field", `{"listen":"127.0.0.1:4222","users":[],"jetstream":true}`, `unknown field "jetstream"`},
 		{"bad key", `{"listen":"127.0.0.1:4222","users":[{"name":"operator","nkey":"SUABC"}]}`, `"SUABC" is not a public user nkey`},
 		{"bad listen", `{"listen":"127.0.0.1","users":[]}`, "bus configuration " + path + ": listen:"},
+		{"tiny store", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"store_max":1024}}`, "tasks: store_max 1024 is below 67108864 bytes"},
+		{"workers unsorted", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"workers":[3,2]}}`, "tasks: workers: [3 2] is not a sorted list of distinct agent ids"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
@@ -204,6 +227,10 @@ func TestEqual(t *testing.T) {
 		{"another key", func(c *Config) { c.Users[0].Nkey = "U2" }, false},
 		{"another grant", func(c *Config) { c.Users[0].Publish = []string{"b"} }, false},
 		{"another ttl", func(c *Config) { c.Users[0].ResponseTTL = time.Second }, false},
+		{"the default store written out", func(c *Config) { c.Tasks.StoreMax = DefaultStoreMax }, true},
+		{"another store", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }, false},
+		{"another max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 7 }, false},
+		{"one more worker", func(c *Config) { c.Tasks.Workers = []int{1} }, false},
 		{"one more user", func(c *Config) { c.Users = append(c.Users, User{Name: OperatorName}) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,9 +61,13 @@ func (ids identities) keys(without ...string) map[string]string {
 	return m
 }
 
-// startBus starts a bus for c, shut down when the test ends.
+// startBus starts a bus for c, shut down when the test ends; its store is
+// a fresh temporary directory unless o names one.
 func startBus(t testing.TB, c Config, o Options) *Server {
 	t.Helper()
+	if o.StoreDir == "" {
+		o.StoreDir = t.TempDir()
+	}
 	s, err := Start(c, o)
 	if err != nil {
 		t.Fatal(err)

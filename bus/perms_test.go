@@ -47,8 +47,10 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "worker publishes its granted subject", agent: 2, pub: "reports.daily"},
 		{name: "worker hands out tasks", agent: 2, pub: "tasks.worker", want: refused + `Publish to "tasks.worker"`},
 		{name: "worker answers a request it never got", agent: 2, pub: "_INBOX.flock-1.never", want: refused + `Publish to "_INBOX.flock-1.never"`},
-		{name: "worker hears its role's tasks", agent: 2, sub: "tasks.worker", probe: "tasks.worker"},
-		{name: "worker hears its own tasks", agent: 2, sub: "tasks.agent.2", probe: "tasks.agent.2"},
+		// Tasks come only through the bus's consumers (perms_jetstream_test.go):
+		// a plain subscription would see every task without taking it.
+		{name: "worker hears its role's tasks around the queue", agent: 2, sub: "tasks.worker", probe: "tasks.worker", want: refused + `Subscription to "tasks.worker"`},
+		{name: "worker hears its own tasks around the queue", agent: 2, sub: "tasks.agent.2", probe: "tasks.agent.2", want: refused + `Subscription to "tasks.agent.2"`},
 		{name: "worker hears another agent's tasks", agent: 2, sub: "tasks.agent.1", probe: "tasks.agent.1", want: refused + `Subscription to "tasks.agent.1"`},
 		{name: "worker hears broadcasts", agent: 2, sub: wire.Broadcast, probe: wire.Broadcast},
 		{name: "worker hears its own inbox", agent: 2, sub: "_INBOX.flock-2.>", probe: "_INBOX.flock-2.z"},
@@ -74,6 +76,9 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "orchestrator hears the bus's requests", agent: 1, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
 		{name: "worker hears the bus's requests", agent: 2, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
 		{name: "monitor hears the bus's requests", agent: 3, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
+		{name: "worker writes a dead letter", agent: 2, pub: wire.DeadSubject, want: refused + `Publish to "flock.dead.tasks"`},
+		{name: "orchestrator writes a dead letter", agent: 1, pub: wire.DeadSubject, want: refused + `Publish to "flock.dead.tasks"`},
+		{name: "worker hears JetStream's advisories", agent: 2, sub: "$JS.EVENT.ADVISORY.>", probe: "$JS.EVENT.ADVISORY.x", want: refused + `Subscription to "$JS.EVENT.ADVISORY.>"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := agents[tc.agent]
@@ -144,17 +149,17 @@ func TestPermissionMatrix(t *testing.T) {
 	}
 }
 
-// TestWorkerAnswersOnce checks allow_responses: the orchestrator's request
-// on tasks.worker is answered by the worker into the orchestrator's own
-// inbox, once; a second answer is refused.
+// TestNoOneAnswersRequests checks that no agent may answer a request it
+// received (there is no allow_responses): the reply subject is the
+// sender's choice, and answering would let an orchestrator make a worker
+// speak where its role may not. Results go to task.result.
 //
 // Tier: unit (no root).
-func TestWorkerAnswersOnce(t *testing.T) {
+func TestNoOneAnswersRequests(t *testing.T) {
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
-	orch, worker, op := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2"), connect(t, s, ids, OperatorName)
-
-	tasks, err := worker.QueueSubscribeSync(wire.RoleTasks("worker"), "worker")
+	orch, worker := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2")
+	heard, err := worker.SubscribeSync(wire.Broadcast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,51 +167,23 @@ func TestWorkerAnswersOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	inbox := orch.NewInbox()
-	if !strings.HasPrefix(inbox, wire.Inbox(1)+".") {
-		t.Fatalf("orchestrator's inbox %s is not under %s", inbox, wire.Inbox(1))
-	}
 	replies, err := orch.SubscribeSync(inbox)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := orch.PublishRequest(wire.RoleTasks("worker"), inbox, []byte("task")); err != nil {
+	if err := orch.PublishRequest(wire.Broadcast, inbox, []byte("answer me")); err != nil {
 		t.Fatal(err)
 	}
-	task, err := tasks.NextMsg(5 * time.Second)
+	m, err := heard.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.Reply != inbox {
-		t.Fatalf("task came with reply %q, want %q", task.Reply, inbox)
-	}
-	if err := task.Respond([]byte("result")); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := replies.NextMsg(5 * time.Second); err != nil || string(m.Data) != "result" {
-		t.Fatalf("orchestrator did not get the answer: %v", err)
-	}
-
-	if err := task.Respond([]byte("again")); err != nil {
+	if err := m.Respond([]byte("answer")); err != nil {
 		t.Fatal(err)
 	}
 	worker.waitErr(t, `Permissions Violation for Publish to "`+inbox+`"`)
-	if err := op.Publish(inbox, []byte("marker")); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := replies.NextMsg(5 * time.Second); err != nil || string(m.Data) != "marker" {
-		t.Fatalf("after the refused second answer the orchestrator got %v, %v; want the marker", m, err)
-	}
-
-	// The way flock-agent and an orchestrator's program do it: Request
-	// with the agent's inbox prefix, an asynchronous responder.
-	if _, err := worker.Subscribe(wire.AgentTasks(2), func(m *nats.Msg) { m.Respond([]byte("done: " + string(m.Data))) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := worker.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := orch.Request(wire.AgentTasks(2), []byte("t2"), 5*time.Second); err != nil || string(m.Data) != "done: t2" {
-		t.Fatalf("request to agent 2: %v, %v", m, err)
+	if m, err := replies.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the orchestrator got an answer: %q", m.Data)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus/wire"
 )
@@ -19,6 +20,7 @@ func (s *Server) connectSelf() error {
 		nats.InProcessServer(s.ns),
 		nats.Nkey(s.selfPub, s.self.Sign),
 		nats.Name("flock-bus"),
+		nats.CustomInboxPrefix(selfInbox),
 		nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			s.log.Warnf("the bus's own client: %v", err)
@@ -28,6 +30,9 @@ func (s *Server) connectSelf() error {
 		return fmt.Errorf("connecting the bus's own client: %w", err)
 	}
 	s.nc = nc
+	if s.js, err = jetstream.New(nc); err != nil {
+		return fmt.Errorf("the bus's own JetStream client: %w", err)
+	}
 	for subj, h := range map[string]nats.MsgHandler{
 		wire.AllHeartbeats: s.onHeartbeat,
 		wire.StatusSubject: s.onStatus,

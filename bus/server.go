@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/flockrun/flock/bus/wire"
@@ -20,7 +21,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen or monitor address")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen or monitor address or its store_max")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -30,6 +31,9 @@ type Options struct {
 	Log      io.Writer    // log lines go here (the journal via stderr); nil = io.Discard
 	Debug    bool         // log connections and protocol errors too
 	OnReload func() error // called when the operator requests wire.ReloadSubject; its error text is the reply
+	// StoreDir holds the tasks, results and dead letters (JetStream's
+	// files, under jetstream/): flock.service's StateDirectory.
+	StoreDir string
 }
 
 // Server is the embedded NATS server and the bus's own client on it.
@@ -44,6 +48,8 @@ type Server struct {
 	self    nkeys.KeyPair
 	selfPub string
 	nc      *nats.Conn
+	js      jetstream.JetStream // nc's JetStream API: the bus keeps its streams with it
+	givenUp jetstream.ConsumeContext
 
 	reloadMu sync.Mutex // one Reload at a time
 
@@ -57,6 +63,9 @@ type Server struct {
 func Start(c Config, o Options) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	if o.StoreDir == "" {
+		return nil, errors.New("starting the bus: no store directory for tasks and results (flock.service's StateDirectory sets $STATE_DIRECTORY)")
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -91,6 +100,10 @@ func Start(c Config, o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	if err := s.startTasks(c); err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
 	return s, nil
 }
 
@@ -101,6 +114,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	t := c.Tasks.withDefaults()
 	o := &server.Options{
 		ServerName: "flock",
 		Host:       host,
@@ -110,8 +124,12 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		Debug:      s.opts.Debug,
 		// No NoAuthUser: a connection without a known nkey is refused.
 		Nkeys: s.nkeyUsers(c),
-		// JetStream stays off until the bus keeps tasks; it is enabled
-		// here (JetStream, StoreDir) when it does.
+		// Tasks and results are kept on disk, bounded: a full store
+		// refuses new tasks rather than dropping queued ones.
+		JetStream:          true,
+		StoreDir:           s.opts.StoreDir,
+		JetStreamMaxStore:  t.StoreMax,
+		JetStreamMaxMemory: t.MemoryMax,
 	}
 	if c.Monitor != "" {
 		o.HTTPHost, o.HTTPPort, err = splitHostPort(c.Monitor)
@@ -134,14 +152,21 @@ func (s *Server) nkeyUsers(c Config) []*server.NkeyUser {
 // selfName names the bus's own user in log lines.
 const selfName = "bus"
 
+// selfInbox is the bus's own reply prefix, apart from every agent's.
+const selfInbox = "_INBOX.flock-bus"
+
 // selfUser hears heartbeats and the requests addressed to the bus, and
-// says nothing but answers to those requests. A reload resets every
-// client's pending answers (nats-server re-registers each user), and the
-// reply to a reload request comes after it: so the bus may also publish to
-// inboxes, where clients take answers.
+// answers those requests. A reload resets every client's pending answers
+// (nats-server re-registers each user), and the reply to a reload request
+// comes after it: so the bus may also publish to inboxes, where clients
+// take answers. It keeps the streams and consumers (the whole JetStream
+// API), hears when a task ran out of deliveries, and moves such a task to
+// the dead letters with a failed result.
 func selfUser(pub string) User {
-	return User{Name: selfName, Nkey: pub, Publish: []string{"_INBOX.>"},
-		Subscribe: []string{wire.AllHeartbeats, "flock.bus.>"}, ResponseTTL: time.Minute}
+	return User{Name: selfName, Nkey: pub,
+		Publish:     []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", wire.DeadSubject, wire.ResultSubject},
+		Subscribe:   []string{wire.AllHeartbeats, "flock.bus.>", selfInbox + ".>"},
+		ResponseTTL: time.Minute}
 }
 
 // permissions turns u's lists into nats-server's. An empty list must
@@ -170,11 +195,11 @@ func (s *Server) names(c Config) map[string]string {
 }
 
 // Reload applies c's users and permissions, keeping every connection of a
-// user that stays; a removed user's connections are closed. nats-server
-// forgets, for every client, the requests it may still answer: a worker
-// busy with a task when the users change cannot answer its request (its
-// result still goes to wire.ResultSubject). So a Reload that changes
-// nothing does not touch the server.
+// user that stays; a removed user's connections are closed. It then makes
+// the streams and consumers match c: a new worker's consumer is created, a
+// removed one's deleted. nats-server forgets, for every client, the
+// requests it may still answer; so a Reload that changes nothing does not
+// touch the server.
 func (s *Server) Reload(c Config) error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
@@ -184,8 +209,9 @@ func (s *Server) Reload(c Config) error {
 	s.mu.Lock()
 	old := s.cfg
 	s.mu.Unlock()
-	if c.Listen != old.Listen || c.Monitor != old.Monitor {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q): %w", old.Listen, c.Listen, old.Monitor, c.Monitor, ErrRestartNeeded)
+	if c.NeedsRestart(old) {
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, store_max %d -> %d): %w",
+			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil
@@ -201,14 +227,21 @@ func (s *Server) Reload(c Config) error {
 	s.mu.Lock()
 	s.cfg = c
 	s.mu.Unlock()
+	if err := s.ensureTasks(c); err != nil {
+		return fmt.Errorf("reloading the bus: %w", err)
+	}
 	return nil
 }
 
 // ClientURL is where clients reach the bus, e.g. nats://127.0.0.1:4222.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
-// Shutdown closes every connection and stops the server.
+// Shutdown closes every connection and stops the server; what is stored
+// stays in StoreDir for the next Start.
 func (s *Server) Shutdown() {
+	if s.givenUp != nil {
+		s.givenUp.Stop()
+	}
 	if s.nc != nil {
 		s.nc.Close()
 	}

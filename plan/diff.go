@@ -271,7 +271,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	case c.BusConfig == nil:
 		changed = "missing"
 	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
-		changed = "users or permissions changed"
+		changed = "users, permissions or task settings changed"
 	}
 	if changed != "" {
 		add(WriteBusConfig, bus.ConfigPath, changed)
@@ -280,14 +280,14 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	if fileChanged || c.Service.Enabled != "enabled" {
 		add(InstallBus, units.BusUnit, "unit file missing, changed or not enabled")
 	}
-	listenMoved := c.BusConfig != nil && (c.BusConfig.Listen != cfg.Listen || c.BusConfig.Monitor != cfg.Monitor)
+	listenMoved := c.BusConfig != nil && cfg.NeedsRestart(*c.BusConfig)
 	switch {
 	case c.Service.ActiveState != "active":
 		add(StartBus, units.BusUnit, "not running")
 	case fileChanged:
 		add(StartBus, units.BusUnit, "unit file changed")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen or monitor address changed")
+		add(StartBus, units.BusUnit, "listen or monitor address or store_max changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	}

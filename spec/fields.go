@@ -297,11 +297,11 @@ func (e Egress) String() string {
 	return host + ":" + port + "/" + e.Proto
 }
 
-// bus reads the bus's listeners: loopback only, so the bus is never
-// reachable from outside the host.
+// bus reads the bus's listeners (loopback only, so the bus is never
+// reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor")
+	fs, ok := w.fields(n, path, "listen", "monitor", "store_max", "max_deliveries")
 	if !ok {
 		return b
 	}
@@ -315,10 +315,35 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 			b.MonitorHost, b.MonitorPort = w.loopback(m, join(path, "monitor"), "127.0.0.1:8222 (or off)", b.MonitorHost, b.MonitorPort)
 		}
 	}
+	if s, ok := fs["store_max"]; ok {
+		b.StoreMax = w.storeMax(s, join(path, "store_max"))
+	}
+	if d, ok := fs["max_deliveries"]; ok {
+		v, _ := w.integer(d, join(path, "max_deliveries"), "a number of deliveries", 1, MaxDeliveriesLimit)
+		b.MaxDeliveries = int(v)
+	}
 	if b.Monitor() == b.Listen() {
 		w.fail(join(path, "monitor"), "%s is also bus.listen; give the monitoring endpoint its own port, e.g. %s:%d", b.Monitor(), b.Host, DefaultMonitor)
 	}
 	return b
+}
+
+// storeMax reads the bound of the bus's store, a size.
+func (w *walker) storeMax(n *yaml.Node, path string) uint64 {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		w.fail(path, "is %s; write a size such as 1G", kindName(n))
+		return DefaultStoreMax
+	}
+	v, err := ParseSize(n.Value)
+	switch {
+	case err != nil:
+		w.fail(path, "%s", err)
+	case v < MinStoreMax:
+		w.fail(path, "%s is too little for the bus's tasks and results; give at least 64M", n.Value)
+	default:
+		return v
+	}
+	return DefaultStoreMax
 }
 
 func (w *walker) loopback(n *yaml.Node, path, example, host string, port int) (string, int) {

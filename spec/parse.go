@@ -109,7 +109,8 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 }
 
 func defaultBus() Bus {
-	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor}
+	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor,
+		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries}
 }
 
 func builtinDefaults() Agent {

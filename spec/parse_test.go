@@ -21,7 +21,7 @@ func TestMinimalSpecGetsEveryDefault(t *testing.T) {
 	want := &Flock{
 		Root:    "/srv/flock",
 		UIDBase: 2000000000,
-		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222},
+		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, StoreMax: 1 << 30, MaxDeliveries: 5},
 	}
 	for _, id := range []int{1, 2, 3} {
 		want.Agents = append(want.Agents, Agent{
@@ -66,6 +66,8 @@ uid_base: 3000000000
 bus:
   listen: "[::1]:4333"
   monitor: "127.0.0.1:9333"
+  store_max: 2G
+  max_deliveries: 3
 defaults:
   limits: {memory: 1G, tasks: 80}
   egress: ["10.0.0.0/8:*"]
@@ -88,7 +90,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, 2 << 30, 3}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {

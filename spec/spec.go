@@ -68,6 +68,14 @@ const (
 	MaxOutputLimit = 1 << 20
 	// MaxID bounds agent ids so uid_base+id stays inside one 16-bit block.
 	MaxID = 65535
+	// DefaultStoreMax bounds the bus's store of tasks, results and dead
+	// letters on disk; MinStoreMax leaves room for a few large results.
+	DefaultStoreMax = 1 << 30
+	MinStoreMax     = 64 << 20
+	// DefaultMaxDeliveries is how often a task is handed to a worker
+	// before the bus gives up on it (dead-letters it).
+	DefaultMaxDeliveries = 5
+	MaxDeliveriesLimit   = 100
 )
 
 // Flock is a validated, fully defaulted spec.
@@ -79,12 +87,19 @@ type Flock struct {
 }
 
 // Bus is where agents reach the embedded NATS server, and where its
-// monitoring endpoint (/varz, /connz) listens; both on loopback.
+// monitoring endpoint (/varz, /connz) listens, both on loopback; and how
+// it keeps tasks.
 type Bus struct {
 	Host        string
 	Port        int
 	MonitorHost string // "" with MonitorPort 0: no monitoring endpoint
 	MonitorPort int
+	// StoreMax bounds the tasks, results and dead letters kept on disk.
+	StoreMax uint64
+	// MaxDeliveries is how often a task is handed to a worker (which
+	// died, or stopped, before storing its result) before it is
+	// dead-lettered with a failed result.
+	MaxDeliveries int
 }
 
 // URL is the NATS_URL handed to agents.

@@ -5,6 +5,7 @@ package wire
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,12 +30,23 @@ const (
 	Reserved = "flock.>"
 )
 
-// RoleTasks is the subject of tasks for any agent of role; agents of the
-// role queue-subscribe to it in the group named like the role.
+// RoleTasks is the subject of tasks for any agent of role; the bus keeps
+// them in TasksStream until one agent of the role (through the shared
+// consumer RoleConsumer(role)) has stored their result.
 func RoleTasks(role string) string { return "tasks." + role }
 
 // AgentTasks is the subject of tasks addressed to agent id alone.
 func AgentTasks(id int) string { return "tasks.agent." + strconv.Itoa(id) }
+
+// AddressedTo is id for AgentTasks(id).
+func AddressedTo(subject string) (int, bool) {
+	n, ok := strings.CutPrefix(subject, "tasks.agent.")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.Atoi(n)
+	return id, err == nil && AgentTasks(id) == subject
+}
 
 // AgentSubjects is everything agent id may publish under its own name.
 func AgentSubjects(id int) string { return "agent." + strconv.Itoa(id) + ".>" }
@@ -51,9 +63,20 @@ func Events(id int) string { return "agent." + strconv.Itoa(id) + ".events" }
 func Inbox(id int) string { return "_INBOX.flock-" + strconv.Itoa(id) }
 
 // Header names of a task message; its body is the task's payload (what
-// flock-agent writes to the command's stdin).
+// flock-agent writes to the command's stdin). A result message carries
+// the task's id and subject too, and MsgIDHeader set to ResultMsgID(id).
 const (
 	TaskIDHeader = "Flock-Task-Id"
+	// TaskSubjectHeader is, on a result or a dead letter, the subject the
+	// task was sent to (tasks.worker, tasks.agent.3).
+	TaskSubjectHeader = "Flock-Task-Subject"
+	// DeliveriesHeader is, on a dead letter, how often the task was
+	// handed to a worker before the bus gave up on it.
+	DeliveriesHeader = "Flock-Deliveries"
+	// MsgIDHeader is JetStream's deduplication id: a second message with
+	// the same id within the stream's window is acknowledged, not stored.
+	// flockctl send sets it to the task id.
+	MsgIDHeader = "Nats-Msg-Id"
 )
 
 // Result is what an agent publishes on ResultSubject (and answers to a

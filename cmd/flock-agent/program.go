@@ -34,8 +34,9 @@ func program(env agent.Env, inv invocation, scoped bool) error {
 	return nil
 }
 
-// serve runs the agent until ctx ends, then says it is stopping, lets
-// the task in hand end (stopped, and answered) and drains the connection.
+// serve runs the agent until ctx ends, then says it is stopping, stops
+// the task in hand (given back to the queue unless it finished) and
+// drains the connection.
 func serve(ctx context.Context, env agent.Env, inv invocation, scoped bool, log *slog.Logger) error {
 	if inv.mode == modeTask && env.Role == "" {
 		return errors.New("task mode needs AGENT_ROLE (orchestrator, worker or monitor)")
@@ -69,12 +70,12 @@ func serve(ctx context.Context, env agent.Env, inv invocation, scoped bool, log 
 	var serveErr error
 	select {
 	case <-ctx.Done():
-	case serveErr = <-served: // could not subscribe: fail, systemd restarts us
+	case serveErr = <-served: // no role, or the connection closed: fail, systemd restarts us
 	}
 	log.Info("agent stopping", "uptime_s", int(time.Since(start).Seconds()))
 	event(a, log, "stopping", map[string]any{"uptime_s": int(time.Since(start).Seconds())})
 	if serveErr == nil && inv.mode == modeTask {
-		serveErr = <-served // drained: tasks in hand are answered
+		serveErr = <-served // the task in hand is given back or its result stored
 	}
 	wg.Wait()
 	if err := a.Close(); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,29 +13,29 @@ import (
 	"github.com/flockrun/flock/internal/syncbuf"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/flockrun/flock/spec"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
-// Task mode end to end, in process: started event, a task answered with
-// the command's output, and on the end of ctx a stopping event and a
-// clean return. Tier: unit (no root).
+// Task mode end to end, in process, on flock's own bus: started event, a
+// task taken from the queue and its result (the command's output) stored,
+// and on the end of ctx a stopping event and a clean return.
+// Tier: unit (no root).
 func TestServeTaskMode(t *testing.T) {
 	agentKey, agentSeed := user(t)
 	testerKey, _ := user(t)
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		Nkeys: []*server.NkeyUser{{Nkey: pub(t, agentKey)}, {Nkey: pub(t, testerKey)}}})
+	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
+		Agents: []spec.Agent{{ID: 5, Role: spec.RoleWorker, TaskTimeout: 5 * time.Second}}}
+	s, err := bus.Start(bus.ForFlock(f, map[string]string{"flock-5": pub(t, agentKey), bus.OperatorName: pub(t, testerKey)}),
+		bus.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Start()
 	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	url := "nats://" + s.Addr().String()
+	url := s.ClientURL()
 	tester, err := nats.Connect(url, nats.Nkey(pub(t, testerKey), testerKey.Sign))
 	if err != nil {
 		t.Fatal(err)
@@ -57,21 +56,15 @@ func TestServeTaskMode(t *testing.T) {
 	if kind := nextEvent(t, events); kind != "started" {
 		t.Fatalf("first event %q", kind)
 	}
-	// Until the agent has subscribed, nobody responds: ask again.
-	msg := nats.NewMsg(wire.RoleTasks("worker"))
-	msg.Header.Set(wire.TaskIDHeader, "t-9")
-	msg.Data = []byte("shout")
-	var reply *nats.Msg
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if reply, err = tester.RequestMsg(msg, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
-			break
-		}
-	}
+	// Stored before the agent pulls or after: it is queued either way.
+	sent, err := bus.SendTask(ctx, tester, wire.RoleTasks("worker"), "t-9", []byte("shout"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res wire.Result
-	if err := json.Unmarshal(reply.Data, &res); err != nil || !res.OK || res.Output != "SHOUT" || res.TaskID != "t-9" || res.Agent != 5 {
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	res, err := bus.WaitResult(wctx, tester, "t-9", sent.At)
+	if err != nil || !res.OK || res.Output != "SHOUT" || res.TaskID != "t-9" || res.Agent != 5 {
 		t.Errorf("result %+v, %v", res, err)
 	}
 

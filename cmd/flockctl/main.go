@@ -28,6 +28,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newReconcile())
+	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newReconcile(), newTasks())
 	return root
 }

@@ -23,18 +23,28 @@ func newSend() *cobra.Command {
 	var (
 		to, id, output string
 		timeout        time.Duration
+		wait, noWait   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "send [--to worker|ID] [--id TASK] [--timeout D] [--output text|json] (PAYLOAD | -)",
+		Use:   "send [--to worker|ID] [--id TASK] [--no-wait] [--timeout D] [--output text|json] (PAYLOAD | -)",
 		Short: "Hand a task to the flock and print its result",
-		Long: `send publishes a task (the payload, or stdin with -) to any worker (--to
-worker, the default) or to one agent (--to 3), waits for its result and
-prints the command's output; --output json prints the whole result. It exits
-non-zero when the task failed.`,
+		Long: `send stores a task (the payload, or stdin with -) in the bus's queue for any
+worker (--to worker, the default) or for one agent (--to 3), waits for its
+result and prints the command's output; --output json prints the whole
+result. It exits non-zero when the task failed.
+
+The task is kept until a worker stored its result: a worker that dies
+mid-task leaves it to another. Its id (--id, by default a new one) makes
+sending it again within 10 minutes a no-op; send then waits for the first
+one's result. With --no-wait, send prints the task id once the task is
+stored and returns; flockctl tasks shows what became of it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q: choose text or json", output)
+			}
+			if noWait && cmd.Flags().Changed("wait") && wait {
+				return errors.New("--wait and --no-wait: give one")
 			}
 			payload := []byte(args[0])
 			if args[0] == "-" {
@@ -47,45 +57,50 @@ non-zero when the task failed.`,
 			if err != nil {
 				return err
 			}
-			subject, wait, err := taskTarget(f, to)
+			target, err := taskTarget(f, to)
 			if err != nil {
 				return err
 			}
 			if timeout > 0 {
-				wait = timeout
+				target.wait = timeout
 			}
 			if id == "" {
 				id = nuid.Next()
 			}
-			res, err := sendTask(cmd.Context(), subject, id, payload, wait)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd, res, output)
+			return sendTask(cmd, target, id, payload, !noWait, output)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "worker", "worker (any worker) or an agent id")
-	cmd.Flags().StringVar(&id, "id", "", "the task id (default: a new unique one)")
+	cmd.Flags().StringVar(&id, "id", "", "the task id (default: a new unique one); the same id within 10m is sent once")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait for the result and print it")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the task id once the bus stored the task, and return")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the result (default: the target's task_timeout plus 10s)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text (the command's output) or json (the whole result)")
 	return cmd
 }
 
-// taskTarget is the subject for --to and how long its tasks may take.
-func taskTarget(f *spec.Flock, to string) (string, time.Duration, error) {
+// target is where --to sends a task: its subject, the consumer workers
+// take it from, and how long its tasks may take.
+type target struct {
+	subject, consumer string
+	wait              time.Duration
+}
+
+// taskTarget is where --to sends a task.
+func taskTarget(f *spec.Flock, to string) (target, error) {
 	const margin = 10 * time.Second
 	if n, err := strconv.Atoi(to); err == nil {
 		a, ok := f.Agent(n)
 		switch {
 		case !ok:
-			return "", 0, fmt.Errorf("--to %d: no agent %d in the provisioned flock", n, n)
+			return target{}, fmt.Errorf("--to %d: no agent %d in the provisioned flock", n, n)
 		case a.Role != spec.RoleWorker || len(a.Command) == 0:
-			return "", 0, fmt.Errorf("--to %d: agent %d is a %s without a command; only workers with a command take tasks", n, n, a.Role)
+			return target{}, fmt.Errorf("--to %d: agent %d is a %s without a command; only workers with a command take tasks", n, n, a.Role)
 		}
-		return wire.AgentTasks(n), a.TaskTimeout + margin, nil
+		return target{wire.AgentTasks(n), wire.AgentConsumer(n), a.TaskTimeout + margin}, nil
 	}
 	if to != string(spec.RoleWorker) {
-		return "", 0, fmt.Errorf("--to %q: give worker (any worker) or an agent id", to)
+		return target{}, fmt.Errorf("--to %q: give worker (any worker) or an agent id", to)
 	}
 	var longest time.Duration
 	for _, a := range f.Agents {
@@ -94,64 +109,51 @@ func taskTarget(f *spec.Flock, to string) (string, time.Duration, error) {
 		}
 	}
 	if longest == 0 {
-		return "", 0, errors.New("--to worker: no worker in the provisioned flock has a command; give one command: [...] in the spec")
+		return target{}, errors.New("--to worker: no worker in the provisioned flock has a command; give one command: [...] in the spec")
 	}
-	return wire.RoleTasks(to), longest + margin, nil
+	return target{wire.RoleTasks(to), wire.RoleConsumer(to), longest + margin}, nil
 }
 
-// sendTask publishes a task and waits for its result: the worker's reply,
-// or the same result on task.result (a worker mid-task when the bus
-// reloads cannot reply, but still publishes there).
-func sendTask(ctx context.Context, subject, id string, payload []byte, wait time.Duration) (wire.Result, error) {
-	var res wire.Result
+// sendTask stores the task and, with wait, waits for its result (read
+// from the results stream, so a result stored before send looks is found
+// too) and prints it.
+func sendTask(cmd *cobra.Command, t target, id string, payload []byte, wait bool, output string) error {
+	ctx := cmd.Context()
 	nc, err := operatorConn(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer nc.Close()
-	inbox := nats.NewInbox()
-	in := make(chan *nats.Msg, 64)
-	for _, subj := range []string{inbox, wire.ResultSubject} {
-		if _, err := nc.ChanSubscribe(subj, in); err != nil {
-			return res, fmt.Errorf("subscribing %s: %w", subj, err)
-		}
+	// Asked before sending: once sent, the worker waiting takes it.
+	idle, idleErr := bus.Idle(ctx, nc, t.consumer)
+	sent, err := bus.SendTask(ctx, nc, t.subject, id, payload)
+	if err != nil {
+		return err
 	}
-	msg := nats.NewMsg(subject)
-	msg.Reply = inbox
-	msg.Header.Set(wire.TaskIDHeader, id)
-	msg.Data = payload
-	if err := nc.PublishMsg(msg); err != nil {
-		return res, fmt.Errorf("task %s on %s: %w", id, subject, err)
+	stderr := cmd.ErrOrStderr()
+	if sent.Duplicate {
+		fmt.Fprintf(stderr, "task %s was already sent in the last %s; it is not sent again\n", id, bus.TaskDedupWindow)
+	} else if idleErr == nil && !idle {
+		fmt.Fprintf(stderr, "no worker is waiting for tasks on %s right now (all busy, or none connected: see flockctl status); task %s is queued\n", t.subject, id)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	if !wait {
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+		return nil
+	}
+	since := sent.At
+	if sent.Duplicate { // the first one's result may be older than this send
+		since = since.Add(-bus.TaskDedupWindow)
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.wait)
 	defer cancel()
-	// Right after provision a worker may still be connecting: when no one
-	// is subscribed, the server says so on the inbox; try for 5 s.
-	noOne := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return res, fmt.Errorf("task %s: no result within %s; the agent may still be working (raise --timeout)", id, wait)
-		case m := <-in:
-			if m.Subject == inbox && m.Header.Get("Status") == "503" {
-				if noOne++; noOne > 20 {
-					return res, fmt.Errorf("task %s: no agent took it on %s within 5s; see flockctl status (is the worker connected?)", id, subject)
-				}
-				time.Sleep(250 * time.Millisecond)
-				if err := nc.PublishMsg(msg); err != nil {
-					return res, fmt.Errorf("task %s on %s: %w", id, subject, err)
-				}
-				continue
-			}
-			if m.Header.Get(wire.TaskIDHeader) != id {
-				continue // another task's result
-			}
-			if err := json.Unmarshal(m.Data, &res); err != nil {
-				return res, fmt.Errorf("task %s: the result is not JSON (%v): %q", id, err, m.Data)
-			}
-			return res, nil
-		}
+	res, err := bus.WaitResult(wctx, nc, id, since)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("task %s: no result within %s; it stays queued and runs when a worker takes it (flockctl tasks shows it; --timeout waits longer)", id, t.wait)
 	}
+	if err != nil {
+		return err
+	}
+	return printResult(cmd, res, output)
 }
 
 // operatorConn connects to the bus as the operator; only root can read
@@ -175,7 +177,11 @@ func printResult(cmd *cobra.Command, res wire.Result, output string) error {
 		fmt.Fprint(cmd.OutOrStdout(), res.Output)
 		fmt.Fprint(cmd.ErrOrStderr(), res.Stderr)
 	}
-	if !res.OK {
+	switch {
+	case res.OK:
+	case res.Agent == 0:
+		return fmt.Errorf("task %s failed: %s", res.TaskID, res.Error)
+	default:
 		return fmt.Errorf("task %s failed on agent %d: %s", res.TaskID, res.Agent, res.Error)
 	}
 	return nil

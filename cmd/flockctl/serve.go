@@ -14,21 +14,27 @@ import (
 )
 
 func newServe() *cobra.Command {
-	var configPath string
+	var configPath, storeDir string
 	var debug bool
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE]",
 		Short: "Run the flock's bus (the embedded NATS server); flock.service runs this",
 		Long: `serve runs the embedded NATS server agents talk through, with one nkey
 user per agent and its role's subject permissions, as the config that
-flockctl provision writes says. It tells systemd it is ready once the bus
-accepts connections (Type=notify). SIGHUP, or the operator's request on
-flock.bus.reload, re-reads the config without dropping connections.`,
+flockctl provision writes says. Tasks, results and dead letters are kept
+on disk (JetStream) in --store, by default $STATE_DIRECTORY, which
+flock.service's StateDirectory= sets. It tells systemd it is ready once the
+bus accepts connections and its streams are in place (Type=notify). SIGHUP,
+or the operator's request on flock.bus.reload, re-reads the config without
+dropping connections.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := bus.ReadConfig(configPath)
 			if err != nil {
 				return err
+			}
+			if storeDir == "" {
+				return errors.New("no store for tasks and results: give --store DIR, or run under flock.service (StateDirectory= sets $STATE_DIRECTORY)")
 			}
 			var srv *bus.Server
 			reload := func() error {
@@ -45,7 +51,7 @@ flock.bus.reload, re-reads the config without dropping connections.`,
 				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d users\n", configPath, len(c.Users))
 				return nil
 			}
-			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload})
+			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir})
 			if err != nil {
 				return err
 			}
@@ -71,6 +77,7 @@ flock.bus.reload, re-reads the config without dropping connections.`,
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", bus.ConfigPath, "the bus config flockctl provision writes")
+	cmd.Flags().StringVar(&storeDir, "store", os.Getenv("STATE_DIRECTORY"), "where tasks and results are kept (default $STATE_DIRECTORY)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every connection and subscription")
 	return cmd
 }

@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
+)
+
+// setupTimeout bounds making the streams and consumers, at Start and at
+// each Reload.
+const setupTimeout = 30 * time.Second
+
+// startTasks makes the streams and consumers c wants, then dead-letters
+// the tasks that ran out of deliveries, those of before the start
+// included.
+func (s *Server) startTasks(c Config) error {
+	if err := s.ensureTasks(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	return s.watchGivenUp(ctx)
+}
+
+// ensureTasks creates or updates the three streams and the consumers of
+// c's workers, and deletes the consumers of agents no longer in it. It is
+// idempotent: Start and every Reload run it.
+func (s *Server) ensureTasks(c Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	t := c.Tasks.withDefaults()
+	for _, sc := range streamConfigs(t) {
+		if _, err := s.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("creating or updating stream %s: %w", sc.Name, err)
+		}
+	}
+	want := map[string]jetstream.ConsumerConfig{}
+	for _, cc := range consumerConfigs(t) {
+		want[cc.Durable] = cc
+		if _, err := s.js.CreateOrUpdateConsumer(ctx, wire.TasksStream, cc); err != nil {
+			return fmt.Errorf("creating or updating consumer %s of stream %s: %w", cc.Durable, wire.TasksStream, err)
+		}
+	}
+	stream, err := s.js.Stream(ctx, wire.TasksStream)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", wire.TasksStream, err)
+	}
+	names := stream.ConsumerNames(ctx)
+	var stale []string
+	for name := range names.Name() {
+		if _, ok := want[name]; !ok && isAgentConsumer(name) {
+			stale = append(stale, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("listing the consumers of stream %s: %w", wire.TasksStream, err)
+	}
+	for _, name := range stale {
+		// Its agent is gone; tasks addressed to it stay queued (flockctl
+		// tasks shows them) until an agent of that id comes back.
+		if err := stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("deleting consumer %s of a removed agent: %w", name, err)
+		}
+		s.log.Noticef("deleted task consumer %s: its agent left the flock", name)
+	}
+	return nil
+}
+
+// isAgentConsumer reports whether name is one the bus made for an agent
+// (agent-N); consumers it did not make are left alone.
+func isAgentConsumer(name string) bool {
+	n, ok := strings.CutPrefix(name, "agent-")
+	if !ok {
+		return false
+	}
+	id, err := strconv.Atoi(n)
+	return err == nil && wire.AgentConsumer(id) == name
+}
+
+// streamConfigs are the bus's streams. The store is shared out so that
+// the sum of the streams' bounds is the server's: tasks half, results
+// three eighths, dead letters and the advisories naming them the rest. A
+// full TASKS refuses new tasks (the sender hears it); full RESULTS and
+// DEAD drop their oldest.
+func streamConfigs(t Tasks) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{{
+		Name:        wire.TasksStream,
+		Description: "tasks waiting for a worker or running; a task leaves once its result is stored",
+		Subjects:    []string{wire.TasksAll},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    t.StoreMax / 2,
+		Duplicates:  TaskDedupWindow,
+	}, {
+		Name:        wire.ResultsStream,
+		Description: "one result per task",
+		Subjects:    []string{wire.ResultSubject},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		MaxBytes:    t.StoreMax * 3 / 8,
+		MaxAge:      ResultsMaxAge,
+		Duplicates:  t.ResultWindow,
+	}, {
+		Name:        wire.DeadStream,
+		Description: "tasks no worker finished within max_deliveries",
+		Subjects:    []string{wire.DeadSubject},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		MaxBytes:    t.StoreMax * 7 / 64,
+		MaxAge:      DeadMaxAge,
+		Duplicates:  24 * time.Hour,
+	}, {
+		Name:        givenUpStream,
+		Description: "the server's word that a task ran out of deliveries, kept until the bus dead-lettered it",
+		Subjects:    []string{maxDeliveriesAdvisory},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    t.StoreMax / 64,
+	}}
+}
+
+// consumerConfigs are the durable pull consumers of TASKS: one shared by
+// every worker, one per worker for tasks addressed to it.
+func consumerConfigs(t Tasks) []jetstream.ConsumerConfig {
+	role := string(spec.RoleWorker)
+	cs := []jetstream.ConsumerConfig{consumerConfig(wire.RoleConsumer(role), wire.RoleTasks(role), "tasks for any worker")}
+	for _, id := range slices.Sorted(slices.Values(t.Workers)) {
+		cs = append(cs, consumerConfig(wire.AgentConsumer(id), wire.AgentTasks(id), "tasks for agent "+strconv.Itoa(id)))
+	}
+	for i := range cs {
+		cs[i].MaxDeliver, cs[i].AckWait = t.MaxDeliveries, t.AckWait
+	}
+	return cs
+}
+
+func consumerConfig(name, subject, what string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   what,
+		FilterSubject: subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+	}
+}
