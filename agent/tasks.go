@@ -54,15 +54,19 @@ func (a *Agent) ServeTasks(ctx context.Context, role string, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("serving tasks: %w", err)
 	}
-	names := []string{wire.RoleConsumer(role), wire.AgentConsumer(a.env.ID)}
-	q, err := a.bind(ctx, js, names)
+	shared, own := wire.RoleConsumer(role), wire.AgentConsumer(a.env.ID)
+	q, err := a.bind(ctx, js, shared, own)
 	if err != nil {
 		return nil // ctx ended first
 	}
-	a.log.Info("serving tasks", "stream", wire.TasksStream, "consumers", names, "ack_wait", q.ackWait.String())
+	a.log.Info("serving tasks", "stream", wire.TasksStream, "consumers", []string{shared, own}, "ack_wait", q.ackWait.String())
+	octx, stopOwn := context.WithCancel(ctx)
+	owner := make(chan struct{})
+	go func() { a.pullOwn(octx, q); close(owner) }()
+	defer func() { stopOwn(); <-owner }() // a task of its own in hand is given back
 	failures := 0
 	for ctx.Err() == nil {
-		msgs, err := q.next(ctx, a.reconnect())
+		tasks, err := a.next(ctx, q)
 		switch {
 		case err == nil:
 			failures = 0
@@ -75,9 +79,9 @@ func (a *Agent) ServeTasks(ctx context.Context, role string, h Handler) error {
 			}
 			sleep(ctx, reconnectDelay(failures))
 		}
-		for _, m := range msgs {
+		for _, t := range tasks {
 			a.taskMu.Lock()
-			a.serveOne(ctx, js, q, m, h)
+			a.serveOne(ctx, js, t, h)
 			a.taskMu.Unlock()
 		}
 	}
@@ -96,10 +100,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, q *queue, m jetstream.Msg, h Handler) {
-	// From the moment it is in hand: a second task handed over with the
-	// first waits its turn, and must not be handed out again meanwhile.
-	stop := keepAlive(m, q.ackWait/3)
+// serveOne runs one task it holds (kept alive since it came: a second
+// task handed over with the first waits its turn, and must not be handed
+// out again meanwhile), stores the result and acknowledges the task.
+func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, held held, h Handler) {
+	m, stop := held.m, held.stop
 	md, err := m.Metadata()
 	if err != nil { // not from a consumer: nothing to acknowledge
 		stop()
@@ -109,7 +114,7 @@ func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, q *queue, 
 	t := Task{ID: wire.TaskID(m.Headers(), md.Sequence.Stream), Subject: m.Subject(), Payload: m.Data(), Delivery: md.NumDelivered}
 	if ctx.Err() != nil {
 		stop()
-		a.giveBack(m, t, "the agent is stopping")
+		a.giveBack(m, t.ID, "the agent is stopping")
 		return
 	}
 	a.log.Info("task started", "task_id", t.ID, "subject", t.Subject, "payload_bytes", len(t.Payload), "delivery", t.Delivery)
@@ -117,7 +122,7 @@ func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, q *queue, 
 	res := a.handle(ctx, t, h)
 	if ctx.Err() != nil && !res.OK {
 		stop()
-		a.giveBack(m, t, res.Error)
+		a.giveBack(m, t.ID, res.Error)
 		return
 	}
 	res.TaskID = t.ID // the id deduplicates results: a handler cannot rename its task
@@ -153,12 +158,12 @@ func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, q *queue, 
 
 // giveBack returns a task the agent will not finish to the queue at once,
 // for another worker (or this one, restarted).
-func (a *Agent) giveBack(m jetstream.Msg, t Task, why string) {
+func (a *Agent) giveBack(m jetstream.Msg, id, why string) {
 	if err := m.Nak(); err != nil {
-		a.log.Warn("giving the task back failed; the bus hands it out again after the ack wait", "task_id", t.ID, "error", err.Error())
+		a.log.Warn("giving the task back failed; the bus hands it out again after the ack wait", "task_id", id, "error", err.Error())
 		return
 	}
-	a.log.Info("task given back to the queue", "task_id", t.ID, "why", why)
+	a.log.Info("task given back to the queue", "task_id", id, "why", why)
 }
 
 // handle runs h, turning a panic into a failed task rather than a dead agent.
