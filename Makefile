@@ -69,6 +69,7 @@ test: deps test-unit test-fuzz test-system test-vm
 
 # Figures against the floor measured in the same run; never a pass/fail.
 bench: deps
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./bus/
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x ./test/...
 
 fmt:

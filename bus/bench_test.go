@@ -28,6 +28,7 @@ const (
 // benchBus is three clients on one server: orchestrator, worker, monitor.
 type benchBus struct {
 	orch, worker, monitor *nats.Conn
+	echoes                chan struct{} // the worker's answers, as the orchestrator hears them
 }
 
 // flockBench is flock's bus: ForFlock's users, nkey auth, permissions,
@@ -69,12 +70,14 @@ func bareBench(b *testing.B) *benchBus {
 }
 
 // BenchmarkBus compares flock's bus with a bare nats-server in one run:
-// request/reply latency (orchestrator to queue-subscribed worker) and
-// pub→sub throughput (worker's events to the monitor).
+// round-trip latency (the orchestrator says something on broadcast, the
+// worker answers on its events, which the orchestrator hears: no agent may
+// answer a request's reply subject on flock's bus) and pub→sub throughput
+// (worker's events to the monitor). Durable tasks: BenchmarkTasks.
 //
 // Tier: unit (no root).
 func BenchmarkBus(b *testing.B) {
-	b.Run("request", func(b *testing.B) {
+	b.Run("roundtrip", func(b *testing.B) {
 		buses := [2]*benchBus{flockBench(b), bareBench(b)}
 		for _, bb := range buses {
 			bb.serveTasks(b)
@@ -124,25 +127,37 @@ func BenchmarkBus(b *testing.B) {
 	})
 }
 
-// serveTasks makes the worker answer every task with its payload, as a
-// member of the workers' queue group.
+// serveTasks makes the worker echo every broadcast on its events, and
+// the orchestrator hear them.
 func (bb *benchBus) serveTasks(b *testing.B) {
-	if _, err := bb.worker.QueueSubscribe(wire.RoleTasks("worker"), "worker", func(m *nats.Msg) { m.Respond(m.Data) }); err != nil {
+	if _, err := bb.worker.Subscribe(wire.Broadcast, func(m *nats.Msg) { _ = bb.worker.Publish(wire.Events(2), m.Data) }); err != nil {
 		b.Fatal(err)
 	}
 	if err := bb.worker.Flush(); err != nil {
 		b.Fatal(err)
 	}
+	bb.echoes = make(chan struct{}, 1)
+	if _, err := bb.orch.Subscribe(wire.AllEvents, func(*nats.Msg) { bb.echoes <- struct{}{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := bb.orch.Flush(); err != nil {
+		b.Fatal(err)
+	}
 }
 
-// requests sends n tasks one after the other and returns each round trip.
+// requests says n things one after the other and returns each round trip.
 func (bb *benchBus) requests(b *testing.B, n int) []time.Duration {
 	payload := make([]byte, benchPayload)
 	rtts := make([]time.Duration, 0, n)
 	for range n {
 		start := time.Now()
-		if _, err := bb.orch.Request(wire.RoleTasks("worker"), payload, 5*time.Second); err != nil {
+		if err := bb.orch.Publish(wire.Broadcast, payload); err != nil {
 			b.Fatal(err)
+		}
+		select {
+		case <-bb.echoes:
+		case <-time.After(5 * time.Second):
+			b.Fatal("no echo within 5s")
 		}
 		rtts = append(rtts, time.Since(start))
 	}
