@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -65,13 +66,23 @@ func (s *Server) onGivenUp(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadTimeout)
 	defer cancel()
 	if err := s.deadLetter(ctx, adv.Consumer, adv.StreamSeq, adv.Deliveries); err != nil {
-		s.log.Errorf("dead-lettering task %d of consumer %s: %v (trying again)", adv.StreamSeq, adv.Consumer, err)
-		_ = m.NakWithDelay(time.Second)
+		delay := retryDelay(m)
+		s.log.Errorf("dead-lettering task %d of consumer %s: %v (trying again in %s)", adv.StreamSeq, adv.Consumer, err, delay)
+		_ = m.NakWithDelay(delay)
 		return
 	}
 	if err := m.Ack(); err != nil {
 		s.log.Warnf("acknowledging the advisory of task %d: %v (it will be dead-lettered again, once)", adv.StreamSeq, err)
 	}
+}
+
+// retryDelay doubles from a second to five minutes with each delivery of m.
+func retryDelay(m jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if md, err := m.Metadata(); err == nil {
+		n = md.NumDelivered
+	}
+	return min(time.Second<<min(n-1, 9), 5*time.Minute)
 }
 
 // deadLetter copies the task at seq in TASKS to DEAD, stores a failed
@@ -93,7 +104,11 @@ func (s *Server) deadLetter(ctx context.Context, consumer string, seq uint64, de
 	id := wire.TaskID(raw.Header, seq)
 	dead := nats.NewMsg(wire.DeadSubject)
 	for k, v := range raw.Header {
-		dead.Header[k] = v
+		// The sender's own headers go along; JetStream's (an expected
+		// stream, a rollup) would make DEAD refuse the copy.
+		if !strings.HasPrefix(strings.ToLower(k), "nats-") {
+			dead.Header[k] = v
+		}
 	}
 	dead.Header.Set(wire.TaskIDHeader, id)
 	dead.Header.Set(wire.TaskSubjectHeader, raw.Subject)

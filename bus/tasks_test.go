@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
@@ -165,7 +166,21 @@ func TestDeadLetter(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.MaxDeliveries = maxDeliveries })
 	op := connect(t, s, ids, OperatorName)
-	sent := send(t, op.Conn, wire.RoleTasks("worker"), "doomed", "poison")
+	js, err := jetstream.New(op.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sender's headers go to DEAD with the task; JetStream's would
+	// make DEAD refuse it.
+	task := nats.NewMsg(wire.RoleTasks("worker"))
+	task.Header.Set(wire.TaskIDHeader, "doomed")
+	task.Header.Set("X-Job", "7")
+	task.Header.Set("Nats-Expected-Stream", wire.TasksStream)
+	task.Data = []byte("poison")
+	sentAt := time.Now()
+	if _, err := js.PublishMsg(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
 
 	for n := 1; n <= maxDeliveries; n++ {
 		got, ready := make(chan agent.Task, 1), make(chan struct{})
@@ -190,7 +205,7 @@ func TestDeadLetter(t *testing.T) {
 	startWorker(t, s.ClientURL(), ids, 2, e.handler(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := WaitResult(ctx, op.Conn, "doomed", sent.At)
+	res, err := WaitResult(ctx, op.Conn, "doomed", sentAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +216,18 @@ func TestDeadLetter(t *testing.T) {
 	waitEmpty(t, op.Conn)
 	if n := streamMsgs(t, op.Conn, wire.DeadStream); n != 1 {
 		t.Errorf("DEAD holds %d messages, want 1", n)
+	}
+	dead, err := js.Stream(ctx, wire.DeadStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letter, err := dead.GetLastMsgForSubject(ctx, wire.DeadSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := letter.Header; string(letter.Data) != "poison" || h.Get("X-Job") != "7" || h.Get(wire.TaskIDHeader) != "doomed" ||
+		h.Get(wire.TaskSubjectHeader) != wire.RoleTasks("worker") || h.Get(wire.DeliveriesHeader) != strconv.Itoa(maxDeliveries) {
+		t.Errorf("dead letter %q, headers %v", letter.Data, h)
 	}
 	if r := stored(t, op.Conn)["doomed"]; len(r) != 1 || len(e.ranBy("doomed")) != 0 {
 		t.Errorf("%d stored results, want 1: %+v; run again by %v", len(r), r, e.ranBy("doomed"))

@@ -268,8 +268,14 @@ func TestRemoveAllLeavesNothing(t *testing.T) {
 	h, fk := newFakes()
 	f := mustParse(t, threeAgents)
 	provision(t, h, f)
+	// What systemd made for flock.service's StateDirectory: the bus's store.
+	store := units.BusStateDirs[0] + "/jetstream"
+	fk.users.SetPath(users.Path{Path: store, Dir: true, Mode: 0o700})
 	if err := RemoveAll(ctx, h, f.Root, true); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok, _ := fk.users.PathState(ctx, store); ok {
+		t.Errorf("the bus's store %s still exists", store)
 	}
 	if sts, _ := fk.units.List(ctx); len(sts) != 0 {
 		t.Errorf("units left: %v", sts)

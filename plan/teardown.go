@@ -7,6 +7,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
 )
 
 // Remove deprovisions the agents with the given ids from a host whose
@@ -90,8 +91,8 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 // RemoveAll deprovisions everything of flock on the host: every
 // flock-agent@ unit, table inet flock, every flock user and group and the
 // sysusers drop-in, flock.service, the bus config and every credential;
-// with purge also root (the agents' directories, logs and
-// the shared directory).
+// with purge also root (the agents' directories, logs and the shared
+// directory) and the bus's store (tasks, results, dead letters).
 func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	sts, err := h.Units.List(ctx)
 	if err != nil {
@@ -120,6 +121,11 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	if purge && root != "" {
 		if err := h.Users.RemovePaths(ctx, []string{root}); err != nil {
 			return fmt.Errorf("removing %s: %w", root, err)
+		}
+	}
+	if purge {
+		if err := h.Users.RemovePaths(ctx, units.BusStateDirs); err != nil {
+			return fmt.Errorf("removing the bus's store: %w", err)
 		}
 	}
 	return nil

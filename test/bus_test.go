@@ -110,6 +110,42 @@ func TestBus(t *testing.T) {
 		}
 	})
 
+	t.Run("tasks are kept by the bus: --no-wait, a resent id, flockctl tasks", func(t *testing.T) {
+		id := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "--id", "kept-1", "--no-wait", "later"))
+		if id != "kept-1" {
+			t.Fatalf("flockctl send --no-wait printed %q, want the task id", id)
+		}
+		// Sent again: not stored again, and --wait finds the first one's result.
+		out, stderr, err := run(t, m, "flockctl", "send", "--to", "2", "--id", "kept-1", "again")
+		if err != nil || strings.TrimSpace(out) != "LATER" || !strings.Contains(stderr, "task kept-1 was already sent") {
+			t.Errorf("resending kept-1: err %v, out %q, stderr %q", err, out, stderr)
+		}
+		var entries []struct {
+			ID      string `json:"id"`
+			State   string `json:"state"`
+			Subject string `json:"subject"`
+			Agent   int    `json:"agent"`
+		}
+		out = mustRun(t, m, "flockctl", "tasks", "--output", "json")
+		if err := json.Unmarshal([]byte(out), &entries); err != nil {
+			t.Fatalf("flockctl tasks --output json: %v\n%s", err, out)
+		}
+		done := 0
+		for _, e := range entries {
+			if e.ID == "kept-1" && e.State == "done" && e.Subject == "tasks.agent.2" && e.Agent == 2 {
+				done++
+			}
+		}
+		if done != 1 {
+			t.Errorf("flockctl tasks lists kept-1 done by agent 2 %d times:\n%s", done, out)
+		}
+		// The store is flock.service's StateDirectory, owned by its dynamic user.
+		if out := mustRun(t, m, "ls", "/var/lib/private/flock-bus/jetstream/$G/streams"); !strings.Contains(out, "TASKS") || !strings.Contains(out, "RESULTS") || !strings.Contains(out, "DEAD") {
+			t.Errorf("the bus's streams are not under its state directory: %q", out)
+		}
+		t.Logf("flockctl tasks:\n%s", mustRun(t, m, "flockctl", "tasks"))
+	})
+
 	t.Run("bad input to send names the fix and sends nothing", func(t *testing.T) {
 		for argv, want := range map[string]string{
 			"--to 3 x":       "agent 3 is a monitor without a command",

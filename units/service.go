@@ -23,6 +23,11 @@ const DefaultUnitDir = "/etc/systemd/system"
 // DefaultFlockctlBin is where `make install` puts flockctl.
 const DefaultFlockctlBin = "/usr/local/bin/flockctl"
 
+// BusStateDirs are where systemd keeps BusUnit's StateDirectory=flock-bus
+// (the bus's tasks, results and dead letters): a DynamicUser unit's lives
+// under /var/lib/private, reached through a symlink.
+var BusStateDirs = []string{"/var/lib/private/flock-bus", "/var/lib/flock-bus"}
+
 // ServiceStatus is flock.service as the host has it.
 type ServiceStatus struct {
 	File        []byte // the unit file as installed; nil if there is none

@@ -20,8 +20,8 @@ func newDeprovision() *cobra.Command {
 		Use:   "deprovision (-f FILE | --all) [--purge]",
 		Short: "Stop agents and remove their units, users and firewall rules",
 		Long: `deprovision -f FILE removes the agents that FILE names; --all removes
-everything flock created on this host. Agents' directories and logs are kept
-unless --purge is given.`,
+everything flock created on this host. Agents' directories and logs, and
+the bus's store of tasks and results, are kept unless --purge is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (file == "") == !all {
@@ -87,7 +87,7 @@ unless --purge is given.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "spec naming the agents to remove")
 	cmd.Flags().BoolVar(&all, "all", false, "remove everything flock created on this host")
-	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs")
+	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs (with --all: and the bus's store)")
 	return cmd
 }
 
