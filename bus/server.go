@@ -50,6 +50,9 @@ type Server struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream // nc's JetStream API: the bus keeps its streams with it
 	givenUp jetstream.ConsumeContext
+	// storeLimit is the server's bound on the store: store_max, or more
+	// while streams made for a larger store_max shrink (raiseStoreLimit).
+	storeLimit int64
 
 	reloadMu sync.Mutex // one Reload at a time
 
@@ -72,7 +75,8 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]wire.HeartbeatMsg{}}
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]wire.HeartbeatMsg{},
+		storeLimit: c.Tasks.withDefaults().StoreMax}
 	s.log.learn(s.names(c))
 	so, err := s.serverOptions(c)
 	if err != nil {
@@ -128,7 +132,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// refuses new tasks rather than dropping queued ones.
 		JetStream:          true,
 		StoreDir:           s.opts.StoreDir,
-		JetStreamMaxStore:  t.StoreMax,
+		JetStreamMaxStore:  s.storeLimit,
 		JetStreamMaxMemory: t.MemoryMax,
 	}
 	if c.Monitor != "" {

@@ -23,12 +23,49 @@ const setupTimeout = 30 * time.Second
 // the tasks that ran out of deliveries, those of before the start
 // included.
 func (s *Server) startTasks(c Config) error {
+	if err := s.raiseStoreLimit(c); err != nil {
+		return err
+	}
 	if err := s.ensureTasks(c); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	return s.watchGivenUp(ctx)
+}
+
+// raiseStoreLimit lets streams made under a larger store_max shrink.
+// JetStream refuses to change any stream while the streams reserve more
+// than the server's bound, and a running server's bound may grow but not
+// shrink: so the bound is raised to what they reserve, they shrink to
+// store_max between them (ensureTasks), and the server keeps the larger
+// bound until its next start, where it is store_max again.
+func (s *Server) raiseStoreLimit(c Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	var reserved int64
+	streams := s.js.ListStreams(ctx)
+	for si := range streams.Info() {
+		if si.Config.Storage == jetstream.FileStorage && si.Config.MaxBytes > 0 {
+			reserved += si.Config.MaxBytes
+		}
+	}
+	if err := streams.Err(); err != nil {
+		return fmt.Errorf("listing the streams: %w", err)
+	}
+	if reserved <= s.storeLimit {
+		return nil
+	}
+	s.log.Noticef("store_max is now %d bytes, the streams were made for %d: they shrink now, the server's own bound at its next start", s.storeLimit, reserved)
+	s.storeLimit = reserved
+	so, err := s.serverOptions(c)
+	if err != nil {
+		return err
+	}
+	if err := s.ns.ReloadOptions(so); err != nil {
+		return fmt.Errorf("raising the store's bound to %d bytes for the streams to shrink: %w", reserved, err)
+	}
+	return nil
 }
 
 // ensureTasks creates or updates the three streams and the consumers of

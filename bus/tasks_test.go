@@ -346,3 +346,38 @@ func TestReloadConsumers(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreMaxShrinks: the bus starts again on its store after store_max
+// was lowered below what its streams were made for (JetStream refuses to
+// change streams that reserve more than the server's bound), keeps what
+// was queued, and bounds its streams by the new store_max.
+//
+// Tier: unit (no root).
+func TestStoreMaxShrinks(t *testing.T) {
+	ids := newIdentities(t, everyoneAnd4...)
+	dir := t.TempDir()
+	s := taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Tasks.StoreMax = 2 << 30 })
+	send(t, connect(t, s, ids, OperatorName).Conn, wire.RoleTasks("worker"), "queued", "x")
+	s.Shutdown()
+	for range 2 { // lowered, then started again as it is
+		s = taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Tasks.StoreMax = 128 << 20 })
+		op := connect(t, s, ids, OperatorName)
+		if n := streamMsgs(t, op.Conn, wire.TasksStream); n != 1 {
+			t.Errorf("TASKS holds %d tasks, want the one queued", n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		js, err := jetstream.New(op.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		for si := range js.ListStreams(ctx).Info() {
+			total += si.Config.MaxBytes
+		}
+		cancel()
+		if total > 128<<20 {
+			t.Errorf("the streams may hold %d bytes, more than store_max", total)
+		}
+		s.Shutdown()
+	}
+}
