@@ -179,7 +179,13 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		{"TasksMax", uint64(a.Limits.Tasks)},
 	}
 	props = append(props, restartPolicy(o.SystemdVersion)...)
-	props = append(props, Property{"TimeoutStopUSec", usec(15 * time.Second)})
+	props = append(props,
+		// SIGTERM to flock-agent alone: it stops a running task's command
+		// itself and gives the task back to the queue. Sent to the whole
+		// cgroup, the command could die first and be reported as failed.
+		// What is left after it exits gets SIGKILL.
+		Property{"KillMode", "mixed"},
+		Property{"TimeoutStopUSec", usec(15 * time.Second)})
 
 	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
 	u.Hash = hashOf(props, o.AgentBuild)
