@@ -280,7 +280,7 @@ func TestVMAnsible(t *testing.T) {
 			}
 		}
 		for _, path := range []string{"/usr/local/bin/flockctl", "/usr/local/bin/flock-agent", "/etc/flock", "/etc/systemd/system/flock.service"} {
-			if out, _, err := p.vmRun(t, "ls", "-d", path); err == nil {
+			if out, _, err := p.run(t, "ls", "-d", path); err == nil {
 				t.Errorf("--check made %s", out)
 			}
 		}
@@ -310,13 +310,13 @@ func TestVMAnsible(t *testing.T) {
 			}
 		}
 		p.v.Eventually(t, time.Minute, func() error {
-			out, _, err := p.vmRun(t, "systemctl", "is-active", "flock-agent@3")
+			out, _, err := p.run(t, "systemctl", "is-active", "flock-agent@3")
 			if strings.TrimSpace(out) != "active" {
 				return fmt.Errorf("systemctl is-active flock-agent@3: %q (%v)", out, err)
 			}
 			return nil
 		})
-		out, _, err := p.vmRun(t, "systemctl", "status", "--no-pager", "flock-agent@3")
+		out, _, err := p.run(t, "systemctl", "status", "--no-pager", "flock-agent@3")
 		if err != nil || !strings.Contains(out, "Active: active (running)") {
 			t.Errorf("systemctl status flock-agent@3: %v\n%s", err, out)
 		}
@@ -328,7 +328,7 @@ func TestVMAnsible(t *testing.T) {
 		if got := fmt.Sprint(agentIDs(p.status(t))); got != fmt.Sprint(vmAgents) {
 			t.Errorf("flockctl status lists agents %s, want %v", got, vmAgents)
 		}
-		if out, _, err := p.vmRun(t, "systemctl", "is-enabled", "flock.service"); strings.TrimSpace(out) != "enabled" {
+		if out, _, err := p.run(t, "systemctl", "is-enabled", "flock.service"); strings.TrimSpace(out) != "enabled" {
 			t.Errorf("systemctl is-enabled flock.service: %q (%v)", out, err)
 		}
 		if !strings.Contains(r.out, "flock-agent@3.service") || !strings.Contains(r.out, "ID  USER") {
@@ -392,7 +392,7 @@ func TestVMAnsible(t *testing.T) {
 			t.Errorf("the plan touches another agent than 2:\n%s", plan)
 		}
 		p.assertSame(t, before, p.snapshot(t))
-		if out, _, _ := p.vmRun(t, "sh", "-c", "ls -d /tmp/flock-spec.* 2>/dev/null"); strings.TrimSpace(out) != "" {
+		if out, _, _ := p.run(t, "sh", "-c", "ls -d /tmp/flock-spec.* 2>/dev/null"); strings.TrimSpace(out) != "" {
 			t.Errorf("the check run left its temporary spec behind: %s", out)
 		}
 	})
@@ -666,7 +666,7 @@ func parseTasks(out string) map[string]string {
 	return tasks
 }
 
-func (p *ansiblePlayer) vmRun(t testing.TB, argv ...string) (string, string, error) {
+func (p *ansiblePlayer) run(t testing.TB, argv ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -675,7 +675,7 @@ func (p *ansiblePlayer) vmRun(t testing.TB, argv ...string) (string, string, err
 
 func (p *ansiblePlayer) status(t testing.TB) []agentStatus {
 	t.Helper()
-	out, errOut, err := p.vmRun(t, "flockctl", "status", "--output", "json")
+	out, errOut, err := p.run(t, "flockctl", "status", "--output", "json")
 	if err != nil {
 		t.Fatalf("flockctl status --output json: %v\n%s%s", err, out, errOut)
 	}
@@ -697,11 +697,11 @@ func (p *ansiblePlayer) snapshot(t testing.TB) map[string]string {
 		"state":    {"sh", "-c", "cat /var/lib/flock/applied.json /etc/flock/bus.json"},
 		"users":    {"sh", "-c", "getent passwd | grep ^flock"},
 	} {
-		out, errOut, err := p.vmRun(t, argv...)
+		out, errOut, err := p.run(t, argv...)
 		snap[name] = fmt.Sprintf("%s%s err=%v", out, errOut, err)
 	}
 	// flockctl's view, less what moves by itself (heartbeats).
-	out, errOut, err := p.vmRun(t, "flockctl", "status", "--output", "json")
+	out, errOut, err := p.run(t, "flockctl", "status", "--output", "json")
 	var rows []map[string]any
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &rows)
@@ -713,7 +713,7 @@ func (p *ansiblePlayer) snapshot(t testing.TB) map[string]string {
 	b, _ := json.Marshal(rows)
 	snap["status"] = fmt.Sprintf("%s err=%v %s", b, err, errOut)
 	for _, unit := range []string{"flock.service", unitName(1), unitName(2), unitName(3)} {
-		out, errOut, err := p.vmRun(t, "systemctl", "show", "-p", "ActiveState", "-p", "ActiveEnterTimestamp",
+		out, errOut, err := p.run(t, "systemctl", "show", "-p", "ActiveState", "-p", "ActiveEnterTimestamp",
 			"-p", "ActiveEnterTimestampMonotonic", "-p", "InvocationID", "-p", "MainPID", unit)
 		snap[unit] = fmt.Sprintf("%s%s err=%v", out, errOut, err)
 	}

@@ -24,11 +24,17 @@ const (
 	specPath  = "/root/flock.yaml"
 	probeBin  = "/usr/local/bin/probe"
 	agentsDir = "/srv/flock/agents"
-	cmdWait   = 2 * time.Minute // bound on any one command in the machine
+	cmdWait   = 5 * time.Minute // bound on any one command (a VM emulates its CPU)
 )
 
-// run runs argv in the machine and returns its output and error, bounded.
-func run(t testing.TB, m *harness.Machine, argv ...string) (stdout, stderr string, err error) {
+// runner is a booted machine or VM: argv runs there as root.
+type runner interface {
+	Run(ctx context.Context, argv ...string) (stdout, stderr string, err error)
+}
+
+// run runs argv in the machine or VM and returns its output and error,
+// bounded.
+func run(t testing.TB, m runner, argv ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdWait)
 	defer cancel()
@@ -36,7 +42,7 @@ func run(t testing.TB, m *harness.Machine, argv ...string) (stdout, stderr strin
 }
 
 // mustRun runs argv and fails the test unless it exits 0.
-func mustRun(t testing.TB, m *harness.Machine, argv ...string) string {
+func mustRun(t testing.TB, m runner, argv ...string) string {
 	t.Helper()
 	out, errOut, err := run(t, m, argv...)
 	if err != nil {

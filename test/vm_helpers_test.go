@@ -5,48 +5,27 @@ package test
 // their bounds are longer.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flockrun/flock/test/harness"
 )
 
-// vmCmdWait bounds any one command in the VM (software emulation).
-const vmCmdWait = 5 * time.Minute
-
-func vmRun(t testing.TB, v *harness.VM, argv ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), vmCmdWait)
-	defer cancel()
-	return v.Run(ctx, argv...)
-}
-
-func vmMustRun(t testing.TB, v *harness.VM, argv ...string) string {
-	t.Helper()
-	out, errOut, err := vmRun(t, v, argv...)
-	if err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(argv, " "), err, out, errOut)
-	}
-	return out
-}
-
 func vmProvision(t testing.TB, v *harness.VM, spec string) {
 	t.Helper()
 	if err := v.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatalf("write spec: %v", err)
 	}
-	vmMustRun(t, v, "flockctl", "provision", "-f", specPath)
+	mustRun(t, v, "flockctl", "provision", "-f", specPath)
 }
 
 // vmStatus is `flockctl status --output json`, or its error.
 func vmStatus(t testing.TB, v *harness.VM) ([]agentStatus, error) {
 	t.Helper()
-	out, errOut, err := vmRun(t, v, "flockctl", "status", "--output", "json")
+	out, errOut, err := run(t, v, "flockctl", "status", "--output", "json")
 	if err != nil {
 		return nil, fmt.Errorf("flockctl status: %w\n%s", err, errOut)
 	}
@@ -92,7 +71,7 @@ func vmProps(t testing.TB, v *harness.VM, unit string, props ...string) map[stri
 	for _, p := range props {
 		argv = append(argv, "-p", p)
 	}
-	return parseProps(vmMustRun(t, v, argv...))
+	return parseProps(mustRun(t, v, argv...))
 }
 
 // percentile is the p-th percentile (0..100) of xs, nearest rank.

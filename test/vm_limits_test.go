@@ -96,7 +96,7 @@ func agentCgroup(id int) string {
 // Tier: root + VM (qemu).
 func TestVMEnforcesLimits(t *testing.T) {
 	v := harness.BootVM(t)
-	vmMustRun(t, v, "mkdir", "-p", hogDir)
+	mustRun(t, v, "mkdir", "-p", hogDir)
 	for name, src := range map[string]string{"memhog.py": memHog, "forkbomb.py": forkBomb} {
 		if err := v.WriteFile(hogDir+"/"+name, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -109,13 +109,13 @@ func TestVMEnforcesLimits(t *testing.T) {
 	if got, want := "/sys/fs/cgroup"+neighbour["ControlGroup"], agentCgroup(neighbourID); got != want {
 		t.Fatalf("agent %d's cgroup is %s, want %s", neighbourID, got, want)
 	}
-	vmMustRun(t, v, "systemd-run", "--unit", recorderUnit, "--property", "Type=exec",
+	mustRun(t, v, "systemd-run", "--unit", recorderUnit, "--property", "Type=exec",
 		probeBin, "heartbeats", "-agent", strconv.Itoa(neighbourID), "-out", recorderOut)
 	recordStart := time.Now()
 
 	vmProvision(t, v, limitsSpec)
 	var watch []cgroupWatch
-	out := vmMustRun(t, v, probeBin, "cgroup", "-for", watchFor.String(), "-every", "20ms",
+	out := mustRun(t, v, probeBin, "cgroup", "-for", watchFor.String(), "-every", "20ms",
 		agentCgroup(memHogID), agentCgroup(forkBombID), agentCgroup(cpuHogID))
 	if err := json.Unmarshal([]byte(out), &watch); err != nil || len(watch) != 3 {
 		t.Fatalf("probe cgroup: %v\n%s", err, out)
@@ -169,7 +169,7 @@ func checkMemoryHog(t *testing.T, v *harness.VM, w cgroupWatch) {
 		}
 		return nil
 	})
-	unitLog := vmMustRun(t, v, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
+	unitLog := mustRun(t, v, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
 	if !strings.Contains(unitLog, "Failed with result 'oom-kill'") {
 		t.Errorf("%s never failed with result 'oom-kill'; its journal:\n%s", unit, tailLines(unitLog, 30))
 	}
@@ -177,7 +177,7 @@ func checkMemoryHog(t *testing.T, v *harness.VM, w cgroupWatch) {
 	// line that follows it.
 	var usageKB, limitKB []uint64
 	var pending []string
-	for _, l := range strings.Split(vmMustRun(t, v, "journalctl", "-k", "--no-pager", "-o", "cat"), "\n") {
+	for _, l := range strings.Split(mustRun(t, v, "journalctl", "-k", "--no-pager", "-o", "cat"), "\n") {
 		if m := memUsageRe.FindStringSubmatch(l); m != nil {
 			pending = m
 		} else if m := oomKillRe.FindStringSubmatch(l); m != nil && pending != nil {
@@ -266,7 +266,7 @@ func checkNeighbour(t *testing.T, v *harness.VM, mainPID string, recordStart tim
 	if p["ActiveState"] != "active" || p["MainPID"] != mainPID || p["NRestarts"] != "0" {
 		t.Errorf("%s did not run undisturbed: %v (MainPID was %s)", unit, p, mainPID)
 	}
-	vmMustRun(t, v, "systemctl", "stop", recorderUnit)
+	mustRun(t, v, "systemctl", "stop", recorderUnit)
 	var hb heartbeats
 	v.Eventually(t, time.Minute, func() error {
 		b, err := v.ReadFile(recorderOut)

@@ -27,7 +27,7 @@ func TestVMRebootBringsTheFlockBack(t *testing.T) {
 	}
 	vmProvision(t, v, string(example))
 	before := vmWaitActive(t, v, 2*time.Minute, 1, 2, 3)
-	if out := vmMustRun(t, v, "systemctl", "status", "--no-pager", "flock-agent@3"); !strings.Contains(out, "Active: active (running)") {
+	if out := mustRun(t, v, "systemctl", "status", "--no-pager", "flock-agent@3"); !strings.Contains(out, "Active: active (running)") {
 		t.Fatalf("systemctl status flock-agent@3 is not active (running):\n%s", out)
 	}
 
@@ -39,7 +39,7 @@ func TestVMRebootBringsTheFlockBack(t *testing.T) {
 
 	var after []agentStatus
 	v.Eventually(t, 3*time.Minute, func() error {
-		if st, _, err := vmRun(t, v, "systemctl", "is-active", "flock.service"); err != nil {
+		if st, _, err := run(t, v, "systemctl", "is-active", "flock.service"); err != nil {
 			return fmt.Errorf("flock.service is %s", strings.TrimSpace(st))
 		}
 		var err error
@@ -55,7 +55,7 @@ func TestVMRebootBringsTheFlockBack(t *testing.T) {
 			t.Errorf("agent %d: user %s uid %d after the reboot, was %s uid %d", a.ID, a.User, a.UID, b.User, b.UID)
 		}
 	}
-	if out, _, err := vmRun(t, v, "systemctl", "status", "--no-pager", "flock-agent@3"); err != nil || !strings.Contains(out, "Active: active (running)") {
+	if out, _, err := run(t, v, "systemctl", "status", "--no-pager", "flock-agent@3"); err != nil || !strings.Contains(out, "Active: active (running)") {
 		t.Errorf("systemctl status flock-agent@3 after the reboot (%v):\n%s", err, out)
 	}
 }

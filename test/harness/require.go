@@ -64,19 +64,33 @@ func BootWith(t testing.TB, o Options) *Machine {
 	if err != nil {
 		t.Fatalf("boot: %v", err)
 	}
+	closeAtEnd(t, "machine "+m.name, m, 30*time.Second)
+	return m
+}
+
+// booted is what Machine and VM share for closeAtEnd.
+type booted interface {
+	Run(ctx context.Context, argv ...string) (stdout, stderr string, err error)
+	ConsoleTail(n int) string
+	Close() error
+}
+
+// closeAtEnd closes b when the test ends; if the test failed, b's console
+// tail and journal are logged first (reading the journal may take up to
+// wait).
+func closeAtEnd(t testing.TB, what string, b booted, wait time.Duration) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("machine %s: console tail:\n%s", m.name, m.ConsoleTail(50))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			out, errOut, err := m.Run(ctx, "journalctl", "-n", "100", "--no-pager")
+			t.Logf("%s: console tail:\n%s", what, b.ConsoleTail(50))
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			out, errOut, err := b.Run(ctx, "journalctl", "-n", "100", "--no-pager")
 			cancel()
-			t.Logf("machine %s: journalctl -n 100 (%v):\n%s%s", m.name, err, out, errOut)
+			t.Logf("%s: journalctl -n 100 (%v):\n%s%s", what, err, out, errOut)
 		}
-		if err := m.Close(); err != nil {
+		if err := b.Close(); err != nil {
 			t.Errorf("%v", err)
 		}
 	})
-	return m
 }
 
 // testLog sends the harness's progress lines to the test's log.

@@ -63,18 +63,7 @@ func BootVMWith(t testing.TB, o VMOptions) *VM {
 	if err != nil {
 		t.Fatalf("boot VM: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("vm %s: console tail:\n%s", v.name, v.ConsoleTail(50))
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			out, errOut, err := v.Run(ctx, "journalctl", "-n", "100", "--no-pager")
-			cancel()
-			t.Logf("vm %s: journalctl -n 100 (%v):\n%s%s", v.name, err, out, errOut)
-		}
-		if err := v.Close(); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
+	closeAtEnd(t, "vm "+v.name, v, time.Minute)
 	return v
 }
 
