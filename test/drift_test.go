@@ -58,3 +58,50 @@ func TestDriftIsSeenAndRepaired(t *testing.T) {
 		})
 	}
 }
+
+// An agent's argv reaches it as written ($VAR and %specifiers literal),
+// and a daemon-reload (any package install does one) leaves every agent
+// running: systemd 252 could not read back the ExecStartEx it wrote for
+// a transient unit, and a reload left agents without a command.
+func TestDaemonReloadKeepsAgents(t *testing.T) {
+	// Tier: root + nspawn.
+	m := harness.Boot(t)
+	provision(t, m, `agents:
+  - id: 1
+    exec: ["/bin/sh", "-c", "printf '%s|%s' \"$1\" \"$2\" > \"$HOME/args\"; exec sleep infinity", "sh", "$HOME", "%i ${X}"]
+  - id: 2
+    command: ["/usr/bin/tr", "a-z", "A-Z"]
+`)
+	waitActive(t, m, 1, 2)
+	var args []byte
+	m.Eventually(t, 10*time.Second, func() (err error) {
+		args, err = m.ReadFile("/srv/flock/agents/1/args")
+		return err
+	})
+	if got := string(args); got != "$HOME|%i ${X}" {
+		t.Errorf("agent 1 received %q, want the spec's arguments as written", got)
+	}
+	pids := map[int]string{}
+	for _, id := range []int{1, 2} {
+		pids[id] = unitProp(t, m, id, "MainPID")
+	}
+	mustRun(t, m, "systemctl", "daemon-reload")
+	waitActive(t, m, 1, 2)
+	for _, id := range []int{1, 2} {
+		if got := unitProp(t, m, id, "MainPID"); got != pids[id] {
+			t.Errorf("agent %d: MainPID %s after daemon-reload, was %s", id, got, pids[id])
+		}
+		if st := unitProp(t, m, id, "ExecStart"); !strings.Contains(st, "flock-agent") {
+			t.Errorf("agent %d lost its command in the reload: ExecStart=%q", id, st)
+		}
+	}
+	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(out, "nothing to do") {
+		t.Errorf("after a daemon-reload provision plans:\n%s", out)
+	}
+	// And the agents still stop and start: restart agent 1 through systemd.
+	mustRun(t, m, "systemctl", "restart", "flock-agent@1.service")
+	waitActive(t, m, 1, 2)
+	if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after a reload")); out != "AFTER A RELOAD" {
+		t.Errorf("flockctl send after a daemon-reload: %q", out)
+	}
+}

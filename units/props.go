@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flockrun/flock/bus/wire"
@@ -31,11 +32,11 @@ const DefaultAgentBin = "/usr/local/bin/flock-agent"
 
 // The D-Bus shapes of the structured properties, in systemd's field order.
 type (
-	// ExecCommand is one entry of ExecStartEx, a(sasas).
+	// ExecCommand is one entry of ExecStart, a(sasb).
 	ExecCommand struct {
-		Path  string
-		Argv  []string
-		Flags []string
+		Path          string
+		Argv          []string
+		IgnoreFailure bool
 	}
 	// TmpFS is one entry of TemporaryFileSystem, a(ss).
 	TmpFS struct {
@@ -63,6 +64,16 @@ type (
 		Names []string
 	}
 )
+
+// literalArgv escapes what systemd would expand in a command's
+// arguments: "$VAR" and "${VAR}".
+func literalArgv(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+	return out
+}
 
 // credentialID is the name of the bus credential in the agent's
 // $CREDENTIALS_DIRECTORY.
@@ -105,8 +116,13 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	}
 	props := []Property{
 		{"Type", "exec"}, // the start job fails if the runner cannot be executed
-		// no-env-expand: the spec's argv reaches the program as written.
-		{"ExecStartEx", []ExecCommand{{Path: bin, Argv: argv, Flags: []string{"no-env-expand"}}}},
+		// ExecStart, not ExecStartEx with no-env-expand: systemd 252
+		// writes ExecStartEx into the transient unit's file and cannot
+		// read it back, so a daemon-reload left every agent without a
+		// command. "$" is doubled instead, which systemd reads as a
+		// literal "$" at exec time, before a reload and after: the spec's
+		// argv reaches the program as written.
+		{"ExecStart", []ExecCommand{{Path: bin, Argv: literalArgv(argv)}}},
 		{"User", user},
 		{"Group", user},
 		{"SupplementaryGroups", []string{spec.SharedGroup}},

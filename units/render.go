@@ -43,7 +43,7 @@ func renderValue(v any) string {
 	case []ExecCommand:
 		var parts []string
 		for _, c := range v {
-			parts = append(parts, fmt.Sprintf("{path=%s argv=%s flags=%s}", c.Path, quoteAll(c.Argv), strings.Join(c.Flags, ",")))
+			parts = append(parts, fmt.Sprintf("{path=%s argv=%s ignore_failure=%v}", c.Path, quoteAll(c.Argv), c.IgnoreFailure))
 		}
 		return strings.Join(parts, " ")
 	case []TmpFS:
