@@ -88,23 +88,7 @@ func flockTasks(b *testing.B) *taskBench {
 // and a results stream, workers doing the same steps by hand (pull one,
 // store the result, acknowledge).
 func bareTasks(b *testing.B) *taskBench {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns.Start()
-	b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		b.Fatal("bare nats-server not ready")
-	}
-	conn := func() *nats.Conn {
-		nc, err := nats.Connect(ns.ClientURL(), nats.NoReconnect())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(nc.Close)
-		return nc
-	}
+	conn := bareServer(b, server.Options{JetStream: true, StoreDir: b.TempDir()})
 	ctx := context.Background()
 	js, err := jetstream.New(conn())
 	if err != nil {

@@ -49,7 +49,16 @@ func flockBench(b *testing.B) *benchBus {
 
 // bareBench is nats-server as it comes: no users, no permissions.
 func bareBench(b *testing.B) *benchBus {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	conn := bareServer(b, server.Options{})
+	return &benchBus{orch: conn(), worker: conn(), monitor: conn()}
+}
+
+// bareServer starts the floor the benchmarks compare against: nats-server
+// on loopback with o's extra settings (JetStream for the tasks), and
+// returns how to connect to it with no credentials.
+func bareServer(b *testing.B, o server.Options) (conn func() *nats.Conn) {
+	o.Host, o.Port, o.NoSigs = "127.0.0.1", -1, true
+	ns, err := server.NewServer(&o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +67,7 @@ func bareBench(b *testing.B) *benchBus {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		b.Fatal("bare nats-server not ready")
 	}
-	conn := func() *nats.Conn {
+	return func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL(), nats.NoReconnect())
 		if err != nil {
 			b.Fatal(err)
@@ -66,7 +75,6 @@ func bareBench(b *testing.B) *benchBus {
 		b.Cleanup(nc.Close)
 		return nc
 	}
-	return &benchBus{orch: conn(), worker: conn(), monitor: conn()}
 }
 
 // BenchmarkBus compares flock's bus with a bare nats-server in one run:

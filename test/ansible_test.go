@@ -267,17 +267,13 @@ func TestVMAnsible(t *testing.T) {
 		if r.recap.Changed == 0 {
 			t.Errorf("--check on a new host: changed=0, want changes\n%s", r.out)
 		}
-		for task, want := range map[string]string{
+		r.assertTasks(t, map[string]string{
 			"Install flockctl in /usr/local/bin":                         "changed",
 			"Install the spec (flockctl explain checks it first)":        "changed",
 			"Say that a real run would install and provision everything": "changed",
 			"Ask flockctl provision --dry-run what it would change":      "skipping",
 			"Keep flock.service (the bus) enabled and running":           "skipping",
-		} {
-			if got := r.tasks[task]; got != want {
-				t.Errorf("task %q: %q, want %q\n%s", task, got, want, r.out)
-			}
-		}
+		})
 		for _, path := range []string{"/usr/local/bin/flockctl", "/usr/local/bin/flock-agent", "/etc/flock", "/etc/systemd/system/flock.service"} {
 			if out, _, err := p.run(t, "ls", "-d", path); err == nil {
 				t.Errorf("--check made %s", out)
@@ -293,7 +289,7 @@ func TestVMAnsible(t *testing.T) {
 		if r.recap.Changed == 0 {
 			t.Errorf("first run: changed=0, want changes\n%s", r.out)
 		}
-		for task, want := range map[string]string{
+		r.assertTasks(t, map[string]string{
 			"Install flockctl in /usr/local/bin":                  "changed",
 			"Install flock-agent in /usr/local/bin":               "changed",
 			"Install the spec (flockctl explain checks it first)": "changed",
@@ -303,11 +299,7 @@ func TestVMAnsible(t *testing.T) {
 			// provision installed and started it: the task only confirms.
 			"Keep flock.service (the bus) enabled and running": "ok",
 			"Read flockctl status":                             "ok",
-		} {
-			if got := r.tasks[task]; got != want {
-				t.Errorf("task %q: %q, want %q\n%s", task, got, want, r.out)
-			}
-		}
+		})
 		p.v.Eventually(t, time.Minute, func() error {
 			out, _, err := p.run(t, "systemctl", "is-active", "flock-agent@3")
 			if strings.TrimSpace(out) != "active" {
@@ -361,16 +353,12 @@ func TestVMAnsible(t *testing.T) {
 		if r.recap.Changed == 0 {
 			t.Errorf("--check with a changed spec: changed=0, want changes\n%s", r.out)
 		}
-		for task, want := range map[string]string{
+		r.assertTasks(t, map[string]string{
 			"Install the spec (flockctl explain checks it first)":   "changed",
 			"Ask flockctl provision --dry-run what it would change": "changed",
 			"Show flockctl's plan":                                  "ok",
 			"Provision the flock":                                   "skipping",
-		} {
-			if got := r.tasks[task]; got != want {
-				t.Errorf("task %q: %q, want %q\n%s", task, got, want, r.out)
-			}
-		}
+		})
 		// The template's diff, and flockctl's plan: agent 2 restarts, no
 		// other agent does.
 		// The spec's diff is the change alone (the rendering is canonical).
@@ -602,6 +590,16 @@ func (r ansibleRun) mustSucceed(t *testing.T) {
 }
 
 // section is what the play printed for the task name, up to the next.
+// assertTasks checks what each named task did: changed, ok, skipping...
+func (r ansibleRun) assertTasks(t *testing.T, want map[string]string) {
+	t.Helper()
+	for task, w := range want {
+		if got := r.tasks[task]; got != w {
+			t.Errorf("task %q: %q, want %q\n%s", task, got, w, r.out)
+		}
+	}
+}
+
 func (r ansibleRun) section(name string) string {
 	i := strings.Index(r.out, name+"] *")
 	if i < 0 {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -17,13 +16,11 @@ import (
 
 // boot is one run of systemd-nspawn.
 type boot struct {
-	cmd     *exec.Cmd
-	nspawn  procID
-	init    procID        // the container's systemd
-	done    chan struct{} // closed when nspawn has exited and been reaped
-	waitErr error         // nspawn's exit, valid after done
-	logf    func(string, ...any)
-	name    string
+	*tied  // nspawn
+	nspawn procID
+	init   procID // the container's systemd
+	logf   func(string, ...any)
+	name   string
 }
 
 // stop waits this long for nspawn to halt the machine after SIGTERM
@@ -79,33 +76,11 @@ func (m *Machine) spawn() (*boot, error) {
 	argv = append(argv, m.o.NspawnArgs...)
 	cmd := exec.Command(m.nspawn, argv...)
 	cmd.Stdout, cmd.Stderr = console, console
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Out of our process group: a ^C at the terminal goes to the
-		// test, whose cleanup halts the machine in order.
-		Setpgid: true,
-		// If the test process dies without cleanup (timeout panic,
-		// SIGKILL), nspawn halts the machine instead of living on.
-		Pdeathsig: syscall.SIGTERM,
-	}
-	b := &boot{cmd: cmd, done: make(chan struct{}), logf: m.logf, name: m.name}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the forking *thread* exits,
-		// and Go may end a thread under a running test: fork from a thread
-		// of our own, kept until nspawn has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		b.waitErr = cmd.Wait()
-		close(b.done)
-	}()
-	if err := <-started; err != nil {
+	t, err := startTied(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", m.nspawn, strings.Join(argv, " "), err)
 	}
+	b := &boot{tied: t, logf: m.logf, name: m.name}
 	if b.nspawn, err = procOf(cmd.Process.Pid); err != nil {
 		// Already gone: the wait below reports how.
 		b.nspawn = procID{pid: cmd.Process.Pid}

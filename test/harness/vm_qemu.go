@@ -11,18 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
 type qemuProc struct {
-	cmd     *exec.Cmd
-	id      procID
-	done    chan struct{} // closed when qemu has exited and been reaped
-	waitErr error         // valid after done
+	*tied
+	id procID
 }
 
 func (q *qemuProc) exited() (bool, error) {
@@ -105,28 +101,11 @@ func (v *VM) startQemu() error {
 	}
 	cmd := exec.Command("qemu-system-x86_64", argv...)
 	cmd.Stdout, cmd.Stderr = qlog, qlog
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // a ^C goes to the test, whose cleanup powers off in order
-		Pdeathsig: syscall.SIGTERM, // the test died without cleanup: qemu quits
-	}
-	q := &qemuProc{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the forking thread exits:
-		// fork from a thread of our own, kept until qemu has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		q.waitErr = cmd.Wait()
-		close(q.done)
-	}()
-	if err := <-started; err != nil {
+	t, err := startTied(cmd)
+	if err != nil {
 		return fmt.Errorf("qemu-system-x86_64 %s: %w", strings.Join(argv, " "), err)
 	}
+	q := &qemuProc{tied: t}
 	if q.id, err = procOf(cmd.Process.Pid); err != nil {
 		q.id = procID{pid: cmd.Process.Pid} // already gone; waitBooted says how
 	}
