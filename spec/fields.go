@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,6 +33,12 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	}
 	if n, ok := fs["exec"]; ok {
 		a.Exec = w.command(n, join(path, "exec"), "the agent's own program")
+	}
+	if n, ok := fs["rootfs"]; ok {
+		a.Rootfs = w.rootfs(n, join(path, "rootfs"))
+	}
+	if n, ok := fs["image"]; ok {
+		a.Image = w.image(n, join(path, "image"))
 	}
 	if n, ok := fs["task_timeout"]; ok {
 		a.TaskTimeout = w.duration(n, join(path, "task_timeout"), time.Second, 24*time.Hour, "5m")
@@ -63,10 +70,7 @@ func (w *walker) role(n *yaml.Node, path string) Role {
 }
 
 func (w *walker) level(n *yaml.Node, path string) Level {
-	l, ok := oneOf(w, n, path, "a level", "process, podman or gvisor", LevelProcess, LevelProcess, LevelPodman, LevelGVisor)
-	if ok && l != LevelProcess {
-		w.fail(path, "%s is not yet supported by this flockctl (it is planned); use level: process", l)
-	}
+	l, _ := oneOf(w, n, path, "a level", "process, podman or gvisor", LevelProcess, LevelProcess, LevelPodman, LevelGVisor)
 	return l
 }
 
@@ -102,6 +106,59 @@ func (w *walker) agentRules(a Agent, path string) {
 	case len(a.Command) > 0 && a.Role != RoleWorker:
 		w.fail(join(path, "command"), "is for workers, which take tasks; %s runs its own program: write exec: %s", map[Role]string{RoleOrchestrator: "an orchestrator", RoleMonitor: "a monitor"}[a.Role], commandExample)
 	}
+	w.rootRules(a, path)
+}
+
+const rootfsExample = "/var/lib/flock-rootfs/debian"
+
+// rootRules: a container level needs a root file system, and only one;
+// a process agent runs on the host's.
+func (w *walker) rootRules(a Agent, path string) {
+	switch {
+	case !a.Level.Contained() && a.Rootfs != "":
+		w.fail(join(path, "rootfs"), "is for level podman or gvisor; a process agent runs on the host's file system: remove rootfs or set level: podman")
+	case !a.Level.Contained() && a.Image != "":
+		w.fail(join(path, "image"), "is for level podman; a process agent runs on the host's file system: remove image or set level: podman")
+	case a.Rootfs != "" && a.Image != "":
+		w.fail(join(path, "image"), "is given with rootfs; give one root file system: rootfs (a directory) or image (podman's local store)")
+	case a.Level == LevelGVisor && a.Image != "":
+		w.fail(join(path, "image"), "cannot be used with level gvisor, which runs an OCI bundle on a directory; unpack it (podman export) and give rootfs: %s", rootfsExample)
+	case a.Level.Contained() && a.Rootfs == "" && a.Image == "":
+		w.fail(join(path, "level"), "is %s, which needs a root file system: give rootfs: %s (a directory) or image: (podman's local store)", a.Level, rootfsExample)
+	}
+}
+
+func (w *walker) rootfs(n *yaml.Node, path string) string {
+	s, ok := w.str(n, path, rootfsExample)
+	if !ok {
+		return ""
+	}
+	switch {
+	case !filepath.IsAbs(s):
+		w.fail(path, "%q is not an absolute path; write e.g. %s", s, rootfsExample)
+	case filepath.Clean(s) != s:
+		w.fail(path, "%q is not a clean path; write %s", s, filepath.Clean(s))
+	case s == "/":
+		w.fail(path, "is the host's own root; give a directory holding the agent's root file system, e.g. %s", rootfsExample)
+	case s == StateDir || strings.HasPrefix(s, StateDir+"/"):
+		w.fail(path, "%q is inside %s, flock's own state; choose e.g. %s", s, StateDir, rootfsExample)
+	case underSystemDir(s):
+		w.fail(path, "%q is a system directory; give a directory of its own, e.g. %s", s, rootfsExample)
+	case strings.ContainsAny(s, " \t\n\\%$\"',:"):
+		w.fail(path, "%q has a space, quote, comma, colon, backslash, %% or $ that podman or unit files would misread; choose a plain path, e.g. %s", s, rootfsExample)
+	}
+	return s
+}
+
+// imageRe is a podman image reference: [host[:port]/]name[:tag][@digest].
+var imageRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*(@sha256:[a-f0-9]{64})?$`)
+
+func (w *walker) image(n *yaml.Node, path string) string {
+	s, ok := w.str(n, path, "localhost/agent:latest")
+	if ok && !imageRe.MatchString(s) {
+		w.fail(path, "%q is not an image reference; write e.g. localhost/agent:latest (podman images lists the local store)", s)
+	}
+	return s
 }
 
 func (w *walker) command(n *yaml.Node, path, what string) []string {

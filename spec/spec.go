@@ -21,6 +21,9 @@ const (
 	LevelGVisor  Level = "gvisor"
 )
 
+// Contained reports whether the level runs the agent in a container.
+func (l Level) Contained() bool { return l == LevelPodman || l == LevelGVisor }
+
 // Label is the honest wording of what a level gives.
 func (l Level) Label() string {
 	switch l {
@@ -126,7 +129,11 @@ type Agent struct {
 	Command []string
 	// Exec is the agent's own long-running program, exec'd by flock-agent;
 	// it talks to the bus itself (NATS_URL and its credential).
-	Exec        []string
+	Exec []string
+	// Rootfs (a directory) or Image (in podman's local store) is the root
+	// file system of a podman or gvisor agent; process agents have none.
+	Rootfs      string
+	Image       string
 	TaskTimeout time.Duration // a task's command is killed after this
 	MaxOutput   uint64        // bytes of stdout+stderr kept; more stops the command
 	Heartbeat   time.Duration // how often flock-agent says it is alive

@@ -25,7 +25,16 @@ type Options struct {
 	// AgentBuild and FlockctlBuild are the installed programs' BuildIDs
 	// ("" unknown): part of what a unit is, so an upgrade restarts it.
 	AgentBuild, FlockctlBuild string
+	// Podman and Runsc are the runtimes of levels podman and gvisor, as
+	// found on the host; default DefaultPodman and DefaultRunsc.
+	Podman, Runsc string
 }
+
+// Where the container runtimes are when Options does not say.
+const (
+	DefaultPodman = "/usr/bin/podman"
+	DefaultRunsc  = "/usr/local/bin/runsc"
+)
 
 // DefaultAgentBin is where `make install` puts flock-agent.
 const DefaultAgentBin = "/usr/local/bin/flock-agent"
@@ -101,18 +110,19 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	if bin == "" {
 		bin = DefaultAgentBin
 	}
-	argv := []string{bin}
+	var mode []string
 	switch {
 	case len(a.Exec) > 0:
-		argv = append(append(argv, "exec", "--"), a.Exec...)
+		mode = append([]string{"exec", "--"}, a.Exec...)
 	case len(a.Command) > 0:
-		argv = append(append(argv, "task", "--"), a.Command...)
+		mode = append([]string{"task", "--"}, a.Command...)
 	}
 	user := spec.UserName(a.ID)
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
-	rw := []string{dir, logFile}
-	if a.Common == spec.AccessRW {
-		rw = append(rw, f.CommonDir())
+	argv := append([]string{bin}, mode...)
+	if a.Level.Contained() {
+		argv = append([]string{bin}, launcherArgs(f, a, o)...)
+		argv = append(append(argv, "--"), mode...)
 	}
 	props := []Property{
 		{"Type", "exec"}, // the start job fails if the runner cannot be executed
@@ -123,11 +133,16 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		// literal "$" at exec time, before a reload and after: the spec's
 		// argv reaches the program as written.
 		{"ExecStart", []ExecCommand{{Path: bin, Argv: literalArgv(argv)}}},
-		{"User", user},
-		{"Group", user},
-		{"SupplementaryGroups", []string{spec.SharedGroup}},
-		{"WorkingDirectory", dir},
-		{"Environment", []string{
+	}
+	if !a.Level.Contained() {
+		props = append(props,
+			Property{"User", user},
+			Property{"Group", user},
+			Property{"SupplementaryGroups", []string{spec.SharedGroup}})
+	}
+	props = append(props,
+		Property{"WorkingDirectory", dir},
+		Property{"Environment", []string{
 			"AGENT_ID=" + strconv.Itoa(a.ID),
 			"AGENT_ROLE=" + string(a.Role),
 			"NATS_URL=" + f.Bus.URL(),
@@ -144,10 +159,48 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		}},
 		// Its bus identity, copied by systemd into a directory only this
 		// unit can read; the originals stay root-only and out of sight.
-		{"LoadCredential", []Credential{{ID: credentialID, Path: spec.CredPath(user)}}},
-		{"InaccessiblePaths", []string{"-" + spec.StateDir}},
-		{"UMask", FileMode(0o077)},
+		Property{"LoadCredential", []Credential{{ID: credentialID, Path: spec.CredPath(user)}}},
+		Property{"InaccessiblePaths", []string{"-" + spec.StateDir}},
+		Property{"UMask", FileMode(0o077)},
+	)
+	if a.Level.Contained() {
+		props = append(props, containerHardening(f, a)...)
+	} else {
+		props = append(props, processHardening(f, a)...)
+	}
+	props = append(props,
+		// Limits: at level podman and gvisor they bound the container too,
+		// which stays in this unit's cgroup.
+		Property{"MemoryMax", a.Limits.MemoryBytes},
+		Property{"MemorySwapMax", uint64(0)}, // the limit is RAM, not RAM plus swap
+		Property{"CPUQuotaPerSecUSec", uint64(a.Limits.CPUPercent) * 10000},
+		Property{"TasksMax", uint64(a.Limits.Tasks)},
+	)
+	props = append(props, restartPolicy(o.SystemdVersion)...)
+	props = append(props,
+		// SIGTERM to flock-agent alone: it stops a running task's command
+		// itself and gives the task back to the queue. Sent to the whole
+		// cgroup, the command could die first and be reported as failed.
+		// (At the container levels the runtime passes it on to the
+		// flock-agent inside.) What is left after it exits gets SIGKILL.
+		Property{"KillMode", "mixed"},
+		Property{"TimeoutStopUSec", usec(15 * time.Second)})
 
+	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
+	u.Hash = hashOf(props, o.AgentBuild)
+	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
+	return u
+}
+
+// processHardening is level process: the agent's own uid in a unit that
+// can do nothing else (DESIGN.md, "Decisions").
+func processHardening(f *spec.Flock, a spec.Agent) []Property {
+	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
+	rw := []string{dir, logFile}
+	if a.Common == spec.AccessRW {
+		rw = append(rw, f.CommonDir())
+	}
+	return []Property{
 		// The file system: read-only everywhere but its own directory and
 		// log (and common when granted rw); other agents' directories and
 		// logs are not there at all: agents/ and logs/ are an empty
@@ -187,26 +240,7 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		{"SystemCallFilter", NameList{false, []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}}},
 		{"SystemCallErrorNumber", eperm},
 		{"RestrictAddressFamilies", NameList{true, []string{"AF_INET", "AF_INET6", "AF_UNIX"}}},
-
-		// Limits.
-		{"MemoryMax", a.Limits.MemoryBytes},
-		{"MemorySwapMax", uint64(0)}, // the limit is RAM, not RAM plus swap
-		{"CPUQuotaPerSecUSec", uint64(a.Limits.CPUPercent) * 10000},
-		{"TasksMax", uint64(a.Limits.Tasks)},
 	}
-	props = append(props, restartPolicy(o.SystemdVersion)...)
-	props = append(props,
-		// SIGTERM to flock-agent alone: it stops a running task's command
-		// itself and gives the task back to the queue. Sent to the whole
-		// cgroup, the command could die first and be reported as failed.
-		// What is left after it exits gets SIGKILL.
-		Property{"KillMode", "mixed"},
-		Property{"TimeoutStopUSec", usec(15 * time.Second)})
-
-	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
-	u.Hash = hashOf(props, o.AgentBuild)
-	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
-	return u
 }
 
 // restartPolicy restarts a failed agent and never gives up (a bus outage

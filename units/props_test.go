@@ -32,9 +32,20 @@ const goldenSpec = `agents:
     role: orchestrator
     exec: ["/usr/local/bin/planner", "--loop"]
     heartbeat: 5s
+  - id: 6
+    level: podman
+    rootfs: /var/lib/flock-rootfs/debian
+    exec: ["/usr/bin/python3", "agent.py"]
+  - id: 7
+    level: gvisor
+    rootfs: /var/lib/flock-rootfs/debian
+    common: rw
+  - id: 8
+    level: podman
+    image: localhost/agent:latest
 `
 
-// The property set of level process, as a reviewer reads it. Any change to
+// The property set of each level, as a reviewer reads it. Any change to
 // an agent's hardening shows in the diff of these files.
 func TestPropertiesGolden(t *testing.T) {
 	f := parse(t, goldenSpec)
@@ -47,6 +58,9 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-4-systemd252.golden", 4, 252},
 		{"agent-4-systemd254.golden", 4, 254},
 		{"agent-5-systemd252.golden", 5, 252},
+		{"agent-6-podman-systemd252.golden", 6, 252},
+		{"agent-7-gvisor-systemd252.golden", 7, 252},
+		{"agent-8-podman-image-systemd252.golden", 8, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)

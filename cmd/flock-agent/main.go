@@ -6,6 +6,9 @@
 //	flock-agent task -- ARGV...    the same, and run ARGV for each task
 //	flock-agent exec -- ARGV...    exec ARGV, the agent's own program
 //	flock-agent -- ARGV...         the same as exec
+//	flock-agent sandbox FLAGS -- [ARGS]
+//	                               (root) run flock-agent ARGS in a podman or
+//	                               gVisor container as the agent (levels podman, gvisor)
 package main
 
 import (
@@ -36,6 +39,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "sandbox" {
+		return runSandbox(args[1:])
+	}
 	inv, err := parseArgs(args)
 	if err != nil {
 		return err

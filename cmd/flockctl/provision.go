@@ -42,6 +42,9 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err := installed(); err != nil && !dryRun {
 				return err
 			}
+			if err := runtimesFor(f, hostRuntimes()); err != nil && !dryRun {
+				return err
+			}
 			ctx := cmd.Context()
 			if !dryRun {
 				unlock, err := lockHost(cmd.ErrOrStderr())

@@ -27,9 +27,11 @@ type boot struct {
 // before it kills it.
 const stopTimeout = 15 * time.Second
 
-// landlock syscalls: nspawn's own seccomp filter answers EPERM to them
-// otherwise, and the agents' runner needs them (DESIGN.md).
-const landlockSyscalls = "landlock_create_ruleset landlock_add_rule landlock_restrict_self"
+// Syscalls nspawn's own seccomp filter answers EPERM to, which the machine
+// needs as a host has them: landlock (the agents' runner scopes IPC,
+// DESIGN.md) and the keyring (crun gives each podman container a session
+// keyring of its own).
+const allowedSyscalls = "landlock_create_ruleset landlock_add_rule landlock_restrict_self keyctl add_key request_key"
 
 // boot starts nspawn on the prepared root and waits until the machine's
 // systemd says it is running.
@@ -71,7 +73,7 @@ func (m *Machine) spawn() (*boot, error) {
 		"--link-journal=no",
 		// Not a terminal: the console is copied to console.log.
 		"--console=read-only",
-		"--system-call-filter=" + landlockSyscalls,
+		"--system-call-filter=" + allowedSyscalls,
 	}
 	argv = append(argv, m.o.NspawnArgs...)
 	cmd := exec.Command(m.nspawn, argv...)

@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// OCISpec is the bundle's config.json for runsc.
+func OCISpec(c Config) *specs.Spec {
+	umask := uint32(0o077)
+	s := &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			// Root of gVisor's own kernel, which the user namespace below
+			// maps to the agent's uid on the host; with no capabilities it
+			// can do no more than that uid.
+			User: specs.User{UID: 0, GID: 0, Umask: &umask},
+			Args: c.Argv,
+			Env:  c.Env,
+			Cwd:  c.Cwd,
+			// Empty sets: no capabilities at all.
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: []string{}, Effective: []string{}, Inheritable: []string{},
+				Permitted: []string{}, Ambient: []string{},
+			},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: c.Rootfs, Readonly: true},
+		Hostname: c.Name(),
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755"}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.UserNamespace},
+				// No network namespace: runsc --network=host uses the host's,
+				// where the agent uid's sockets meet flock's table.
+			},
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.UID, Size: 1}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.GID, Size: 1}},
+		},
+	}
+	for _, m := range c.binds() {
+		opt := "ro"
+		if m.RW {
+			opt = "rw"
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.Dest, Type: "bind", Source: m.Source,
+			Options: []string{"rbind", opt, "nosuid", "nodev"}})
+	}
+	return s
+}
+
+// RunscArgs is the runsc command line (without "runsc") that runs the
+// bundle in dir as c, with its state under root.
+func RunscArgs(c Config, root, dir string) []string {
+	return []string{
+		"--root", root,
+		// The sandbox stays in the unit's cgroup, which sets the limits.
+		"--ignore-cgroups",
+		"--network=host",
+		// No overlay: the root file system stays read-only, as asked.
+		"--overlay2=none",
+		"run", "--bundle", dir, c.Name(),
+	}
+}

@@ -1,0 +1,46 @@
+package sandbox
+
+import "strconv"
+
+// PodmanArgs is the podman command line (without "podman") that runs c in
+// the foreground: podman proxies SIGTERM to the agent and exits with it.
+func PodmanArgs(c Config) []string {
+	id := strconv.FormatUint(uint64(c.UID), 10) + ":" + strconv.FormatUint(uint64(c.GID), 10)
+	args := []string{
+		"run", "--rm", "--replace", "--name", c.Name(),
+		// No cgroup of its own: the container stays in the unit's, which
+		// sets the limits (and nspawn, where the tests run, has no
+		// writable cgroup controllers at all).
+		"--cgroups=disabled",
+		// The host's network namespace: the container's sockets are the
+		// agent uid's, which flock's table allows to the bus only.
+		"--network=host", "--no-hosts", "--dns=none",
+		"--user", id, "--passwd=false",
+	}
+	if c.SharedGID != 0 {
+		args = append(args, "--group-add", strconv.FormatUint(uint64(c.SharedGID), 10))
+	}
+	args = append(args,
+		"--read-only", "--read-only-tmpfs=true", // tmpfs /tmp, /var/tmp, /run
+		"--cap-drop=all", "--security-opt=no-new-privileges",
+		"--umask=0077",
+		"--log-driver=none", // output goes to the unit's journal, not a second copy
+		"--workdir", c.Cwd,
+	)
+	for _, m := range c.binds() {
+		opt := "ro"
+		if m.RW {
+			opt = "rw"
+		}
+		args = append(args, "--volume", m.Source+":"+m.Dest+":"+opt)
+	}
+	for _, kv := range c.Env {
+		args = append(args, "--env", kv)
+	}
+	if c.Rootfs != "" {
+		args = append(args, "--rootfs", c.Rootfs)
+	} else {
+		args = append(args, "--pull=never", c.Image)
+	}
+	return append(args, c.Argv...)
+}

@@ -1,0 +1,101 @@
+// Package sandbox runs an agent in a container: podman (crun) or gVisor
+// (runsc). flock-agent's launcher, started as root in the agent's unit,
+// turns a Config into the podman command line or the OCI bundle runsc
+// runs, so both levels keep the agent's identity and rules:
+//
+//   - the agent's uid: podman runs the process as it; gVisor maps the
+//     sandbox's root to it, so the Sentry and gofer are that uid on the host;
+//   - the host's network namespace, so flock's uid-keyed nftables table
+//     applies to the agent's sockets as at level process (bus and egress
+//     allowances only);
+//   - the same directories (its own rw, its log, common per grant) at the
+//     same paths, its bus credential, nothing else of the host;
+//   - a read-only root, no capabilities, no new privileges, a seccomp
+//     filter (podman's default, or gVisor's own kernel);
+//   - the unit's cgroup: neither runtime makes a cgroup of its own, so the
+//     unit's MemoryMax, CPUQuota and TasksMax bound the container.
+package sandbox
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// Inside the container, flock's own files are under Dir: the flock-agent
+// binary (the host's, bound read-only) and the agent's bus credential.
+const (
+	Dir       = "/.flock"
+	AgentPath = Dir + "/flock-agent"
+	CredPath  = Dir + "/nats"
+)
+
+// DefaultPath is PATH inside the container.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Mount is a host path bound at the same path inside the container.
+type Mount struct {
+	Source, Dest string
+	RW           bool
+	File         bool // a file, not a directory (its mount point is a file)
+}
+
+// Config is one agent's container.
+type Config struct {
+	Level    spec.Level // podman or gvisor
+	ID       int
+	UID, GID uint32
+	// SharedGID is the group of common/; podman adds it to the agent (in
+	// gVisor the Sentry, the host-side agent, keeps no supplementary groups).
+	SharedGID uint32
+	Rootfs    string // a directory, or
+	Image     string // podman's local store (podman only)
+	AgentBin  string // the host's flock-agent, bound at AgentPath
+	Cred      string // the host's agent-owned copy of the credential
+	Mounts    []Mount
+	Env       []string // KEY=VALUE, as the agent sees it
+	Cwd       string
+	Argv      []string // run inside: AgentPath and its mode
+}
+
+// Name is the container's name (podman) or id (runsc).
+func (c Config) Name() string { return "flock-agent-" + strconv.Itoa(c.ID) }
+
+// binds are every bind mount of the container, in mount order.
+func (c Config) binds() []Mount {
+	return append(append([]Mount(nil), c.Mounts...),
+		Mount{Source: c.AgentBin, Dest: AgentPath, File: true},
+		Mount{Source: c.Cred, Dest: CredPath, File: true})
+}
+
+// MountPoints are the paths runsc needs in the root file system before it
+// starts: its gofer binds onto them from the host side, so they must
+// exist (podman makes its own in the same way).
+func (c Config) MountPoints() []Mount {
+	var out []Mount
+	for _, m := range c.binds() {
+		out = append(out, Mount{Dest: m.Dest, File: m.File})
+	}
+	return out
+}
+
+// Validate reports what makes c unusable, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.Level != spec.LevelPodman && c.Level != spec.LevelGVisor:
+		return fmt.Errorf("level %q: want podman or gvisor", c.Level)
+	case c.Rootfs == "" && c.Image == "":
+		return fmt.Errorf("no root file system: give --rootfs DIR or --image REF")
+	case c.Level == spec.LevelGVisor && c.Rootfs == "":
+		return fmt.Errorf("level gvisor needs --rootfs DIR")
+	case c.Rootfs != "" && !path.IsAbs(c.Rootfs):
+		return fmt.Errorf("rootfs %q is not an absolute path", c.Rootfs)
+	case c.UID == 0 || c.GID == 0:
+		return fmt.Errorf("uid %d, gid %d: an agent never runs as root", c.UID, c.GID)
+	case len(c.Argv) == 0:
+		return fmt.Errorf("nothing to run")
+	}
+	return nil
+}

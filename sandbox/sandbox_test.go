@@ -1,0 +1,95 @@
+package sandbox
+
+// Tier: unit. The podman command line and the runsc bundle, as a reviewer
+// reads them, and the mount points made in a rootfs.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/spec"
+)
+
+func config(level spec.Level) Config {
+	return Config{
+		Level: level, ID: 3, UID: 2000000003, GID: 2000000003, Rootfs: "/var/lib/flock-rootfs/debian",
+		AgentBin: "/usr/local/bin/flock-agent", Cred: "/run/flock-sandbox/3/nats",
+		Mounts: []Mount{
+			{Source: "/srv/flock/agents/3", Dest: "/srv/flock/agents/3", RW: true},
+			{Source: "/srv/flock/logs/3.log", Dest: "/srv/flock/logs/3.log", RW: true, File: true},
+			{Source: "/srv/flock/common", Dest: "/srv/flock/common"},
+		},
+		Env:  []string{"PATH=" + DefaultPath, "AGENT_ID=3", "NATS_NKEY=" + CredPath},
+		Cwd:  "/srv/flock/agents/3",
+		Argv: []string{AgentPath, "task", "--", "/bin/tr", "a-z", "A-Z"},
+	}
+}
+
+func TestPodmanArgsGolden(t *testing.T) {
+	golden.Check(t, filepath.Join("testdata", "podman.golden"), strings.Join(PodmanArgs(config(spec.LevelPodman)), "\n")+"\n")
+}
+
+func TestOCISpecGolden(t *testing.T) {
+	c := config(spec.LevelGVisor)
+	b, err := json.MarshalIndent(OCISpec(c), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join("testdata", "gvisor-config.json.golden"), string(b)+"\n"+strings.Join(RunscArgs(c, "/run/flock-sandbox/3/runsc", "/run/flock-sandbox/3/bundle"), " ")+"\n")
+}
+
+func TestValidateNamesWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"root", func(c *Config) { c.UID = 0 }, "never runs as root"},
+		{"gvisor image", func(c *Config) { c.Rootfs, c.Image = "", "localhost/a" }, "gvisor needs --rootfs"},
+		{"relative", func(c *Config) { c.Rootfs = "rootfs" }, "not an absolute path"},
+		{"level", func(c *Config) { c.Level = spec.LevelProcess }, "want podman or gvisor"},
+	} {
+		c := config(spec.LevelGVisor)
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if err := config(spec.LevelGVisor).Validate(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
+
+func TestMountPointsAreMadeNeverThroughSymlinks(t *testing.T) {
+	root := t.TempDir()
+	c := config(spec.LevelGVisor)
+	if err := EnsureMountPoints(root, c.MountPoints()); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.MountPoints() {
+		fi, err := os.Stat(filepath.Join(root, m.Dest))
+		if err != nil || fi.IsDir() == m.File {
+			t.Errorf("%s: %v, dir %v", m.Dest, err, fi != nil && fi.IsDir())
+		}
+	}
+	// Again: nothing to do, no error.
+	if err := EnsureMountPoints(root, c.MountPoints()); err != nil {
+		t.Fatal(err)
+	}
+	evil := t.TempDir()
+	root2 := t.TempDir()
+	if err := os.Symlink(evil, filepath.Join(root2, "srv")); err != nil {
+		t.Fatal(err)
+	}
+	err := EnsureMountPoints(root2, c.MountPoints())
+	if err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("through a symlink: %v", err)
+	}
+	if entries, _ := os.ReadDir(evil); len(entries) != 0 {
+		t.Errorf("created %v behind the symlink", entries)
+	}
+}
