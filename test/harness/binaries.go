@@ -57,6 +57,9 @@ func buildBinaries() (map[string]string, error) {
 	argv := append([]string{"build", "-o", dir + "/"}, binaryPackages...)
 	cmd := exec.Command(goBin, argv...)
 	cmd.Dir = root
+	// Static: probe and flock-agent also run inside the agents'
+	// containers, on a busybox root file system with no libc.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -51,8 +51,27 @@ func prepareRoot(root, name string, bins map[string]string) error {
 	if err := maskUnits(root); err != nil {
 		return err
 	}
-	return installBinaries(root, bins)
+	// podman's overlay driver cannot put its upper layer on the machine's
+	// overlayfs root; vfs can (levels podman and gvisor use --rootfs, so
+	// no image is copied).
+	if err := os.MkdirAll(filepath.Join(root, "etc/containers"), 0o755); err != nil {
+		return err
+	}
+	if err := replaceFile(filepath.Join(root, "etc/containers/storage.conf"), []byte(podmanStorage), 0o644); err != nil {
+		return err
+	}
+	if err := installBinaries(root, bins); err != nil {
+		return err
+	}
+	return buildRootfs(root, bins)
 }
+
+const podmanStorage = `# flock test machine: no overlay on an overlayfs root
+[storage]
+driver = "vfs"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+`
 
 // alwaysMasked are units a test machine never wants, enabled or not:
 // consoles (nspawn's console is read-only), network daemons (the
