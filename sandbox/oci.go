@@ -7,6 +7,14 @@ import (
 // OCISpec is the bundle's config.json for runsc.
 func OCISpec(c Config) *specs.Spec {
 	umask := uint32(0o077)
+	// The Sentry and gofer do the host's file work with one uid and one
+	// gid and no supplementary groups, so the sandbox's gid is the shared
+	// group (common/ is root:flock 2770): the agent's own directory and
+	// log are its uid's, common/ is the group's.
+	gid := c.GID
+	if c.SharedGID != 0 {
+		gid = c.SharedGID
+	}
 	s := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
@@ -39,7 +47,7 @@ func OCISpec(c Config) *specs.Spec {
 				// where the agent uid's sockets meet flock's table.
 			},
 			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.UID, Size: 1}},
-			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.GID, Size: 1}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: gid, Size: 1}},
 		},
 	}
 	for _, m := range c.binds() {

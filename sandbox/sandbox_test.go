@@ -16,7 +16,7 @@ import (
 
 func config(level spec.Level) Config {
 	return Config{
-		Level: level, ID: 3, UID: 2000000003, GID: 2000000003, Rootfs: "/var/lib/flock-rootfs/debian",
+		Level: level, ID: 3, UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian",
 		AgentBin: "/usr/local/bin/flock-agent", Cred: "/run/flock-sandbox/3/nats",
 		Mounts: []Mount{
 			{Source: "/srv/flock/agents/3", Dest: "/srv/flock/agents/3", RW: true},

@@ -73,9 +73,39 @@ func TestLevels(t *testing.T) {
 	for _, id := range ids {
 		m.WriteFile(fmt.Sprintf("%s/%d/secret", agentsDir, id), []byte("secret of "+strconv.Itoa(id)), 0o644)
 	}
+	m.WriteFile("/srv/flock/common/shared", []byte("for everyone"), 0o640)
+	mustRun(t, m, "chgrp", "flock", "/srv/flock/common/shared")
 	for _, l := range levels {
 		t.Run(l.name, func(t *testing.T) { levelSuite(t, m, l) })
 	}
+
+	t.Run("changing a level restarts that agent alone", func(t *testing.T) {
+		before := invocations(t, m, ids)
+		provision(t, m, strings.Replace(levelsSpec(), "  - id: 2\n", "  - id: 2\n    level: gvisor\n    rootfs: "+harness.Rootfs+"\n", 1))
+		waitActive(t, m, ids...)
+		after := invocations(t, m, ids)
+		for _, id := range ids {
+			if changed := before[id] != after[id]; changed != (id == 2) {
+				t.Errorf("agent %d: invocation %s -> %s; only agent 2 should restart", id, before[id], after[id])
+			}
+		}
+		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "now in gvisor")); out != "NOW IN GVISOR" {
+			t.Errorf("agent 2 after the change: %q", out)
+		}
+		if st := mustRun(t, m, "flockctl", "status"); !strings.Contains(st, "flock-agent@2.service  active/running  worker  gvisor   sandboxed (gVisor)") {
+			t.Errorf("flockctl status after the change:\n%s", st)
+		}
+	})
+}
+
+// invocations are the units' systemd invocation ids: a restart changes one.
+func invocations(t *testing.T, m *harness.Machine, ids []int) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	for _, id := range ids {
+		out[id] = strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "InvocationID", "--value", fmt.Sprintf("flock-agent@%d", id)))
+	}
+	return out
 }
 
 // levelSuite is the same for every level: what the probe of level l may
@@ -99,6 +129,7 @@ func levelSuite(t *testing.T, m *harness.Machine, l level) {
 		{"reach the bus with its own credential", map[string]any{"op": "nats-connect"}, true, "connected", false, nil},
 		{"publish its own event", map[string]any{"op": "nats-pub", "name": "agent." + me + ".events"}, true, "accepted", false, nil},
 		{"read its own directory", map[string]any{"op": "read-file", "path": fmt.Sprintf("%s/%d/secret", agentsDir, l.probe)}, true, "secret of " + me, false, nil},
+		{"read the shared directory", map[string]any{"op": "read-file", "path": "/srv/flock/common/shared"}, true, "for everyone", false, nil},
 		// Egress: nothing but the bus.
 		{"reach the bus's monitoring port", map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:8222"}, false, "refused", true, nil},
 		{"reach another loopback address", map[string]any{"op": "connect-tcp", "addr": "127.0.0.2:4222"}, false, "refused", true, nil},

@@ -30,7 +30,7 @@ func runSandbox(args []string) error {
 	level := fs.String("level", "", "podman or gvisor")
 	uid := fs.Uint("uid", 0, "the agent's uid")
 	gid := fs.Uint("gid", 0, "the agent's gid")
-	shared := fs.Uint("shared-gid", 0, "the group of common/ (podman adds it to the agent)")
+	shared := fs.Uint("shared-gid", 0, "the group of common/ (podman adds it to the agent; gVisor's sandbox runs with it)")
 	common := fs.String("common", "ro", "access to common/: ro or rw")
 	rootfs := fs.String("rootfs", "", "the root file system, a directory")
 	image := fs.String("image", "", "the root file system, an image in podman's local store")
@@ -50,11 +50,11 @@ func runSandbox(args []string) error {
 		return errors.New("sandbox: RUNTIME_DIRECTORY is not set; run me from the agent's unit (RuntimeDirectory=)")
 	}
 	c.Cred = filepath.Join(run, "nats")
+	c.SharedGID = uint32(*shared)
 	if err := handCredential(c.Cred, c.UID, c.GID); err != nil {
 		return err
 	}
 	if c.Level == spec.LevelPodman {
-		c.SharedGID = uint32(*shared)
 		argv := append([]string{"podman"}, sandbox.PodmanArgs(c)...)
 		fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", *runtime, strings.Join(argv[1:], " "))
 		return execve(*runtime, argv, os.Environ())
