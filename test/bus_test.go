@@ -301,7 +301,7 @@ func TestBus(t *testing.T) {
 
 // waitBus waits until the bus reports every agent in ids connected with a
 // heartbeat newer than since, and returns when it saw that.
-func waitBus(t *testing.T, m *harness.Machine, since time.Time, ids ...int) time.Time {
+func waitBus(t testing.TB, m *harness.Machine, since time.Time, ids ...int) time.Time {
 	t.Helper()
 	m.Eventually(t, 60*time.Second, func() error {
 		byID := map[int]agentStatus{}

@@ -52,7 +52,7 @@ func mustRun(t testing.TB, m runner, argv ...string) string {
 }
 
 // writeSpec puts spec where provision reads it.
-func writeSpec(t *testing.T, m *harness.Machine, spec string) {
+func writeSpec(t testing.TB, m *harness.Machine, spec string) {
 	t.Helper()
 	if err := m.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatalf("write spec: %v", err)
@@ -60,7 +60,7 @@ func writeSpec(t *testing.T, m *harness.Machine, spec string) {
 }
 
 // provision applies spec and fails the test if flockctl does not succeed.
-func provision(t *testing.T, m *harness.Machine, spec string) {
+func provision(t testing.TB, m *harness.Machine, spec string) {
 	t.Helper()
 	writeSpec(t, m, spec)
 	mustRun(t, m, "flockctl", "provision", "-f", specPath)
@@ -81,12 +81,12 @@ type agentStatus struct {
 	Drift         string     `json:"drift"`
 }
 
-func status(t *testing.T, m *harness.Machine) []agentStatus {
+func status(t testing.TB, m *harness.Machine) []agentStatus {
 	t.Helper()
 	return statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json"))
 }
 
-func statusRows(t *testing.T, out string) []agentStatus {
+func statusRows(t testing.TB, out string) []agentStatus {
 	t.Helper()
 	var st []agentStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
@@ -96,7 +96,7 @@ func statusRows(t *testing.T, out string) []agentStatus {
 }
 
 // waitActive waits until flockctl reports exactly the agents ids, all active.
-func waitActive(t *testing.T, m *harness.Machine, ids ...int) []agentStatus {
+func waitActive(t testing.TB, m *harness.Machine, ids ...int) []agentStatus {
 	t.Helper()
 	var st []agentStatus
 	m.Eventually(t, 30*time.Second, func() error {

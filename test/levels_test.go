@@ -41,7 +41,7 @@ func levelsSpec() string {
 	return b.String()
 }
 
-func requireRuntimes(t *testing.T) {
+func requireRuntimes(t testing.TB) {
 	t.Helper()
 	for _, bin := range []string{"podman", "runsc"} {
 		_, err := exec.LookPath(bin)

@@ -6,7 +6,10 @@
 // observation, diff, firewall or state. It creates flock's own names, so
 // `flockctl deprovision --all --purge` removes what it made.
 //
-//	floor N    provision N default agents the raw way; print seconds taken
+//	floor N              provision N default agents the raw way; print
+//	                     seconds taken
+//	floor start SPEC ID  start agent ID's unit of SPEC straight over D-Bus
+//	                     (on a provisioned flock: users, table, bus there)
 package main
 
 import (
@@ -26,13 +29,18 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: floor N")
+	var err error
+	switch {
+	case len(os.Args) == 4 && os.Args[1] == "start":
+		err = startOne(context.Background(), os.Args[2], os.Args[3])
+	case len(os.Args) == 2:
+		var n int
+		if n, err = strconv.Atoi(os.Args[1]); err == nil {
+			err = run(context.Background(), n)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "usage: floor N | floor start SPEC ID")
 		os.Exit(2)
-	}
-	n, err := strconv.Atoi(os.Args[1])
-	if err == nil {
-		err = run(context.Background(), n)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -86,5 +94,43 @@ func run(ctx context.Context, n int) error {
 		return err
 	}
 	fmt.Printf("%.3f\n", time.Since(start).Seconds())
+	return nil
+}
+
+// startOne starts one agent's unit as flockctl would, with nothing else:
+// the benchmarks' way to time a unit's start alone.
+func startOne(ctx context.Context, file, rawID string) error {
+	f, err := spec.Load(file)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.Atoi(rawID)
+	if err != nil {
+		return err
+	}
+	a, ok := f.Agent(id)
+	if !ok {
+		return fmt.Errorf("no agent %d in %s", id, file)
+	}
+	o := units.Options{}
+	if p, err := exec.LookPath("podman"); err == nil {
+		o.Podman = p
+	}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		o.Runsc = p
+	}
+	u := units.ForAgent(f, a, o)
+	conn, err := sd.NewSystemdConnectionContext(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	done := make(chan string, 1)
+	if _, err := conn.StartTransientUnitContext(ctx, u.Name, "fail", u.DBusProperties(), done); err != nil {
+		return fmt.Errorf("%s: %w", u.Name, err)
+	}
+	if r := <-done; r != "done" {
+		return fmt.Errorf("%s: start job %s", u.Name, r)
+	}
 	return nil
 }

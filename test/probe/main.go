@@ -11,6 +11,9 @@
 //	probe heartbeats -agent ID -out FILE
 //	                     as the operator (root), record agent ID's heartbeats
 //	                     until SIGTERM and write their gaps as JSON
+//	probe first-heartbeat -agent ID -- ARGV...
+//	                     as the operator, the milliseconds from starting
+//	                     ARGV to agent ID's first heartbeat
 //	probe cgroup [-for D] [-every D] DIR...
 //	                     sample cgroups (peaks, events, CPU used) and print
 //	                     what they did as JSON
@@ -77,8 +80,8 @@ func main() {
 		}
 		out, _ := json.Marshal(run(req))
 		fmt.Println(string(out))
-	case "heartbeats", "cgroup":
-		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch}[os.Args[1]]
+	case "heartbeats", "cgroup", "first-heartbeat":
+		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat}[os.Args[1]]
 		if err := sub(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "probe "+os.Args[1]+":", err)
 			os.Exit(1)
@@ -89,7 +92,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe cgroup [-for D] DIR...")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR...")
 	os.Exit(2)
 }
 
