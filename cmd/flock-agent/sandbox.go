@@ -93,7 +93,6 @@ func sandboxConfig(level spec.Level, uid, gid uint32, common, rootfs, image stri
 		},
 		Argv: append([]string{sandbox.AgentPath}, inner...),
 	}
-	c.Cred = "/" // set by the caller; Validate needs none
 	return c, c.Validate()
 }
 
