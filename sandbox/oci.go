@@ -51,12 +51,8 @@ func OCISpec(c Config) *specs.Spec {
 		},
 	}
 	for _, m := range c.binds() {
-		opt := "ro"
-		if m.RW {
-			opt = "rw"
-		}
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.Dest, Type: "bind", Source: m.Source,
-			Options: []string{"rbind", opt, "nosuid", "nodev"}})
+			Options: []string{"rbind", m.access(), "nosuid", "nodev"}})
 	}
 	return s
 }

@@ -28,11 +28,7 @@ func PodmanArgs(c Config) []string {
 		"--workdir", c.Cwd,
 	)
 	for _, m := range c.binds() {
-		opt := "ro"
-		if m.RW {
-			opt = "rw"
-		}
-		args = append(args, "--volume", m.Source+":"+m.Dest+":"+opt)
+		args = append(args, "--volume", m.Source+":"+m.Dest+":"+m.access())
 	}
 	for _, kv := range c.Env {
 		args = append(args, "--env", kv)

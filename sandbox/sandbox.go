@@ -42,6 +42,14 @@ type Mount struct {
 	File         bool // a file, not a directory (its mount point is a file)
 }
 
+// access is the mount option of m: "rw" or "ro".
+func (m Mount) access() string {
+	if m.RW {
+		return "rw"
+	}
+	return "ro"
+}
+
 // Config is one agent's container.
 type Config struct {
 	Level    spec.Level // podman or gvisor

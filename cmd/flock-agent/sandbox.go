@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 )
@@ -75,16 +76,17 @@ func sandboxConfig(level spec.Level, uid, gid uint32, common, rootfs, image stri
 			env = append(env, k+"="+v)
 		}
 	}
-	home, logFile, sharedDir := os.Getenv("HOME"), os.Getenv("FLOCK_LOG_FILE"), os.Getenv("SHARED_DIR")
+	// The unit's environment, read as every flock-agent mode reads it.
+	ae, err := agent.FromEnv()
+	if err != nil {
+		return sandbox.Config{}, fmt.Errorf("sandbox: %w", err)
+	}
+	home, logFile, sharedDir := ae.Home, ae.LogFile, ae.SharedDir
 	if home == "" || logFile == "" || sharedDir == "" {
 		return sandbox.Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE and SHARED_DIR must be set; run me from the agent's unit")
 	}
-	id, err := agentID()
-	if err != nil {
-		return sandbox.Config{}, err
-	}
 	c := sandbox.Config{
-		Level: level, ID: id, UID: uid, GID: gid, Rootfs: rootfs, Image: image,
+		Level: level, ID: ae.ID, UID: uid, GID: gid, Rootfs: rootfs, Image: image,
 		AgentBin: self, Env: env, Cwd: home,
 		Mounts: []sandbox.Mount{
 			{Source: home, Dest: home, RW: true},
@@ -94,14 +96,6 @@ func sandboxConfig(level spec.Level, uid, gid uint32, common, rootfs, image stri
 		Argv: append([]string{sandbox.AgentPath}, inner...),
 	}
 	return c, c.Validate()
-}
-
-func agentID() (int, error) {
-	var id int
-	if _, err := fmt.Sscan(os.Getenv("AGENT_ID"), &id); err != nil || id < 1 {
-		return 0, fmt.Errorf("sandbox: AGENT_ID=%q is not a positive number", os.Getenv("AGENT_ID"))
-	}
-	return id, nil
 }
 
 // handCredential copies the credential systemd loaded for the unit (root's,
