@@ -98,9 +98,23 @@ func TestDaemonReloadKeepsAgents(t *testing.T) {
 	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(out, "nothing to do") {
 		t.Errorf("after a daemon-reload provision plans:\n%s", out)
 	}
-	// And the agents still stop and start: restart agent 1 through systemd.
+	// And the agents still stop and start with their arguments as written:
+	// restart agent 1 through systemd, which now runs the command it read
+	// back from the transient unit's file. (Type=exec: "active" alone is
+	// seen before a mangled command fails, so the args file is the proof.)
+	mustRun(t, m, "rm", "/srv/flock/agents/1/args")
 	mustRun(t, m, "systemctl", "restart", "flock-agent@1.service")
+	m.Eventually(t, 10*time.Second, func() (err error) {
+		args, err = m.ReadFile("/srv/flock/agents/1/args")
+		return err
+	})
+	if got := string(args); got != "$HOME|%i ${X}" {
+		t.Errorf("after a daemon-reload and a restart agent 1 received %q, want the spec's arguments as written", got)
+	}
 	waitActive(t, m, 1, 2)
+	if n := unitProp(t, m, 1, "NRestarts"); n != "0" {
+		t.Errorf("agent 1 restarted %s times after the reload", n)
+	}
 	if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after a reload")); out != "AFTER A RELOAD" {
 		t.Errorf("flockctl send after a daemon-reload: %q", out)
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
 )
@@ -74,16 +74,6 @@ type (
 	}
 )
 
-// literalArgv escapes what systemd would expand in a command's
-// arguments: "$VAR" and "${VAR}".
-func literalArgv(argv []string) []string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = strings.ReplaceAll(a, "$", "$$")
-	}
-	return out
-}
-
 // credentialID is the name of the bus credential in the agent's
 // $CREDENTIALS_DIRECTORY.
 const credentialID = "nats"
@@ -91,7 +81,7 @@ const credentialID = "nats"
 // CredentialPath is where systemd puts the bus credential of unit.
 func CredentialPath(unit string) string { return "/run/credentials/" + unit + "/" + credentialID }
 
-// landlockSyscalls are what flock-agent needs to scope IPC (DESIGN.md);
+// landlockSyscalls are what flock-agent needs to scope IPC (docs/design.md, "Hardening at level process");
 // @system-service on systemd 252 does not include them.
 var landlockSyscalls = []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"}
 
@@ -102,7 +92,7 @@ const eperm int32 = 1
 func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
 
 // ForAgent is the transient unit of agent a: who it runs as, what it runs,
-// and the hardening of level process (DESIGN.md, "Decisions"). It depends
+// and the hardening of level process (docs/design.md, "Hardening at level process"). It depends
 // on nothing but a's own entry and the flock's paths, so adding or changing
 // one agent never changes another's unit.
 func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
@@ -119,20 +109,20 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	}
 	user := spec.UserName(a.ID)
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
-	argv := append([]string{bin}, mode...)
+	args := mode
 	if a.Level.Contained() {
-		argv = append([]string{bin}, launcherArgs(f, a, o)...)
-		argv = append(append(argv, "--"), mode...)
+		args = append(append(launcherArgs(f, a, o), "--"), mode...)
 	}
+	argv := append([]string{bin}, agent.UnitArgs(args)...)
 	props := []Property{
 		{"Type", "exec"}, // the start job fails if the runner cannot be executed
 		// ExecStart, not ExecStartEx with no-env-expand: systemd 252
 		// writes ExecStartEx into the transient unit's file and cannot
 		// read it back, so a daemon-reload left every agent without a
-		// command. "$" is doubled instead, which systemd reads as a
-		// literal "$" at exec time, before a reload and after: the spec's
-		// argv reaches the program as written.
-		{"ExecStart", []ExecCommand{{Path: bin, Argv: literalArgv(argv)}}},
+		// command. agent.UnitArgs keeps "$" and ";" off the line, which
+		// 252 cannot read back either: the spec's argv reaches the
+		// program as written, before a reload and after.
+		{"ExecStart", []ExecCommand{{Path: bin, Argv: argv}}},
 	}
 	if !a.Level.Contained() {
 		props = append(props,
@@ -193,7 +183,7 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 }
 
 // processHardening is level process: the agent's own uid in a unit that
-// can do nothing else (DESIGN.md, "Decisions").
+// can do nothing else (docs/design.md, "Hardening at level process").
 func processHardening(f *spec.Flock, a spec.Agent) []Property {
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
 	rw := []string{dir, logFile}

@@ -30,7 +30,11 @@ const scopedMark = "FLOCK_IPC_SCOPED"
 var errLogged = errors.New("logged")
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	args, err := agent.ParseUnitArgs(os.Args[1:])
+	if err == nil {
+		err = run(args)
+	}
+	if err != nil {
 		if !errors.Is(err, errLogged) {
 			fmt.Fprintln(os.Stderr, "flock-agent:", err)
 		}
