@@ -4,15 +4,19 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
-# Debian packages the system tiers use: nspawn for the booted systemd
-# machine, nft for the firewall, ip/nsenter/setpriv/ps for the tests; for
-# the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
-# it); ansible-core and vagrant for ansible/ and the Vagrantfile; podman,
-# crun and busybox-static for levels podman and gvisor (busybox makes the
-# tests' root file system).
-DEBS    := systemd systemd-container nftables iproute2 util-linux procps passwd dbus \
-	qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant podman crun busybox-static
+# Debian packages (test/harness/needs.go lists what each tier needs of
+# them). DEMO_DEBS are what make demo uses: ca-certificates for the Go
+# module proxy, nspawn for the booted systemd machine, nft for the
+# firewall, busybox-static for the machine's test root file system.
+DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-linux procps passwd dbus busybox-static
+# The test tiers add git (the fresh-machine check copies what git tracks);
+# for the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
+# it); ansible-core and vagrant for ansible/ and the Vagrantfile, and
+# vagrant-libvirt so that its block of the Vagrantfile is validated too;
+# podman and crun for levels podman and gvisor.
+DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
+	ansible-core vagrant vagrant-libvirt podman crun
+
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go
 # module proxy (Debian has no package of it); ~40 s once.
@@ -25,7 +29,7 @@ RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC_CACHE   := /var/cache/flock-runsc/$(RUNSC_VERSION)
 export PATH := $(dir $(GO)):$(PATH)
 
-.PHONY: all build install deps runsc demo test test-unit test-fuzz test-system test-vm bench fmt vet clean
+.PHONY: all build install deps deps-demo runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean
 
 all: build
 
@@ -40,13 +44,20 @@ install: build
 	install -m 0755 bin/flockctl bin/flock-agent $(DESTDIR)$(BINDIR)/
 
 # deps installs only what is missing, so it is quick and offline when
-# everything is there.
-deps:
-	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+# everything is there; deps-demo only what make demo needs.
+define install-debs
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps-demo:
+	$(call install-debs,$(DEMO_DEBS))
+
+deps:
+	$(call install-debs,$(DEBS))
 	@command -v nats >/dev/null || { echo "installing the nats CLI ($(NATSCLI))"; GOBIN=$(BINDIR) $(GO) install $(NATSCLI); }
 	@$(MAKE) --no-print-directory runsc
 
@@ -60,17 +71,29 @@ runsc:
 
 # demo provisions examples/flock.yaml: on the host when PID 1 is systemd,
 # otherwise in a throw-away systemd machine (systemd-nspawn).
-demo: deps build
+demo: deps-demo build
 	@if [ -d /run/systemd/system ]; then $(MAKE) install; fi
 	$(GO) run ./test/demo -f examples/flock.yaml
 
 test-unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -vE '/test(/|$$)')
 
-# The VM tier (tests named TestVM*) runs in test-vm only, so nothing runs
-# twice.
-test-system: deps
-	$(GO) test -count=1 -timeout 45m -v -skip '^TestVM' ./test/...
+# What every tier needs of the machine (TestPreflight), and the tools
+# tier, which boots nothing: the Vagrantfile and the Ansible role.
+PREFLIGHT := ^(TestPreflight|TestVagrantfileValidates|TestAnsiblePlaybookSyntax|TestAnsibleSpecTemplate)$$
+preflight: deps
+	$(GO) test -count=1 -timeout 10m -v -run '$(PREFLIGHT)' ./test/
+
+# .ci/run's set-up and make preflight on a fresh Debian 12 with nothing but
+# Go (debootstrap; the tree is cached in /var/cache/flock-fresh): catches
+# a test that leans on what this machine happened to have.
+test-fresh: deps
+	$(GO) test -count=1 -timeout 40m -v -run '^TestFreshMachine$$' ./test/
+
+# The VM tier (tests named TestVM*) runs in test-vm only, and preflight and
+# the fresh machine in their own targets, so nothing runs twice.
+test-system: deps preflight
+	$(GO) test -count=1 -timeout 45m -v -skip '^(TestVM|TestFreshMachine$$)|$(PREFLIGHT)' ./test/...
 
 # A qemu VM per test, under software emulation: the first run builds the
 # image (a few minutes; cached in /var/cache/flock-vm by its recipe). -p 1:
@@ -84,7 +107,7 @@ FUZZTIME ?= 60s
 test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 
-test: deps test-unit test-fuzz test-system test-vm
+test: deps test-unit test-fuzz test-fresh test-system test-vm
 
 # Figures against the floor measured in the same run; never a pass/fail.
 bench: deps

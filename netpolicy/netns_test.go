@@ -22,29 +22,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/flockrun/flock/internal/tier"
 )
 
-// requireRoot skips without root, or fails when CI=true: in CI a skipped
-// kernel test would be a silently missing proof.
+// requireRoot applies the tier rule: in CI a skipped kernel test would be
+// a silently missing proof.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root: creates a network namespace and nftables tables in it"
-	} else {
-		for _, tool := range []string{"ip", "nft"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				why = fmt.Sprintf("needs %s (apt-get install -y iproute2 nftables): %v", tool, err)
-			}
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why + " (CI=true: not skipping)")
-	}
-	t.Skip(why)
+	tier.RequireNeeds(t, "root (netns)",
+		tier.Root("creates a network namespace and nftables tables in it"),
+		tier.Program("ip", "iproute2"), tier.Program("nft", "nftables"))
 }
 
 type netNS struct {

@@ -33,16 +33,15 @@ func inRepo(t testing.TB, elem ...string) string {
 	return filepath.Join(append([]string{root}, elem...)...)
 }
 
-// requireProgram finds a program on PATH, or skips the test (fails it in CI)
-// by harness.Require's rule.
-func requireProgram(t testing.TB, name, pkg string) string {
+// toolOf applies the tier rule to tr and returns the path of its program
+// name.
+func toolOf(t testing.TB, tr harness.Tier, name string) string {
 	t.Helper()
+	tr.Require(t)
 	p, err := exec.LookPath(name)
-	msg := ""
 	if err != nil {
-		msg = fmt.Sprintf("needs %s (apt-get install %s): %v", name, pkg, err)
+		t.Fatalf("tier %s: %v", tr.Name, err)
 	}
-	harness.Require(t, msg, err == nil)
 	return p
 }
 
@@ -99,8 +98,8 @@ func runInRepo(ctx context.Context, env []string, argv ...string) (string, error
 //
 // Tier: tools (ansible-core; skipped without it, failed in CI).
 func TestAnsiblePlaybookSyntax(t *testing.T) {
-	playbook := requireProgram(t, "ansible-playbook", "ansible-core")
-	inventory := requireProgram(t, "ansible-inventory", "ansible-core")
+	playbook := toolOf(t, harness.AnsibleTier, "ansible-playbook")
+	inventory := toolOf(t, harness.AnsibleTier, "ansible-inventory")
 	env := ansibleEnv(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -146,7 +145,7 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 //
 // Tier: tools (ansible-core; skipped without it, failed in CI).
 func TestAnsibleSpecTemplate(t *testing.T) {
-	ansible := requireProgram(t, "ansible", "ansible-core")
+	ansible := toolOf(t, harness.AnsibleTier, "ansible")
 	dir := t.TempDir()
 	env := ansibleEnv(t, dir)
 	example, err := spec.Load(inRepo(t, "examples", "flock.yaml"))
@@ -254,7 +253,7 @@ func TestVMAnsible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}
-	playbook := requireProgram(t, "ansible-playbook", "ansible-core")
+	playbook := toolOf(t, harness.AnsibleTier, "ansible-playbook")
 	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
 	p := &ansiblePlayer{v: v, playbook: playbook, dir: t.TempDir(), bin: buildFlockBinaries(t)}
 	p.env = ansibleEnv(t, p.dir)

@@ -7,7 +7,6 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +34,7 @@ agents:
 
 func TestBus(t *testing.T) {
 	// Tier: root + nspawn (+ the nats CLI, which make deps installs).
-	natsCLI, err := exec.LookPath("nats")
-	harness.Require(t, "needs the nats CLI on PATH (make deps: go install github.com/nats-io/natscli/nats)", err == nil)
+	natsCLI := toolOf(t, harness.BusTier, "nats")
 	m := harness.BootWith(t, harness.Options{Binaries: map[string]string{"nats": natsCLI}})
 	provision(t, m, busSpec)
 	waitActive(t, m, 1, 2, 3, 4)

@@ -7,7 +7,6 @@ package test
 
 import (
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,10 +42,7 @@ func levelsSpec() string {
 
 func requireRuntimes(t testing.TB) {
 	t.Helper()
-	for _, bin := range []string{"podman", "runsc"} {
-		_, err := exec.LookPath(bin)
-		harness.Require(t, "needs "+bin+" on PATH (make deps installs podman and builds runsc)", err == nil)
-	}
+	harness.LevelsTier.Require(t)
 }
 
 func TestLevels(t *testing.T) {

@@ -1,7 +1,7 @@
 package test
 
 // Tier: root + VM (qemu). The limits the nspawn tier can only assert as
-// properties (DESIGN.md, "Test tiers", item 3), enforced by a real kernel:
+// properties (docs/design.md, "Test tiers": the booted machine), enforced by a real kernel:
 // three hostile agents, each against one limit, next to a well-behaved
 // neighbour whose heartbeats are recorded on the bus throughout.
 
@@ -86,7 +86,8 @@ const (
 )
 
 // agentCgroup is where systemd puts agent id's unit (slice
-// system-flock\x2dagent.slice, DESIGN.md); checked against systemd below.
+// system-flock\x2dagent.slice, docs/design.md, "Units"); checked against
+// systemd below.
 func agentCgroup(id int) string {
 	return `/sys/fs/cgroup/system.slice/system-flock\x2dagent.slice/` + unitName(id)
 }

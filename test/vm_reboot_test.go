@@ -2,7 +2,7 @@ package test
 
 // Tier: root + VM (qemu). A real reboot: transient agent units vanish with
 // it, and flock.service must bring the provisioned flock back at boot
-// (DESIGN.md, "Transient units over D-Bus").
+// (docs/design.md, "Units").
 
 import (
 	"context"

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/internal/tier"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -135,12 +136,7 @@ func TestDefaultACLRoundTrips(t *testing.T) {
 // chowns to agent uids).
 func TestEnsurePathsOnDisk(t *testing.T) {
 	// Tier: root.
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (chown to agent uids); CI runs as root")
-		}
-		t.Skip("needs root: chowns to agent uids")
-	}
+	tier.RequireNeeds(t, "root", tier.Root("chowns to agent uids"))
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "flock")
 	f := mustParse(t, "agents: [{id: 1}, {id: 2}]\n")

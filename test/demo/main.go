@@ -59,6 +59,9 @@ func run(ctx context.Context, specPath string) error {
 		return nil
 	}
 	fmt.Println("# PID 1 is not systemd here: booting a throw-away systemd machine (systemd-nspawn)")
+	if err := harness.NspawnTier.Missing(); err != nil {
+		return fmt.Errorf("this machine cannot boot the demo's systemd machine (make demo installs all of it):\n%w", err)
+	}
 	m, err := harness.Start(ctx, harness.Options{})
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package harness boots throw-away systemd machines for flock's system
-// tests (tier 3 in DESIGN.md, "Test tiers").
+// tests (docs/design.md, "Test tiers").
 //
 // A machine is an overlay of the host's / (so it has the host's packages)
 // booted with `systemd-nspawn --boot --private-network`: its own systemd as

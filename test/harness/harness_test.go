@@ -352,26 +352,6 @@ func (f *fakeTB) Fatal(a ...any)            { f.fatal = fmt.Sprint(a...) }
 func (f *fakeTB) Fatalf(s string, a ...any) { f.fatal = fmt.Sprintf(s, a...) }
 func (f *fakeTB) Skip(a ...any)             { f.skip = fmt.Sprint(a...) }
 
-func TestRequire(t *testing.T) {
-	t.Setenv("CI", "")
-	f := &fakeTB{TB: t}
-	Require(f, "needs a thing", false)
-	if f.skip != "needs a thing" || f.fatal != "" {
-		t.Errorf("outside CI: skip %q fatal %q, want a skip", f.skip, f.fatal)
-	}
-	t.Setenv("CI", "true")
-	f = &fakeTB{TB: t}
-	Require(f, "needs a thing", false)
-	if f.fatal != "needs a thing" || f.skip != "" {
-		t.Errorf("in CI: skip %q fatal %q, want a failure", f.skip, f.fatal)
-	}
-	f = &fakeTB{TB: t}
-	Require(f, "needs a thing", true)
-	if f.fatal != "" || f.skip != "" {
-		t.Errorf("met: skip %q fatal %q", f.skip, f.fatal)
-	}
-}
-
 func TestEventually(t *testing.T) {
 	n := 0
 	Eventually(t, 5*time.Second, func() error {

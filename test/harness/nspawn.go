@@ -29,8 +29,8 @@ const stopTimeout = 15 * time.Second
 
 // Syscalls nspawn's own seccomp filter answers EPERM to, which the machine
 // needs as a host has them: landlock (the agents' runner scopes IPC,
-// DESIGN.md) and the keyring (crun gives each podman container a session
-// keyring of its own).
+// docs/design.md, "Hardening at level process") and the keyring (crun
+// gives each podman container a session keyring of its own).
 const allowedSyscalls = "landlock_create_ruleset landlock_add_rule landlock_restrict_self keyctl add_key request_key"
 
 // boot starts nspawn on the prepared root and waits until the machine's

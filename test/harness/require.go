@@ -2,51 +2,24 @@ package harness
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
+	"io"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Require is the tier rule of every system test (DESIGN.md, "Test
-// tiers"): a test whose tier the machine cannot provide is skipped on a
-// developer's machine, and fails in CI (CI=true), where a skip would hide
-// that the tier never ran. reason says what the tier needs and why it is
-// missing.
-func Require(t testing.TB, reason string, ok bool) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(reason)
-		return
-	}
-	t.Skip(reason)
-}
-
-// requireNspawn applies Require to what a machine needs.
+// requireNspawn skips or fails t by the tier rule unless the host can
+// boot a machine.
 func requireNspawn(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots a systemd machine: not with -short")
 	}
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, fmt.Sprintf("running as uid %d", os.Geteuid()))
-	}
-	for _, tool := range []string{"systemd-nspawn", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, err.Error())
-		}
-	}
-	Require(t, "needs root and systemd-nspawn (apt-get install systemd-container): "+strings.Join(missing, "; "), len(missing) == 0)
+	NspawnTier.Require(t)
 }
 
 // Boot boots a machine with the project's binaries for the test, or skips
-// or fails it by Require's rule. The machine is torn down when the test
+// or fails it by the tier rule. The machine is torn down when the test
 // ends; if the test failed, its console tail and journal are logged first.
 func Boot(t testing.TB) *Machine {
 	t.Helper()
@@ -92,6 +65,9 @@ func closeAtEnd(t testing.TB, what string, b booted, wait time.Duration) {
 		}
 	})
 }
+
+// TestLog is a writer whose lines go to t's log.
+func TestLog(t testing.TB) io.Writer { return testLog{t} }
 
 // testLog sends the harness's progress lines to the test's log.
 type testLog struct{ t testing.TB }

@@ -32,7 +32,7 @@ func mountRoot(dir string) error {
 // prepareRoot makes the merged root a machine of its own before it boots.
 // Everything is written into the merged root here, before nspawn starts:
 // a file changed on the host's / after the overlay is mounted may not show
-// inside (DESIGN.md), and nothing here may touch the host.
+// inside (docs/design.md, "Test tiers"), and nothing here may touch the host.
 func prepareRoot(root, name string, bins map[string]string) error {
 	// journald refuses to link journals of a machine with the host's id,
 	// and a booted systemd expects an id of its own.

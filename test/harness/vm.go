@@ -1,7 +1,7 @@
 package harness
 
-// VMs for the tier the nspawn machines cannot give (DESIGN.md, "Test
-// tiers", item 4): a real kernel with full cgroup v2, so MemoryMax,
+// VMs for the tier the nspawn machines cannot give (docs/design.md, "Test
+// tiers": the VM): a real kernel with full cgroup v2, so MemoryMax,
 // TasksMax and CPUQuota are enforced, and a real reboot.
 //
 // A VM boots Debian's cloud kernel under qemu (software emulation: these

@@ -1,10 +1,8 @@
 package harness
 
 // The cached VM image: built once per recipe into
-// /var/cache/flock-vm/<recipe hash>/ and only ever read after that. A build
-// happens in a temporary dir under a lock and is renamed into place when
-// complete, so a crashed build is never used and two test processes never
-// build at once.
+// /var/cache/flock-vm/<recipe hash>/ (cache.go) and only ever read after
+// that.
 
 import (
 	"errors"
@@ -15,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // vmCacheDir is outside the repository and survives reboots of the host.
@@ -46,96 +42,19 @@ func imageAt(dir string) *vmImage {
 // cachedImage returns the image of the current recipe, building it first
 // if the cache has none.
 func cachedImage(logf func(string, ...any)) (*vmImage, error) {
-	t0 := time.Now()
-	img := imageAt(filepath.Join(vmCacheDir, recipeHash()))
-	if _, err := os.Stat(img.dir); err == nil {
-		markUsed(img.dir)
-		logf("vm image: reused %s in %v", img.dir, time.Since(t0).Round(time.Millisecond))
-		return img, nil
-	}
-	// 0700: the cache holds the private key that is root in every VM.
-	if err := os.MkdirAll(vmCacheDir, 0o700); err != nil {
-		return nil, err
-	}
-	unlock, err := lockFile(filepath.Join(vmCacheDir, ".lock"))
+	dir, err := cachedBuild(vmCacheDir, recipeHash(), "vm image", func(dir string) error { return buildImage(dir, logf) }, logf)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	if _, err := os.Stat(img.dir); err == nil { // built while we waited
-		logf("vm image: reused %s (built by another process) in %v", img.dir, time.Since(t0).Round(time.Millisecond))
-		return img, nil
+	if b, err := os.ReadFile(filepath.Join(dir, "mirror")); err == nil {
+		logf("vm image: built from the Debian mirror %s", strings.TrimSpace(string(b)))
 	}
-	sweepBuilds(logf)
-	pruneImages(logf)
-	tmp := filepath.Join(vmCacheDir, fmt.Sprintf(".build-%d", os.Getpid()))
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return nil, err
-	}
-	if err := buildImage(tmp, logf); err != nil {
-		if rerr := removeDir(tmp); rerr != nil {
-			err = fmt.Errorf("%w; removing %s: %w", err, tmp, rerr)
-		}
-		return nil, fmt.Errorf("build the VM image: %w", err)
-	}
-	if err := os.Rename(tmp, img.dir); err != nil {
-		return nil, err
-	}
-	logf("vm image: built %s in %v (cold)", img.dir, time.Since(t0).Round(time.Second))
-	return img, nil
-}
-
-// sweepBuilds removes builds a crashed process left. Only called under
-// the lock, so none of them is in progress.
-func sweepBuilds(logf func(string, ...any)) {
-	stale, _ := filepath.Glob(filepath.Join(vmCacheDir, ".build-*"))
-	for _, d := range stale {
-		err := removeDir(d) // unmounts first; never reaches through a mount
-		logf("vm image: removed a crashed build %s: %v", d, err)
-	}
-}
-
-// unusedFor is how long an image of another recipe (an older checkout's)
-// is kept after its last use.
-const unusedFor = 7 * 24 * time.Hour
-
-// markUsed records a use in the entry's mtime, for pruneImages.
-func markUsed(dir string) {
-	now := time.Now()
-	_ = os.Chtimes(dir, now, now)
-}
-
-// pruneImages removes the images no test has used for unusedFor, each
-// about 450 MB. Called under the lock; a VM still running on one keeps
-// its open disk.
-func pruneImages(logf func(string, ...any)) {
-	ents, _ := os.ReadDir(vmCacheDir)
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil || !e.IsDir() || strings.HasPrefix(e.Name(), ".") || time.Since(fi.ModTime()) < unusedFor {
-			continue
-		}
-		d := filepath.Join(vmCacheDir, e.Name())
-		logf("vm image: removed %s, unused since %s: %v", d, fi.ModTime().Format(time.DateOnly), os.RemoveAll(d))
-	}
-}
-
-// lockFile takes an exclusive flock on path, waiting for it.
-func lockFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("flock %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
+	return imageAt(dir), nil
 }
 
 // buildImage makes a complete cache entry in dir.
 func buildImage(dir string, logf func(string, ...any)) error {
-	mirror, err := debianMirror()
+	apt, err := hostAptConfig()
 	if err != nil {
 		return err
 	}
@@ -144,17 +63,21 @@ func buildImage(dir string, logf func(string, ...any)) error {
 	logPath := filepath.Join(dir, "build.log")
 
 	t := time.Now()
-	logf("vm image: debootstrap %s from %s and %d packages into %s (a few minutes, once per recipe)", vmSuite, mirror, len(vmPackages), tree)
+	logf("vm image: debootstrap %s from %s and %d packages into %s (a few minutes, once per recipe)", vmSuite, apt, len(vmPackages), tree)
+	aptConf := filepath.Join(dir, "apt.conf")
+	if err := os.WriteFile(aptConf, []byte(apt.Conf), 0o644); err != nil {
+		return err
+	}
 	// Its own PID namespace too, whose init dies with unshare (--kill-child)
 	// and unshare with us: nothing of a build outlives the test process.
 	argv := append([]string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
-		"--", "bash", "-c", chrootScript, "bash", tree, mirror}, vmPackages...)
-	if err := runLogged(logPath, "unshare", argv...); err != nil {
+		"--", "bash", "-c", chrootScript, "bash", tree, apt.Mirror, aptConf}, vmPackages...)
+	if err := runLogged(logPath, apt.Env, "unshare", argv...); err != nil {
 		return err
 	}
 	logf("vm image: tree ready in %v", time.Since(t).Round(time.Second))
 
-	if err := runLogged(logPath, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flock-vm", "-f", img.Key); err != nil {
+	if err := runLogged(logPath, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "flock-vm", "-f", img.Key); err != nil {
 		return err
 	}
 	if err := configureTree(tree, img); err != nil {
@@ -165,10 +88,10 @@ func buildImage(dir string, logf func(string, ...any)) error {
 	}
 
 	t = time.Now()
-	if err := runLogged(logPath, "truncate", "-s", vmImageSize, img.Base); err != nil {
+	if err := runLogged(logPath, nil, "truncate", "-s", vmImageSize, img.Base); err != nil {
 		return err
 	}
-	if err := runLogged(logPath, "mkfs.ext4", "-q", "-F", "-L", "flock-root", "-d", tree, img.Base); err != nil {
+	if err := runLogged(logPath, nil, "mkfs.ext4", "-q", "-F", "-L", "flock-root", "-d", tree, img.Base); err != nil {
 		return err
 	}
 	// Read-only: qemu opens a backing file read-only anyway; this keeps
@@ -180,7 +103,7 @@ func buildImage(dir string, logf func(string, ...any)) error {
 	if err := os.RemoveAll(tree); err != nil { // no mounts: they died with unshare
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "recipe"), []byte(recipeHash()+"\n"), 0o644)
+	return os.WriteFile(filepath.Join(dir, "mirror"), []byte(apt.String()+"\n"), 0o644)
 }
 
 // configureTree writes the recipe's files, masks units and lets the
@@ -225,9 +148,9 @@ func takeBoot(tree string, img *vmImage) error {
 	return copyFile(filepath.Join(tree, "etc/ssh/ssh_host_ed25519_key.pub"), img.HostKey, 0o644)
 }
 
-// runLogged runs a build step with its output appended to logPath; its
-// error carries the log's tail.
-func runLogged(logPath, name string, args ...string) error {
+// runLogged runs a build step, with env added to its environment and its
+// output appended to logPath; its error carries the log's tail.
+func runLogged(logPath string, env []string, name string, args ...string) error {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -235,6 +158,7 @@ func runLogged(logPath, name string, args ...string) error {
 	defer f.Close()
 	fmt.Fprintf(f, "==== %s %s\n", name, strings.Join(args, " "))
 	cmd := newCmd(name, args...)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The parent-death signal follows the forking thread: keep it.

@@ -6,8 +6,11 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -81,4 +84,68 @@ func mirrorDeb822(text string) string {
 		}
 	}
 	return ""
+}
+
+// hostApt is what a build's debootstrap and apt take from the host's apt
+// besides the mirror, so that a machine behind its own mirror or proxy
+// builds as it installs packages: the proxies, and the checks the host
+// relaxes (a mirror that serves a snapshot needs Check-Valid-Until false).
+type hostApt struct {
+	Mirror string
+	Conf   string   // apt.conf lines for the tree's apt
+	Env    []string // http_proxy and https_proxy for debootstrap
+}
+
+// aptKeep are the apt settings a build takes from the host.
+var aptKeep = regexp.MustCompile(`^Acquire::((https?|ftp)::Proxy(::\S+)?|Check-Valid-Until|Check-Date|Retries|ForceIPv4|ForceIPv6) "`)
+
+func hostAptConfig() (hostApt, error) {
+	mirror, err := debianMirror()
+	if err != nil {
+		return hostApt{}, err
+	}
+	out, err := exec.Command("apt-config", "dump").Output()
+	if err != nil {
+		return hostApt{Mirror: mirror}, fmt.Errorf("apt-config dump: %w", err)
+	}
+	return parseAptDump(mirror, string(out)), nil
+}
+
+// parseAptDump keeps what aptKeep names from `apt-config dump`.
+func parseAptDump(mirror, dump string) hostApt {
+	a := hostApt{Mirror: mirror}
+	var conf strings.Builder
+	for _, l := range strings.Split(dump, "\n") {
+		if !aptKeep.MatchString(l) {
+			continue
+		}
+		conf.WriteString(l + "\n")
+		for _, scheme := range []string{"http", "https"} {
+			if v, ok := strings.CutPrefix(l, "Acquire::"+scheme+"::Proxy \""); ok {
+				if v = strings.TrimSuffix(v, "\";"); v != "" && v != "DIRECT" {
+					a.Env = append(a.Env, scheme+"_proxy="+v)
+				}
+			}
+		}
+	}
+	a.Conf = conf.String()
+	return a
+}
+
+// String says where a build's packages come from, for its log; a proxy's
+// password is not printed.
+func (a hostApt) String() string {
+	s := a.Mirror
+	for i, kv := range a.Env {
+		if i == 0 {
+			s += " via"
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if u, err := url.Parse(v); err == nil && u.User != nil {
+			u.User = url.User(u.User.Username())
+			v = u.String()
+		}
+		s += " " + k + "=" + v
+	}
+	return s
 }

@@ -45,10 +45,12 @@ var vmMasked = []string{
 // chrootScript runs on the host in mount and PID namespaces of its own
 // (vm_image.go), so the mounts it makes in the tree die with it even if it
 // is killed: a stale build dir can then be removed without reaching
-// through a bind of /dev. $1 tree, $2 mirror, the rest are packages.
+// through a bind of /dev. $1 tree, $2 mirror, $3 the apt settings taken
+// from the host (hostApt), the rest are packages.
 const chrootScript = `set -euo pipefail
-tree=$1 mirror=$2; shift 2
+tree=$1 mirror=$2 aptconf=$3; shift 3
 debootstrap --variant=minbase ` + vmSuite + ` "$tree" "$mirror"
+cp "$aptconf" "$tree/etc/apt/apt.conf.d/00flock-host"
 # No service starts in the chroot: the host must not get an sshd.
 printf '#!/bin/sh\nexit 101\n' > "$tree/usr/sbin/policy-rc.d"
 chmod 755 "$tree/usr/sbin/policy-rc.d"
@@ -66,7 +68,7 @@ printf 'virtio_pci\nvirtio_blk\n' >> "$tree/etc/initramfs-tools/modules"
 inroot update-initramfs -u
 inroot apt-get clean
 # dbus made a machine id; systemd would copy it into every VM.
-rm -rf "$tree"/var/lib/apt/lists/* "$tree/usr/sbin/policy-rc.d" "$tree/var/lib/dbus/machine-id"
+rm -rf "$tree"/var/lib/apt/lists/* "$tree/usr/sbin/policy-rc.d" "$tree/var/lib/dbus/machine-id" "$tree/etc/apt/apt.conf.d/00flock-host"
 `
 
 // vmFiles are written into the tree after the packages, path -> content.

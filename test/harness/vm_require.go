@@ -2,45 +2,20 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 )
 
-// vmTools are what building the image and running a VM need, and the
-// Debian package of each (make deps installs them).
-var vmTools = []struct{ tool, pkg string }{
-	{"qemu-system-x86_64", "qemu-system-x86"},
-	{"qemu-img", "qemu-utils"},
-	{"debootstrap", "debootstrap"},
-	{"mkfs.ext4", "e2fsprogs"},
-	{"ssh", "openssh-client"},
-	{"ssh-keygen", "openssh-client"},
-	{"unshare", "util-linux"},
-}
-
-// requireVM applies Require to what a VM needs.
+// requireVM skips or fails t by the tier rule unless the host can build
+// the image and boot a VM.
 func requireVM(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, fmt.Sprintf("running as uid %d", os.Geteuid()))
-	}
-	for _, x := range vmTools {
-		if _, err := exec.LookPath(x.tool); err != nil {
-			missing = append(missing, fmt.Sprintf("%v (apt-get install %s)", err, x.pkg))
-		}
-	}
-	if _, err := debianMirror(); err != nil {
-		missing = append(missing, err.Error())
-	}
-	Require(t, "needs root, qemu, debootstrap and a Debian mirror (make deps): "+strings.Join(missing, "; "), len(missing) == 0)
+	VMTier.Require(t)
 }
 
 // BootVM boots a VM with the project's binaries for the test, or skips or

@@ -1,0 +1,122 @@
+package harness
+
+// What each tier of the system tests needs from the host, in one place:
+// the tests require their tier's needs, and TestPreflight checks them all
+// at once. make deps installs or builds every one of them.
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/internal/tier"
+)
+
+// Tier is a named set of needs.
+type Tier struct {
+	Name  string
+	Needs []tier.Need
+}
+
+// Require skips t (fails it in CI) naming everything of the tier the
+// machine lacks.
+func (tr Tier) Require(t testing.TB) {
+	t.Helper()
+	tier.RequireNeeds(t, tr.Name, tr.Needs...)
+}
+
+// Missing is nil when the machine has everything the tier needs.
+func (tr Tier) Missing() error { return tier.Missing(tr.Needs...) }
+
+var goNeed = tier.Built("go", "Go 1.26 on PATH or at /usr/local/go/bin, as the README says")
+
+// NspawnTier is a booted systemd machine: an overlay of the host's /, so
+// what runs inside (systemd, D-Bus, nft, the tests' tools, the busybox of
+// the levels' rootfs) is the host's.
+var NspawnTier = Tier{Name: "system (nspawn)", Needs: []tier.Need{
+	tier.Root("systemd-nspawn boots machines and mounts overlays"),
+	goNeed,
+	tier.Program("systemd-nspawn", "systemd-container"),
+	tier.Program("nsenter", "util-linux"),
+	tier.File("/lib/systemd/systemd", 1, "systemd"),
+	tier.Program("systemd-sysusers", "systemd"),
+	tier.Program("dbus-daemon", "dbus"),
+	tier.Program("nft", "nftables"),
+	tier.Program("ss", "iproute2"),
+	tier.Program("ps", "procps"),
+	tier.Program("userdel", "passwd"),
+	tier.File(busybox, 1<<20, "busybox-static"),
+}}
+
+// BusTier adds the nats CLI, a client an agent brings.
+var BusTier = Tier{Name: "system, bus (nats CLI)", Needs: []tier.Need{
+	tier.Built("nats", "make deps: go install github.com/nats-io/natscli/nats"),
+}}
+
+// LevelsTier adds the container runtimes.
+var LevelsTier = Tier{Name: "system, levels (podman, runsc)", Needs: []tier.Need{
+	tier.Program("podman", "podman"),
+	tier.Program("crun", "crun"),
+	tier.Built("runsc", "make runsc (make deps does): a static build through the Go module proxy"),
+}}
+
+// AnsibleTier is ansible-core alone, as Debian packages it.
+var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
+	tier.Program("ansible", "ansible-core"),
+	tier.Program("ansible-playbook", "ansible-core"),
+	tier.Program("ansible-inventory", "ansible-core"),
+}}
+
+// VagrantTier is vagrant and the provider plugin whose block of the
+// Vagrantfile it checks (VirtualBox's is vagrant's own).
+var VagrantTier = Tier{Name: "tools, vagrant", Needs: []tier.Need{
+	tier.Program("vagrant", "vagrant"),
+	tier.Check("vagrant's libvirt provider plugin", "apt-get install vagrant-libvirt; make deps does", func() error {
+		out, err := exec.Command("vagrant", "plugin", "list").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("vagrant plugin list: %w: %s", err, out)
+		}
+		if !strings.Contains(string(out), "vagrant-libvirt") {
+			return fmt.Errorf("not in vagrant plugin list: %s", strings.TrimSpace(string(out)))
+		}
+		return nil
+	}),
+}}
+
+// VMTier is a qemu VM and the image build.
+var VMTier = Tier{Name: "VM (qemu)", Needs: vmNeeds()}
+
+func vmNeeds() []tier.Need {
+	needs := []tier.Need{tier.Root("the image build chroots and mounts"), goNeed}
+	for _, x := range []struct{ tool, pkg string }{
+		{"qemu-system-x86_64", "qemu-system-x86"},
+		{"qemu-img", "qemu-utils"},
+		{"debootstrap", "debootstrap"},
+		{"mkfs.ext4", "e2fsprogs"},
+		{"ssh", "openssh-client"},
+		{"ssh-keygen", "openssh-client"},
+		{"unshare", "util-linux"},
+	} {
+		needs = append(needs, tier.Program(x.tool, x.pkg))
+	}
+	return append(needs, mirrorNeed)
+}
+
+var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add one, or set FLOCK_VM_MIRROR",
+	func() error { _, err := debianMirror(); return err })
+
+// Tiers are every tier that needs more than Go, for the preflight.
+var Tiers = []Tier{NspawnTier, BusTier, LevelsTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+
+// FreshTier is a fresh machine (fresh.go): the tree is made by
+// debootstrap, the repository copied by what git tracks.
+var FreshTier = Tier{Name: "fresh machine (nspawn, debootstrap)", Needs: []tier.Need{
+	tier.Root("debootstrap and systemd-nspawn need it"),
+	goNeed,
+	tier.Program("systemd-nspawn", "systemd-container"),
+	tier.Program("debootstrap", "debootstrap"),
+	tier.Program("unshare", "util-linux"),
+	tier.Program("git", "git"),
+	mirrorNeed,
+}}
