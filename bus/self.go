@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,8 +50,29 @@ func (s *Server) connectSelf() error {
 	return nil
 }
 
-// onHeartbeat keeps the last heartbeat of each agent. The agent is the one
-// in the subject, which only it may publish on; the body's claim is not
+// heartbeat is an agent's last heartbeat: what its body said, as far as
+// it could be read, and when the bus received it.
+type heartbeat struct {
+	msg wire.HeartbeatMsg
+	at  time.Time
+}
+
+// warnLimit lets one warning a minute through for an agent.
+type warnLimit struct {
+	last       time.Time
+	suppressed int
+}
+
+// heartbeatWarnEvery bounds the warnings about one agent's unreadable
+// heartbeats: an agent sending them fast must not drown the bus's log,
+// whose violation lines status counts.
+const heartbeatWarnEvery = time.Minute
+
+// onHeartbeat keeps the last heartbeat of each agent. Any message on
+// agent.N.heartbeat is agent N's heartbeat at the time the bus received
+// it (the seed contract: a client of any language heartbeats by
+// publishing there); its body is read leniently. The agent is the one in
+// the subject, which only it may publish on; the body's claim is not
 // trusted. Never answered: the reply subject is the publisher's choice, and
 // answering would let it make the bus publish there.
 func (s *Server) onHeartbeat(m *nats.Msg) {
@@ -58,15 +80,26 @@ func (s *Server) onHeartbeat(m *nats.Msg) {
 	if !ok {
 		return
 	}
-	var hb wire.HeartbeatMsg
-	if err := json.Unmarshal(m.Data, &hb); err != nil {
-		s.log.Warnf("agent %d sent a heartbeat that is not JSON: %v", id, err)
-		return
-	}
+	hb, err := wire.ParseHeartbeat(m.Data)
 	hb.Agent = id
+	now := time.Now()
 	s.mu.Lock()
-	s.beats[id] = hb
+	s.beats[id] = heartbeat{msg: hb, at: now}
+	var warn bool
+	var suppressed int
+	if err != nil {
+		w := s.unread[id]
+		if warn = now.Sub(w.last) >= heartbeatWarnEvery; warn {
+			suppressed, w = w.suppressed, warnLimit{last: now}
+		} else {
+			w.suppressed++
+		}
+		s.unread[id] = w
+	}
 	s.mu.Unlock()
+	if warn {
+		s.log.Warnf("agent %d sent a heartbeat whose body could not be read (%v); it counts as a heartbeat all the same (%d more like it in the minute before; at most one warning a minute per agent)", id, err, suppressed)
+	}
 }
 
 // heartbeatAgent is the id in agent.<id>.heartbeat.

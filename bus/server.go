@@ -56,9 +56,10 @@ type Server struct {
 
 	reloadMu sync.Mutex // one Reload at a time
 
-	mu    sync.Mutex
-	cfg   Config
-	beats map[int]wire.HeartbeatMsg // last heartbeat by agent id
+	mu     sync.Mutex
+	cfg    Config
+	beats  map[int]heartbeat // last heartbeat by agent id
+	unread map[int]warnLimit // unreadable heartbeat bodies by agent id
 }
 
 // Start starts nats-server in this process and returns once it accepts
@@ -75,7 +76,7 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]wire.HeartbeatMsg{},
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, unread: map[int]warnLimit{},
 		storeLimit: c.Tasks.withDefaults().StoreMax}
 	s.log.learn(s.names(c))
 	so, err := s.serverOptions(c)

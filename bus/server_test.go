@@ -105,6 +105,79 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// TestHeartbeatsFromAnyClient checks the seed contract: any message on
+// agent.N.heartbeat is N's heartbeat when the bus receives it, with a
+// string id, no body, or a body it cannot read; and an agent flooding
+// unreadable heartbeats gets at most one warning a minute in the log.
+//
+// Tier: unit (no root).
+func TestHeartbeatsFromAnyClient(t *testing.T) {
+	ids := newIdentities(t, everyone...)
+	var log syncbuf.Buffer
+	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log})
+	worker := connect(t, s, ids, "flock-2")
+	monitor := connect(t, s, ids, "flock-3")
+	beatAfter := func(id int, since time.Time) func() bool {
+		return func() bool {
+			at := s.Status().Agents[id].HeartbeatAt
+			return at != nil && at.After(since)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		body string
+		want wire.HeartbeatMsg
+	}{
+		{"the id as a string, as the npm client's agents send it", `{"agent":"2","uptime_s":4}`, wire.HeartbeatMsg{Agent: 2, UptimeS: 4}},
+		{"no body", "", wire.HeartbeatMsg{Agent: 2}},
+		{"a body that is not JSON", "alive", wire.HeartbeatMsg{Agent: 2}},
+		{"another agent's id in the body", `{"agent":3,"tasks_done":5}`, wire.HeartbeatMsg{Agent: 2, TasksDone: 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := time.Now()
+			if err := worker.Publish(wire.Heartbeat(2), []byte(tc.body)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "agent 2's heartbeat", beatAfter(2, before))
+			if got := *s.Status().Agents[2].LastHeartbeat; got != tc.want {
+				t.Errorf("heartbeat %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	// 1000 unreadable heartbeats in well under a second, then a readable
+	// one from another agent: all heard, and still the one warning the
+	// first unreadable body above wrote.
+	start := len(log.String())
+	for i := 0; i < 1000; i++ {
+		if err := worker.Publish(wire.Heartbeat(2), []byte("{not json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := monitor.Publish(wire.Heartbeat(3), []byte(`{"agent":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "agent 3's heartbeat after the flood", beatAfter(3, before))
+	// The bus's own client reads in order: agent 2's flood came first.
+	if n := strings.Count(log.String(), "heartbeat whose body could not be read"); n != 1 {
+		t.Errorf("%d warnings for 1001 unreadable heartbeats within a minute, want 1:\n%s", n, tailOf(log.String(), 600))
+	}
+	if flood := log.String()[start:]; strings.Count(flood, "\n") > 3 {
+		t.Errorf("the flood wrote these log lines, want a handful:\n%s", tailOf(flood, 600))
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
 // TestReload checks that a reload adds and removes users while a staying
 // user's connection stays up, and that moving a listener needs a restart.
 //

@@ -15,7 +15,7 @@ func (s *Server) Status() wire.BusStatus {
 	cfg := s.cfg
 	for id, hb := range s.beats {
 		a := st.Agents[id]
-		a.LastHeartbeat = &hb
+		a.LastHeartbeat, a.HeartbeatAt = &hb.msg, &hb.at
 		st.Agents[id] = a
 	}
 	s.mu.Unlock()

@@ -120,6 +120,7 @@ type BusStatus struct {
 // AgentOnBus is what the bus knows of one agent.
 type AgentOnBus struct {
 	Connections   int           `json:"connections"`
-	LastHeartbeat *HeartbeatMsg `json:"last_heartbeat,omitempty"`
-	Violations    uint64        `json:"violations"` // permission violations since the bus started
+	LastHeartbeat *HeartbeatMsg `json:"last_heartbeat,omitempty"` // its body, as far as it could be read
+	HeartbeatAt   *time.Time    `json:"heartbeat_at,omitempty"`   // when the bus received it
+	Violations    uint64        `json:"violations"`               // permission violations since the bus started
 }

@@ -175,9 +175,9 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 	if seen.Connections > 0 {
 		r.Bus = "connected"
 	}
-	if hb := seen.LastHeartbeat; hb != nil {
-		at, age := hb.Time, now.Sub(hb.Time).Seconds()
-		r.LastHeartbeat, r.HeartbeatAgeS = &at, &age
+	if at := seen.HeartbeatAt; at != nil {
+		age := now.Sub(*at).Seconds()
+		r.LastHeartbeat, r.HeartbeatAgeS = at, &age
 	}
 }
 
