@@ -146,7 +146,7 @@ func TestBus(t *testing.T) {
 
 	t.Run("bad input to send names the fix and sends nothing", func(t *testing.T) {
 		for argv, want := range map[string]string{
-			"--to 3 x":       "agent 3 is a monitor without a command",
+			"--to 3 x":       "agent 3 takes no tasks (role monitor)",
 			"--to 9 x":       "no agent 9",
 			"--to boss x":    `--to "boss": give worker`,
 			"--output xml x": `--output "xml": choose text or json`,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,10 +81,18 @@ stored and returns; flockctl tasks shows what became of it.`,
 }
 
 // target is where --to sends a task: its subject, the consumer workers
-// take it from, and how long its tasks may take.
+// take it from, who may take it, and how long its tasks may take.
 type target struct {
 	subject, consumer string
+	who               string
 	wait              time.Duration
+}
+
+// takesTasks says whether agent a takes tasks: a worker with a command
+// (flock-agent runs it per task) or with its own program, which pulls its
+// consumers itself (the README's "Your own client").
+func takesTasks(a spec.Agent) bool {
+	return a.Role == spec.RoleWorker && (len(a.Command) > 0 || len(a.Exec) > 0)
 }
 
 // taskTarget is where --to sends a task.
@@ -94,24 +103,26 @@ func taskTarget(f *spec.Flock, to string) (target, error) {
 		switch {
 		case !ok:
 			return target{}, fmt.Errorf("--to %d: no agent %d in the provisioned flock", n, n)
-		case a.Role != spec.RoleWorker || len(a.Command) == 0:
-			return target{}, fmt.Errorf("--to %d: agent %d is a %s without a command; only workers with a command take tasks", n, n, a.Role)
+		case !takesTasks(a):
+			return target{}, fmt.Errorf("--to %d: agent %d takes no tasks (role %s); only workers with command: [...] or their own exec: [...] program take tasks", n, n, a.Role)
 		}
-		return target{wire.AgentTasks(n), wire.AgentConsumer(n), a.TaskTimeout + margin}, nil
+		return target{wire.AgentTasks(n), wire.AgentConsumer(n), fmt.Sprintf("agent %d", n), a.TaskTimeout + margin}, nil
 	}
 	if to != string(spec.RoleWorker) {
 		return target{}, fmt.Errorf("--to %q: give worker (any worker) or an agent id", to)
 	}
 	var longest time.Duration
+	var ids []string
 	for _, a := range f.Agents {
-		if a.Role == spec.RoleWorker && len(a.Command) > 0 && a.TaskTimeout > longest {
-			longest = a.TaskTimeout
+		if takesTasks(a) {
+			ids = append(ids, strconv.Itoa(a.ID))
+			longest = max(longest, a.TaskTimeout)
 		}
 	}
-	if longest == 0 {
-		return target{}, errors.New("--to worker: no worker in the provisioned flock has a command; give one command: [...] in the spec")
+	if len(ids) == 0 {
+		return target{}, errors.New("--to worker: no worker in the provisioned flock takes tasks; give a worker command: [...] or its own exec: [...] program in the spec")
 	}
-	return target{wire.RoleTasks(to), wire.RoleConsumer(to), longest + margin}, nil
+	return target{wire.RoleTasks(to), wire.RoleConsumer(to), "any worker (agents " + strings.Join(ids, ", ") + ")", longest + margin}, nil
 }
 
 // sendTask stores the task and, with wait, waits for its result (read
@@ -134,7 +145,7 @@ func sendTask(cmd *cobra.Command, t target, id string, payload []byte, wait bool
 	if sent.Duplicate {
 		fmt.Fprintf(stderr, "task %s was already sent in the last %s; it is not sent again\n", id, bus.TaskDedupWindow)
 	} else if idleErr == nil && !idle {
-		fmt.Fprintf(stderr, "no worker is waiting for tasks on %s right now (all busy, or none connected: see flockctl status); task %s is queued\n", t.subject, id)
+		fmt.Fprintf(stderr, "task %s is queued for %s: none is waiting for tasks right now (all busy, or none connected: see flockctl status)\n", id, t.who)
 	}
 	if !wait {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
