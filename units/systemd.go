@@ -126,7 +126,31 @@ func (s *Systemd) Stop(ctx context.Context, name string) error {
 	if err := s.conn.ResetFailedUnitContext(ctx, name); err != nil && !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") {
 		return fmt.Errorf("ResetFailedUnit %s: %w", name, err)
 	}
-	return nil
+	return s.waitGone(ctx, name)
+}
+
+// unloadWait bounds waiting for systemd to collect a stopped unit.
+const unloadWait = 10 * time.Second
+
+// waitGone waits until systemd has collected the stopped unit. Until then
+// a transient unit's file is still in /run/systemd/transient, and a
+// daemon-reload in between (deprovision removing flock.service, a package
+// install) loads it again as a unit with a fragment file, which no
+// StartTransientUnit may replace. Listing by pattern loads nothing.
+func (s *Systemd) waitGone(ctx context.Context, name string) error {
+	deadline := time.Now().Add(unloadWait)
+	for {
+		us, err := s.conn.ListUnitsByPatternsContext(ctx, nil, []string{name})
+		if err != nil {
+			return fmt.Errorf("ListUnitsByPatterns %s: %w", name, err)
+		}
+		if len(us) == 0 || time.Now().After(deadline) {
+			return nil // collected; or held by something else, as before
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 func (s *Systemd) waitJob(ctx context.Context, name, verb string, done <-chan string) error {
