@@ -13,9 +13,10 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # for the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
 # it); ansible-core and vagrant for ansible/ and the Vagrantfile, and
 # vagrant-libvirt so that its block of the Vagrantfile is validated too;
-# podman and crun for levels podman and gvisor.
+# podman and crun for levels podman and gvisor; python3 and a JDK for the
+# agents people bring (Node and npm below).
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant vagrant-libvirt podman crun
+	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go
@@ -56,8 +57,12 @@ endef
 deps-demo:
 	$(call install-debs,$(DEMO_DEBS))
 
+# Node and npm come from Debian unless a node with npm is there already
+# (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
 deps:
 	$(call install-debs,$(DEBS))
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "installing: nodejs npm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; }
 	@command -v nats >/dev/null || { echo "installing the nats CLI ($(NATSCLI))"; GOBIN=$(BINDIR) $(GO) install $(NATSCLI); }
 	@$(MAKE) --no-print-directory runsc
 

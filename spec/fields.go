@@ -58,6 +58,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	if n, ok := fs["common"]; ok {
 		a.Common = w.access(n, join(path, "common"))
 	}
+	if n, ok := fs["jit"]; ok {
+		a.JIT = w.boolean(n, join(path, "jit"), "the agent runs a JIT: Node, a JVM, .NET, PyPy")
+	}
 	if n, ok := fs["egress"]; ok {
 		a.Egress = w.egress(n, join(path, "egress"))
 	}

@@ -252,3 +252,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Tier: unit. Every spec under examples/ parses, as an operator copies it.
+func TestExampleSpecsParse(t *testing.T) {
+	paths, _ := filepath.Glob("../examples/*.yaml")
+	more, _ := filepath.Glob("../examples/*/flock.yaml")
+	paths = append(paths, more...)
+	if len(paths) < 3 {
+		t.Fatalf("found only %v", paths)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

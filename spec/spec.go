@@ -138,9 +138,13 @@ type Agent struct {
 	MaxOutput   uint64        // bytes of stdout+stderr kept; more stops the command
 	Heartbeat   time.Duration // how often flock-agent says it is alive
 	Limits      Limits
-	Common      Access   // access to <root>/common
-	Egress      []Egress // extra destinations its sockets may reach
-	Subjects    Subjects // bus subjects granted beyond its role's
+	Common      Access // access to <root>/common
+	// JIT lets the agent make memory writable and then executable, which
+	// every JIT needs (V8, the JVM, .NET, LuaJIT, PyPy): its unit drops
+	// MemoryDenyWriteExecute and nothing else.
+	JIT      bool
+	Egress   []Egress // extra destinations its sockets may reach
+	Subjects Subjects // bus subjects granted beyond its role's
 }
 
 // Subjects are extra bus permissions, NATS subject patterns.

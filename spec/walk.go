@@ -87,6 +87,15 @@ func (w *walker) str(n *yaml.Node, path, example string) (string, bool) {
 	return n.Value, true
 }
 
+// boolean reads true or false; what says what true means.
+func (w *walker) boolean(n *yaml.Node, path, what string) bool {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		w.fail(path, "%s is not true or false; write true (%s) or false", kindName(n), what)
+		return false
+	}
+	return n.Value == "true"
+}
+
 // integer reads a whole number in [lo, hi]; what says what the number is.
 func (w *walker) integer(n *yaml.Node, path, what string, lo, hi int64) (int64, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {

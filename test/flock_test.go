@@ -79,6 +79,11 @@ type agentStatus struct {
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
 	Violations    uint64     `json:"violations"`
 	Drift         string     `json:"drift"`
+	Restarts      uint32     `json:"restarts"`
+	LastExit      string     `json:"last_exit"`
+	Diagnosis     *struct {
+		Wall, Why, Fix string
+	} `json:"diagnosis"`
 }
 
 func status(t testing.TB, m *harness.Machine) []agentStatus {

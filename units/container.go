@@ -78,8 +78,9 @@ func containerHardening(f *spec.Flock, a spec.Agent) []Property {
 		{"RestrictAddressFamilies", NameList{true, []string{"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}}},
 	}
 	if a.Level == spec.LevelPodman {
-		// Inherited by the container: its programs cannot map W+X either.
-		props = append(props, Property{"MemoryDenyWriteExecute", true})
+		// Inherited by the container: its programs cannot map W+X either,
+		// unless the agent runs a JIT (spec jit: true).
+		props = append(props, Property{"MemoryDenyWriteExecute", !a.JIT})
 	}
 	return props
 }

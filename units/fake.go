@@ -46,6 +46,24 @@ func (f *Fake) Stop(ctx context.Context, name string) error {
 	return nil
 }
 
+// Exit reports what SetExit recorded.
+func (f *Fake) Exit(ctx context.Context, name string) (uint32, Exit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.units[name]
+	return s.Restarts, s.LastExit
+}
+
+// SetExit records how the named unit's agent keeps dying.
+func (f *Fake) SetExit(name string, restarts uint32, e Exit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.units[name]; ok {
+		s.Restarts, s.LastExit = restarts, e
+		f.units[name] = s
+	}
+}
+
 // Fail is drift: the named unit's agent crashed for good.
 func (f *Fake) Fail(name string) {
 	f.mu.Lock()

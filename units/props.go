@@ -223,7 +223,9 @@ func processHardening(f *spec.Flock, a spec.Agent) []Property {
 		{"RestrictNamespaces", uint64(0)}, // no namespace may be created
 		{"LockPersonality", true},
 		{"RestrictRealtime", true},
-		{"MemoryDenyWriteExecute", true},
+		// No memory both writable and executable, unless the agent runs a
+		// JIT (spec jit: true), which needs it and loses this wall alone.
+		{"MemoryDenyWriteExecute", !a.JIT},
 		{"KeyringMode", "private"},
 		{"SystemCallArchitectures", []string{"native"}},
 		{"SystemCallFilter", NameList{true, append([]string{"@system-service"}, landlockSyscalls...)}},

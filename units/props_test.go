@@ -43,6 +43,14 @@ const goldenSpec = `agents:
   - id: 8
     level: podman
     image: localhost/agent:latest
+  - id: 9
+    exec: ["/usr/bin/node", "agent.js"]
+    jit: true
+  - id: 10
+    level: podman
+    rootfs: /var/lib/flock-rootfs/node
+    exec: ["/usr/bin/node", "agent.js"]
+    jit: true
 `
 
 // The property set of each level, as a reviewer reads it. Any change to
@@ -61,6 +69,8 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-6-podman-systemd252.golden", 6, 252},
 		{"agent-7-gvisor-systemd252.golden", 7, 252},
 		{"agent-8-podman-image-systemd252.golden", 8, 252},
+		{"agent-9-jit-systemd252.golden", 9, 252},
+		{"agent-10-podman-jit-systemd252.golden", 10, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)

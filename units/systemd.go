@@ -72,6 +72,25 @@ func (s *Systemd) List(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
+// Exit reads how often the unit restarted and how its main process last
+// ended; zero values where systemd did not say (a unit gone meanwhile).
+func (s *Systemd) Exit(ctx context.Context, name string) (restarts uint32, exit Exit) {
+	get := func(prop string) any {
+		p, err := s.conn.GetUnitTypePropertyContext(ctx, name, "Service", prop)
+		if err != nil {
+			return nil
+		}
+		return p.Value.Value()
+	}
+	restarts, _ = get("NRestarts").(uint32)
+	code, _ := get("ExecMainCode").(int32)
+	status, _ := get("ExecMainStatus").(int32)
+	// siginfo's CLD_* codes, as systemd reports them.
+	exit.Code = map[int32]string{1: "exited", 2: "killed", 3: "dumped"}[code]
+	exit.Status = int(status)
+	return restarts, exit
+}
+
 // Start replaces any unit of the same name with u and waits for systemd's
 // start job. With Type=exec the job fails when the runner cannot be
 // started, so a broken unit is an error here, not a surprise later.

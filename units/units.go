@@ -32,6 +32,11 @@ type Status struct {
 	ActiveState string // systemd's: active, failed, inactive, activating...
 	SubState    string
 	Hash        string // parsed from Description; "" if not ours or unknown
+	// Restarts and LastExit are filled by Manager.Exit, which only the
+	// read-only verbs call (List does not: reading a unit's properties
+	// while systemd collects a stopped transient unit can load it again).
+	Restarts uint32 // automatic restarts since the unit was started
+	LastExit Exit   // how its main process last ended
 }
 
 // ErrNoSystemd means there is no systemd to talk to.
@@ -42,6 +47,9 @@ var ErrNoSystemd = errors.New("no systemd to talk to")
 type Manager interface {
 	// List returns every loaded unit whose name starts with Prefix.
 	List(ctx context.Context) ([]Status, error)
+	// Exit says how often the named unit restarted and how its main
+	// process last ended.
+	Exit(ctx context.Context, name string) (restarts uint32, exit Exit)
 	// Start starts u as a transient unit, first stopping a unit of the same
 	// name, and waits for systemd's job to finish.
 	Start(ctx context.Context, u Unit) error

@@ -41,6 +41,11 @@ func newExplain() *cobra.Command {
 				u := units.ForAgent(f, a, units.Options{})
 				fmt.Fprintf(out, "# %s: user %s (uid %d), role %s, level %s: %s\n",
 					u.Name, spec.UserName(a.ID), f.UID(a.ID), a.Role, a.Level, a.Level.Label())
+				if a.JIT && a.Level != spec.LevelGVisor {
+					fmt.Fprintln(out, "# jit: true: MemoryDenyWriteExecute=no, this wall alone: the agent may map memory writable and then executable,")
+					fmt.Fprintln(out, "#   as its JIT must, so code written into such memory can run. systemd-analyze security weighs it 0.1")
+					fmt.Fprintln(out, "#   (a level-process unit still rates 1.3 OK, measured); every other wall stays.")
+				}
 				fmt.Fprintln(out, units.Render(u))
 				p := perms[a.ID]
 				fmt.Fprintf(out, "# bus: nats user %s, nkey %s (the unit reads it as $CREDENTIALS_DIRECTORY/nats)\n", p.Name, spec.CredPath(p.Name))

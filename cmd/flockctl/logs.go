@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
 )
 
 func newLogs() *cobra.Command {
@@ -31,11 +32,15 @@ func newLogs() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, ok := f.Agent(id); !ok {
+			a, ok := f.Agent(id)
+			if !ok {
 				return fmt.Errorf("agent %d is not in the provisioned flock; flockctl status lists them", id)
 			}
 			if err := preflight(); err != nil {
 				return err
+			}
+			if !follow {
+				defer printDiagnosis(cmd.Context(), cmd.OutOrStdout(), f, a)
 			}
 			return showLogs(cmd.Context(), cmd.OutOrStdout(), id, f.LogPath(id), lines, follow)
 		},
@@ -43,6 +48,31 @@ func newLogs() *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the agent logs")
 	cmd.Flags().IntVarP(&lines, "lines", "n", 100, "how many recent lines of each to show")
 	return cmd
+}
+
+// printDiagnosis ends the logs of an agent that keeps dying with the wall
+// that likely kills it, as status says it.
+func printDiagnosis(ctx context.Context, w io.Writer, f *spec.Flock, a spec.Agent) {
+	m, err := units.Connect(ctx)
+	if err != nil {
+		return
+	}
+	defer m.Close()
+	all, err := m.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, st := range all {
+		if st.Name != spec.UnitName(a.ID) {
+			continue
+		}
+		st = withExit(ctx, m, st)
+		r := statusOf(f, a, st)
+		if r.Diagnosis = diagnose(ctx, a, st); r.Diagnosis != nil {
+			fmt.Fprintln(w, "==> diagnosis <==")
+			printDiagnoses(w, []agentStatus{r})
+		}
+	}
 }
 
 // showLogs prints the unit's journal, then the agent's own log file; with

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,6 +41,11 @@ type agentStatus struct {
 	HeartbeatAgeS *float64   `json:"heartbeat_age_s,omitempty"`
 	Violations    uint64     `json:"violations"`
 	Drift         string     `json:"drift,omitempty"`
+	// Restarts and LastExit are systemd's; Diagnosis names the wall that
+	// likely keeps the agent dying, and the spec change that lifts it.
+	Restarts  uint32           `json:"restarts"`
+	LastExit  string           `json:"last_exit,omitempty"`
+	Diagnosis *units.Diagnosis `json:"diagnosis,omitempty"`
 }
 
 func newStatus() *cobra.Command {
@@ -69,7 +75,9 @@ func newStatus() *cobra.Command {
 			now := time.Now()
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
-				row := statusOf(f, a, pl.have.Units[pl.want.Units[i].Name])
+				st := withExit(ctx, pl.host.Units, pl.have.Units[pl.want.Units[i].Name])
+				row := statusOf(f, a, st)
+				row.Diagnosis = diagnose(ctx, a, st)
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
 				row.busFields(onBus, now)
@@ -90,6 +98,7 @@ func newStatus() *cobra.Command {
 				return enc.Encode(rows)
 			}
 			printTable(cmd.OutOrStdout(), rows)
+			printDiagnoses(cmd.OutOrStdout(), rows)
 			if busErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
 			}
@@ -116,6 +125,10 @@ func statusOf(f *spec.Flock, a spec.Agent, st units.Status) agentStatus {
 		ID: a.ID, User: spec.UserName(a.ID), UID: f.UID(a.ID), Unit: spec.UnitName(a.ID),
 		State: st.ActiveState, SubState: st.SubState,
 		Role: string(a.Role), Level: string(a.Level), Label: a.Level.Label(),
+		Restarts: st.Restarts,
+	}
+	if st.LastExit.Code != "" {
+		row.LastExit = st.LastExit.String()
 	}
 	if st.Name == "" {
 		row.State = "absent"
@@ -183,7 +196,7 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 
 func printTable(w io.Writer, rows []agentStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tDRIFT")
+	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tDRIFT")
 	for _, r := range rows {
 		drift, beat := r.Drift, "-"
 		if drift == "" {
@@ -192,8 +205,41 @@ func printTable(w io.Writer, rows []agentStatus) {
 		if r.HeartbeatAgeS != nil {
 			beat = (time.Duration(*r.HeartbeatAgeS * float64(time.Second))).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Role, r.Level, r.Label, r.Bus, beat, drift)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Restarts, r.Role, r.Level, r.Label, r.Bus, beat, drift)
 	}
 	tw.Flush()
+}
+
+// printDiagnoses says, below the table, which agents keep dying and why.
+func printDiagnoses(w io.Writer, rows []agentStatus) {
+	for _, r := range rows {
+		if d := r.Diagnosis; d != nil {
+			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s). Likely wall: %s: %s.\n  fix: %s\n",
+				r.ID, r.Restarts, r.LastExit, d.Wall, d.Why, d.Fix)
+		}
+	}
+}
+
+// withExit adds how often a loaded, not stopped unit restarted and how it
+// last ended. A stopped unit is not asked: reading its properties while
+// systemd collects it would load it again.
+func withExit(ctx context.Context, m units.Manager, st units.Status) units.Status {
+	if st.Name != "" && st.ActiveState != "inactive" {
+		st.Restarts, st.LastExit = m.Exit(ctx, st.Name)
+	}
+	return st
+}
+
+// diagnose names the wall that likely keeps agent a dying, reading the
+// tail of its journal only when systemd says it is in a restart loop.
+func diagnose(ctx context.Context, a spec.Agent, st units.Status) *units.Diagnosis {
+	if !units.Looping(st) {
+		return nil
+	}
+	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", "50", "-u", st.Name).Output()
+	if d, ok := units.Diagnose(a, st, string(out)); ok {
+		return &d
+	}
+	return nil
 }

@@ -61,6 +61,25 @@ var LevelsTier = Tier{Name: "system, levels (podman, runsc)", Needs: []tier.Need
 	tier.Built("runsc", "make runsc (make deps does): a static build through the Go module proxy"),
 }}
 
+// RuntimesTier is the language runtimes agents bring: Node with npm (the
+// example's nats client comes from the npm registry), a JDK (a JVM whose
+// launcher runs a source file), CPython.
+var RuntimesTier = Tier{Name: "system, real agents (node, npm, a JDK, python3)", Needs: []tier.Need{
+	tier.Program("node", "nodejs"),
+	tier.Program("npm", "npm"),
+	tier.Program("python3", "python3"),
+	tier.Check("a JDK's java, which runs a .java source file", "apt-get install openjdk-17-jdk-headless; make deps does", func() error {
+		out, err := exec.Command("java", "--list-modules").Output()
+		if err != nil {
+			return fmt.Errorf("java --list-modules: %w", err)
+		}
+		if !strings.Contains(string(out), "jdk.compiler") {
+			return fmt.Errorf("java has no jdk.compiler module (a JRE, not a JDK)")
+		}
+		return nil
+	}),
+}}
+
 // AnsibleTier is ansible-core alone, as Debian packages it.
 var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
 	tier.Program("ansible", "ansible-core"),
@@ -107,7 +126,7 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, BusTier, LevelsTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+var Tiers = []Tier{NspawnTier, BusTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
 
 // FreshTier is a fresh machine (fresh.go): the tree is made by
 // debootstrap, the repository copied by what git tracks.
