@@ -76,6 +76,20 @@ func Built(name, fix string) Need {
 	})
 }
 
+// Prints is the need that argv runs and says want (a module, a plugin).
+func Prints(what, fix, want string, argv ...string) Need {
+	return Check(what, fix, func() error {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		}
+		if !strings.Contains(string(out), want) {
+			return fmt.Errorf("%s does not list %s", strings.Join(argv, " "), want)
+		}
+		return nil
+	})
+}
+
 // File is a file a package installs, at least minSize bytes.
 func File(path string, minSize int64, pkg string) Need {
 	return Check(path, "apt-get install "+pkg+"; make deps does", func() error {

@@ -79,3 +79,17 @@ func TestRequireNeedsNamesEveryMissingOneWithItsFix(t *testing.T) {
 		t.Errorf("a too-small file: %v", err)
 	}
 }
+
+// Tier: unit.
+func TestPrints(t *testing.T) {
+	if err := Prints("a shell that says hi", "x", "hi", "sh", "-c", "echo hi there").Missing(); err != nil {
+		t.Errorf("met: %v", err)
+	}
+	if err := Prints("a shell that says hi", "install a friendlier shell", "hi", "sh", "-c", "echo bye").Missing(); err == nil ||
+		!strings.Contains(err.Error(), "does not list hi") || !strings.Contains(err.Error(), "install a friendlier shell") {
+		t.Errorf("unmet: %v", err)
+	}
+	if err := Prints("a program", "x", "y", "flock-no-such-program").Missing(); err == nil {
+		t.Errorf("a missing program: no error")
+	}
+}

@@ -5,9 +5,6 @@ package harness
 // at once. make deps installs or builds every one of them.
 
 import (
-	"fmt"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/flockrun/flock/internal/tier"
@@ -68,16 +65,8 @@ var RuntimesTier = Tier{Name: "system, real agents (node, npm, a JDK, python3)",
 	tier.Program("node", "nodejs"),
 	tier.Program("npm", "npm"),
 	tier.Program("python3", "python3"),
-	tier.Check("a JDK's java, which runs a .java source file", "apt-get install openjdk-17-jdk-headless; make deps does", func() error {
-		out, err := exec.Command("java", "--list-modules").Output()
-		if err != nil {
-			return fmt.Errorf("java --list-modules: %w", err)
-		}
-		if !strings.Contains(string(out), "jdk.compiler") {
-			return fmt.Errorf("java has no jdk.compiler module (a JRE, not a JDK)")
-		}
-		return nil
-	}),
+	tier.Prints("a JDK's java, which runs a .java source file", "apt-get install openjdk-17-jdk-headless; make deps does",
+		"jdk.compiler", "java", "--list-modules"),
 }}
 
 // AnsibleTier is ansible-core alone, as Debian packages it.
@@ -91,16 +80,8 @@ var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
 // Vagrantfile it checks (VirtualBox's is vagrant's own).
 var VagrantTier = Tier{Name: "tools, vagrant", Needs: []tier.Need{
 	tier.Program("vagrant", "vagrant"),
-	tier.Check("vagrant's libvirt provider plugin", "apt-get install vagrant-libvirt; make deps does", func() error {
-		out, err := exec.Command("vagrant", "plugin", "list").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("vagrant plugin list: %w: %s", err, out)
-		}
-		if !strings.Contains(string(out), "vagrant-libvirt") {
-			return fmt.Errorf("not in vagrant plugin list: %s", strings.TrimSpace(string(out)))
-		}
-		return nil
-	}),
+	tier.Prints("vagrant's libvirt provider plugin", "apt-get install vagrant-libvirt; make deps does",
+		"vagrant-libvirt", "vagrant", "plugin", "list"),
 }}
 
 // VMTier is a qemu VM and the image build.
