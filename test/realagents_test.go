@@ -246,7 +246,7 @@ func TestRealAgents(t *testing.T) {
 			t.Logf("FIGURE agent %d (%s): first heartbeat %d ms after systemctl restart (within the 2 s heartbeat period's polling)",
 				id, describeAgent(id), first.Sub(since).Milliseconds())
 		}
-		for _, id := range []int{3, 4, 5, 7, 12} {
+		for _, id := range []int{3, 4, 5, 7, 8, 9, 12} {
 			t.Logf("FIGURE agent %d (%s): idle RSS %s", id, describeAgent(id), unitRSS(t, m, id))
 		}
 	})
@@ -274,7 +274,7 @@ func stopsCleanly(t *testing.T, m *harness.Machine, id int) {
 
 func describeAgent(id int) string {
 	return map[int]string{2: "node, no jit", 3: "node, process", 4: "flock-agent task + python3", 5: "JVM", 7: "python3 exec",
-		8: "node, podman", 9: "node, gvisor", 12: "flock-agent alone"}[id]
+		8: "node, podman: the container's processes", 9: "node, gvisor: with gVisor's Sentry and gofer", 12: "flock-agent alone"}[id]
 }
 
 // unitRSS is the resident memory of every process in the agent's unit.

@@ -214,9 +214,13 @@ func printTable(w io.Writer, rows []agentStatus) {
 // printDiagnoses says, below the table, which agents keep dying and why.
 func printDiagnoses(w io.Writer, rows []agentStatus) {
 	for _, r := range rows {
-		if d := r.Diagnosis; d != nil {
+		switch d := r.Diagnosis; {
+		case d != nil:
 			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s). Likely wall: %s: %s.\n  fix: %s\n",
 				r.ID, r.Restarts, r.LastExit, d.Wall, d.Why, d.Fix)
+		case r.Restarts > 0 && r.LastExit != "" && r.LastExit != "exited 0":
+			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s); no wall explains it: flockctl logs %d\n",
+				r.ID, r.Restarts, r.LastExit, r.ID)
 		}
 	}
 }
