@@ -88,8 +88,10 @@ func TestLevels(t *testing.T) {
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "now in gvisor")); out != "NOW IN GVISOR" {
 			t.Errorf("agent 2 after the change: %q", out)
 		}
-		if st := mustRun(t, m, "flockctl", "status"); !strings.Contains(st, "flock-agent@2.service  active/running  worker  gvisor   sandboxed (gVisor)") {
-			t.Errorf("flockctl status after the change:\n%s", st)
+		for _, r := range statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json")) {
+			if r.ID == 2 && (r.State != "active" || r.Level != "gvisor" || r.Label != "sandboxed (gVisor)") {
+				t.Errorf("flockctl status of agent 2 after the change: %+v", r)
+			}
 		}
 	})
 }
