@@ -82,6 +82,27 @@ func FromEnv() (Env, error) {
 	return e, nil
 }
 
+// Environ is e as the agent's unit (Environment=) and its container carry
+// it: every variable FromEnv reads, in one order, written by the one piece
+// of code both sides share. FromEnv with exactly these set returns e.
+func (e Env) Environ() []string {
+	return []string{
+		"AGENT_ID=" + strconv.Itoa(e.ID),
+		"AGENT_ROLE=" + e.Role,
+		"NATS_URL=" + e.NATSURL,
+		// A path, not the secret: any NATS client (the nats CLI reads
+		// NATS_NKEY) connects with it and NATS_URL alone.
+		"NATS_NKEY=" + e.NKeyFile,
+		"NATS_INBOX_PREFIX=" + e.InboxPrefix,
+		"SHARED_DIR=" + e.SharedDir,
+		"FLOCK_LOG_FILE=" + e.LogFile,
+		"FLOCK_HEARTBEAT=" + e.Heartbeat.String(),
+		"FLOCK_TASK_TIMEOUT=" + e.TaskTimeout.String(),
+		"FLOCK_MAX_OUTPUT=" + strconv.Itoa(e.MaxOutput),
+		"HOME=" + e.Home,
+	}
+}
+
 func durationVar(name string, def time.Duration) (time.Duration, error) {
 	raw := os.Getenv(name)
 	if raw == "" {

@@ -53,3 +53,25 @@ func TestFromEnvVariables(t *testing.T) {
 		})
 	}
 }
+
+// Tier: unit. What units and the container launcher write with Environ is
+// what every flock-agent mode reads with FromEnv: one list, both ways.
+func TestEnvironRoundTrip(t *testing.T) {
+	want := Env{ID: 7, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@7.service/nats",
+		InboxPrefix: "_INBOX.flock-7", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/7.log", Home: "/srv/flock/agents/7",
+		Heartbeat: 2 * time.Second, TaskTimeout: 90 * time.Minute, MaxOutput: 1 << 20}
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	seen := map[string]bool{}
+	for _, kv := range want.Environ() {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || seen[k] {
+			t.Fatalf("Environ: %q malformed or repeated", kv)
+		}
+		seen[k] = true
+		t.Setenv(k, v)
+	}
+	got, err := FromEnv()
+	if err != nil || got != want {
+		t.Errorf("FromEnv(Environ()) = %+v, %v\nwant %+v", got, err, want)
+	}
+}

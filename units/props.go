@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/flockrun/flock/agent"
@@ -132,21 +131,12 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	}
 	props = append(props,
 		Property{"WorkingDirectory", dir},
-		Property{"Environment", []string{
-			"AGENT_ID=" + strconv.Itoa(a.ID),
-			"AGENT_ROLE=" + string(a.Role),
-			"NATS_URL=" + f.Bus.URL(),
-			// A path, not the secret: any NATS client (the nats CLI reads
-			// NATS_NKEY) connects with it and NATS_URL alone.
-			"NATS_NKEY=" + CredentialPath(spec.UnitName(a.ID)),
-			"NATS_INBOX_PREFIX=" + wire.Inbox(a.ID),
-			"SHARED_DIR=" + f.CommonDir(),
-			"FLOCK_LOG_FILE=" + logFile,
-			"FLOCK_HEARTBEAT=" + a.Heartbeat.String(),
-			"FLOCK_TASK_TIMEOUT=" + a.TaskTimeout.String(),
-			"FLOCK_MAX_OUTPUT=" + strconv.FormatUint(a.MaxOutput, 10),
-			"HOME=" + dir,
-		}},
+		Property{"Environment", agent.Env{
+			ID: a.ID, Role: string(a.Role), NATSURL: f.Bus.URL(),
+			NKeyFile: CredentialPath(spec.UnitName(a.ID)), InboxPrefix: wire.Inbox(a.ID),
+			SharedDir: f.CommonDir(), LogFile: logFile, Home: dir,
+			Heartbeat: a.Heartbeat, TaskTimeout: a.TaskTimeout, MaxOutput: int(a.MaxOutput),
+		}.Environ()},
 		// Its bus identity, copied by systemd into a directory only this
 		// unit can read; the originals stay root-only and out of sight.
 		Property{"LoadCredential", []Credential{{ID: credentialID, Path: spec.CredPath(user)}}},

@@ -22,10 +22,6 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
-// passedEnv are the unit's variables the agent sees inside as well.
-var passedEnv = []string{"AGENT_ID", "AGENT_ROLE", "NATS_URL", "NATS_INBOX_PREFIX", "SHARED_DIR",
-	"FLOCK_LOG_FILE", "FLOCK_HEARTBEAT", "FLOCK_TASK_TIMEOUT", "FLOCK_MAX_OUTPUT", "HOME"}
-
 func runSandbox(args []string) error {
 	fs := flag.NewFlagSet("flock-agent sandbox", flag.ContinueOnError)
 	level := fs.String("level", "", "podman or gvisor")
@@ -70,17 +66,15 @@ func sandboxConfig(level spec.Level, uid, gid uint32, common, rootfs, image stri
 	if err != nil {
 		return sandbox.Config{}, err
 	}
-	env := []string{"PATH=" + sandbox.DefaultPath, "NATS_NKEY=" + sandbox.CredPath, "FLOCK_LEVEL=" + string(level)}
-	for _, k := range passedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	// The unit's environment, read as every flock-agent mode reads it.
+	// The unit's environment, read as every flock-agent mode reads it and
+	// passed on whole, but for where the credential is inside.
 	ae, err := agent.FromEnv()
 	if err != nil {
 		return sandbox.Config{}, fmt.Errorf("sandbox: %w", err)
 	}
+	inside := ae
+	inside.NKeyFile = sandbox.CredPath
+	env := append([]string{"PATH=" + sandbox.DefaultPath, "FLOCK_LEVEL=" + string(level)}, inside.Environ()...)
 	home, logFile, sharedDir := ae.Home, ae.LogFile, ae.SharedDir
 	if home == "" || logFile == "" || sharedDir == "" {
 		return sandbox.Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE and SHARED_DIR must be set; run me from the agent's unit")
