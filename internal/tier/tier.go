@@ -22,15 +22,15 @@ func Require(t testing.TB, reason string, ok bool) {
 	if ok {
 		return
 	}
-	if InCI() {
+	if inCI() {
 		t.Fatal(reason + " (CI=true: a tier CI should run is not skipped)")
 		return
 	}
 	t.Skip(reason)
 }
 
-// InCI says whether this run is CI's, where no tier may be skipped.
-func InCI() bool { return os.Getenv("CI") == "true" }
+// inCI says whether this run is CI's, where no tier may be skipped.
+func inCI() bool { return os.Getenv("CI") == "true" }
 
 // Need is one thing a tier needs from the machine.
 type Need struct {
