@@ -65,9 +65,6 @@ type FreshOptions struct {
 	// caches), as a clone has them.
 	Src  string
 	Argv []string
-	// Env is set in the machine, besides the host's GO* variables (the
-	// Go set-up the README asks for).
-	Env []string
 	// Out receives what Argv prints.
 	Out io.Writer
 	// Log receives the harness's progress lines; nil discards them.
@@ -146,7 +143,7 @@ func RunFresh(ctx context.Context, o FreshOptions) error {
 		return err
 	}
 	argv = append(argv, "--bind="+vartmp+":/var/tmp")
-	for _, kv := range append(goenv, o.Env...) {
+	for _, kv := range goenv { // the Go set-up the README asks for
 		argv = append(argv, "--setenv="+kv)
 	}
 	argv = append(append(argv, "--"), o.Argv...)
