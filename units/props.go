@@ -58,6 +58,12 @@ type (
 		IgnoreMissing bool
 		MountFlags    uint64
 	}
+	// ExitStatusSet is SuccessExitStatus, (aiai): exit statuses, then
+	// signals.
+	ExitStatusSet struct {
+		Statuses []int32
+		Signals  []int32
+	}
 	// Credential is one entry of LoadCredential, a(ss).
 	Credential struct {
 		ID   string
@@ -164,7 +170,11 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 		// (At the container levels the runtime passes it on to the
 		// flock-agent inside.) What is left after it exits gets SIGKILL.
 		Property{"KillMode", "mixed"},
-		Property{"TimeoutStopUSec", usec(15 * time.Second)})
+		Property{"TimeoutStopUSec", usec(15 * time.Second)},
+		// A JVM, and any program that follows the shell's convention,
+		// exits 128+15 when SIGTERM ends it: a stop, not a failure (else
+		// the unit ends "failed" after every stop).
+		Property{"SuccessExitStatus", ExitStatusSet{Statuses: []int32{128 + 15}}})
 
 	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
 	u.Hash = hashOf(props, o.AgentBuild)

@@ -68,6 +68,15 @@ func renderValue(v any) string {
 			parts = append(parts, c.ID+":"+c.Path)
 		}
 		return strings.Join(parts, " ")
+	case ExitStatusSet:
+		var parts []string
+		for _, n := range v.Statuses {
+			parts = append(parts, strconv.Itoa(int(n)))
+		}
+		for _, n := range v.Signals {
+			parts = append(parts, signalName(int(n)))
+		}
+		return strings.Join(parts, " ")
 	case NameList:
 		s := strings.Join(v.Names, " ")
 		if !v.Allow {
