@@ -246,8 +246,9 @@ func TestRealAgents(t *testing.T) {
 			t.Logf("FIGURE agent %d (%s): first heartbeat %d ms after systemctl restart (within the 2 s heartbeat period's polling)",
 				id, describeAgent(id), first.Sub(since).Milliseconds())
 		}
+		rows := byID()
 		for _, id := range []int{3, 4, 5, 7, 8, 9, 12} {
-			t.Logf("FIGURE agent %d (%s): idle RSS %s", id, describeAgent(id), unitRSS(t, m, id))
+			t.Logf("FIGURE agent %d (%s): idle RSS %s", id, describeAgent(id), uidRSS(t, m, rows[id].UID))
 		}
 	})
 
@@ -277,11 +278,12 @@ func describeAgent(id int) string {
 		8: "node, podman: the container's processes", 9: "node, gvisor: with gVisor's Sentry and gofer", 12: "flock-agent alone"}[id]
 }
 
-// unitRSS is the resident memory of every process in the agent's unit.
-func unitRSS(t *testing.T, m *harness.Machine, id int) string {
+// uidRSS is the resident memory of every process of the agent's uid (as
+// status reports it): at level process its unit's, in podman its
+// container's, in gVisor the Sentry's and the gofer's too.
+func uidRSS(t *testing.T, m *harness.Machine, uid uint32) string {
 	t.Helper()
-	uid := strconv.FormatUint(uint64(2000000000+id), 10)
-	out := mustRun(t, m, "ps", "-o", "rss=", "-u", uid)
+	out := mustRun(t, m, "ps", "-o", "rss=", "-u", strconv.FormatUint(uint64(uid), 10))
 	kb := 0
 	for _, f := range strings.Fields(out) {
 		n, _ := strconv.Atoi(f)

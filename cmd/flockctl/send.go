@@ -122,7 +122,16 @@ func taskTarget(f *spec.Flock, to string) (target, error) {
 	if len(ids) == 0 {
 		return target{}, errors.New("--to worker: no worker in the provisioned flock takes tasks; give a worker command: [...] or its own exec: [...] program in the spec")
 	}
-	return target{wire.RoleTasks(to), wire.RoleConsumer(to), "any worker (agents " + strings.Join(ids, ", ") + ")", longest + margin}, nil
+	return target{wire.RoleTasks(to), wire.RoleConsumer(to), "any worker (agents " + someOf(ids, 5) + ")", longest + margin}, nil
+}
+
+// someOf names at most n of ids and counts the rest, so a message about a
+// flock of a thousand stays one readable line.
+func someOf(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
 }
 
 // sendTask stores the task and, with wait, waits for its result (read

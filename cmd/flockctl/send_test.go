@@ -60,3 +60,15 @@ func TestTaskTarget(t *testing.T) {
 		t.Errorf("--to worker with no task taker: %v", err)
 	}
 }
+
+// Tier: unit. A thousand workers are named as a few and a count.
+func TestTaskTargetNamesAFewOfMany(t *testing.T) {
+	f, err := spec.Parse([]byte("defaults: {command: [\"/bin/cat\"]}\nagents: {count: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := taskTarget(f, "worker")
+	if want := "any worker (agents 1, 2, 3, 4, 5 and 995 more)"; err != nil || got.who != want {
+		t.Errorf("who %q, %v; want %q", got.who, err, want)
+	}
+}
