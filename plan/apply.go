@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/flockrun/flock/units"
@@ -16,99 +17,175 @@ type Progress func(done, total int)
 // anyway, but pipelining hides the D-Bus round trips.
 const parallelStarts = 8
 
-// Apply carries out p on h, in the order Diff put it.
-func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) error {
-	var stops, removes, dropIDs []string
-	var fixPaths, create, firewall, busConfig, install, startBus, reload bool
-	var starts []units.Unit
-	unitByName := map[string]units.Unit{}
-	for _, u := range d.Units {
-		unitByName[u.Name] = u
-	}
-	for _, c := range p.Changes {
-		switch c.Kind {
-		case StopUnit:
-			stops = append(stops, c.Target)
-		case RemoveUser:
-			removes = append(removes, c.Target)
-		case CreateUser:
-			create = true
-		case EnsurePath:
-			fixPaths = true
-		case Firewall:
-			firewall = true
-		case RemoveIdentity:
-			dropIDs = append(dropIDs, c.Target)
-		case CreateIdentity, WriteBusConfig:
-			busConfig = true
-		case InstallBus:
-			install = true
-		case StartBus:
-			startBus = true
-		case ReloadBus:
-			reload = true
-		case StartUnit, RestartUnit:
-			starts = append(starts, unitByName[c.Target])
-		}
-	}
-
-	for _, name := range stops {
-		if err := h.Units.Stop(ctx, name); err != nil {
-			return fmt.Errorf("stopping %s: %w", name, err)
-		}
-	}
-	if len(removes) > 0 {
-		if err := h.Users.RemoveAccounts(ctx, removes); err != nil {
-			return fmt.Errorf("removing users: %w", err)
-		}
-	}
-	if create {
-		if err := h.Users.EnsureAccounts(ctx, d.Shared, d.Accounts); err != nil {
-			return fmt.Errorf("creating users: %w", err)
-		}
-	}
-	if fixPaths {
-		if err := h.Users.EnsurePaths(ctx, d.Paths); err != nil {
-			return fmt.Errorf("preparing directories: %w", err)
-		}
-	}
-	if len(dropIDs) > 0 {
-		if err := h.Bus.Remove(ctx, dropIDs); err != nil {
-			return fmt.Errorf("removing bus identities: %w", err)
-		}
-	}
-	if busConfig {
-		if err := writeBusConfig(ctx, h, d); err != nil {
-			return err
-		}
-	}
-	if install {
-		if err := h.Units.InstallService(ctx, d.Service); err != nil {
-			return fmt.Errorf("installing %s: %w", units.BusUnit, err)
-		}
-	}
-	switch {
-	case startBus:
-		if err := h.Units.RestartService(ctx); err != nil {
-			return fmt.Errorf("starting the bus: %w", err)
-		}
-	case reload:
-		if err := h.Bus.Reload(ctx); err != nil {
-			return fmt.Errorf("reloading the bus: %w", err)
-		}
-	}
-	// Rules go in before any new agent runs, and after removed ones stopped.
-	if firewall {
-		if err := h.Firewall.Ensure(ctx, d.Policy); err != nil {
-			return fmt.Errorf("replacing table inet flock: %w", err)
-		}
-	}
-	return startAll(ctx, h.Units, starts, progress)
+// step is one stage of an apply: the kinds of change it carries out and
+// how, given all of a plan's changes of those kinds at once.
+type step struct {
+	kinds []Kind
+	run   func(ctx context.Context, x applier, cs []Change) error
 }
 
-// writeBusConfig makes sure every identity d needs exists and writes the
-// bus config with their keys.
-func writeBusConfig(ctx context.Context, h Host, d Desired) error {
+// steps is the apply order, written once: Diff sorts a plan by it and
+// Apply runs a plan's changes in it. Stop what goes before its user,
+// identity and firewall rules go; start no agent before its user, dirs,
+// bus identity, the bus itself and its rules exist; rules go in before
+// any new agent runs, and after removed ones stopped.
+var steps = []step{
+	{[]Kind{StopUnit}, stopUnits},
+	{[]Kind{RemoveUser}, removeUsers},
+	{[]Kind{RemoveIdentity}, removeIdentities},
+	{[]Kind{CreateUser}, createUsers},
+	{[]Kind{EnsurePath}, ensurePaths},
+	{[]Kind{CreateIdentity}, createIdentities},
+	{[]Kind{WriteBusConfig}, writeBusConfig},
+	{[]Kind{InstallBus}, installBus},
+	{[]Kind{StartBus}, startBus},
+	{[]Kind{ReloadBus}, reloadBus},
+	{[]Kind{Firewall}, replaceFirewall},
+	// One step, so new and changed agents start in parallel together.
+	{[]Kind{StartUnit, RestartUnit}, startUnits},
+}
+
+// rank is k's step in the apply order.
+func rank(k Kind) int {
+	for i, s := range steps {
+		if slices.Contains(s.kinds, k) {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("plan: change kind %q has no step", k))
+}
+
+// applier is what every step works with.
+type applier struct {
+	h        Host
+	d        Desired
+	progress Progress
+}
+
+// Apply carries out p on h, walking its changes in their order: each run
+// of changes of one step is handed to that step at once. A plan out of
+// the apply order (not made by Diff) is refused before anything changes.
+func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) error {
+	for i := 1; i < len(p.Changes); i++ {
+		if rank(p.Changes[i].Kind) < rank(p.Changes[i-1].Kind) {
+			return fmt.Errorf("plan: %s %s comes after %s %s, against the apply order",
+				p.Changes[i].Kind, p.Changes[i].Target, p.Changes[i-1].Kind, p.Changes[i-1].Target)
+		}
+	}
+	x := applier{h: h, d: d, progress: progress}
+	for start := 0; start < len(p.Changes); {
+		r := rank(p.Changes[start].Kind)
+		end := start + 1
+		for end < len(p.Changes) && rank(p.Changes[end].Kind) == r {
+			end++
+		}
+		if err := steps[r].run(ctx, x, p.Changes[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+func targets(cs []Change) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Target
+	}
+	return out
+}
+
+func stopUnits(ctx context.Context, x applier, cs []Change) error {
+	for _, c := range cs {
+		if err := x.h.Units.Stop(ctx, c.Target); err != nil {
+			return fmt.Errorf("stopping %s: %w", c.Target, err)
+		}
+	}
+	return nil
+}
+
+func removeUsers(ctx context.Context, x applier, cs []Change) error {
+	if err := x.h.Users.RemoveAccounts(ctx, targets(cs)); err != nil {
+		return fmt.Errorf("removing users: %w", err)
+	}
+	return nil
+}
+
+func removeIdentities(ctx context.Context, x applier, cs []Change) error {
+	if err := x.h.Bus.Remove(ctx, targets(cs)); err != nil {
+		return fmt.Errorf("removing bus identities: %w", err)
+	}
+	return nil
+}
+
+// createUsers writes every account: sysusers applies the whole set.
+func createUsers(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Users.EnsureAccounts(ctx, x.d.Shared, x.d.Accounts); err != nil {
+		return fmt.Errorf("creating users: %w", err)
+	}
+	return nil
+}
+
+func ensurePaths(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Users.EnsurePaths(ctx, x.d.Paths); err != nil {
+		return fmt.Errorf("preparing directories: %w", err)
+	}
+	return nil
+}
+
+func createIdentities(ctx context.Context, x applier, cs []Change) error {
+	for _, c := range cs {
+		if _, _, err := x.h.Bus.Ensure(ctx, c.Target); err != nil {
+			return fmt.Errorf("bus identity %s: %w", c.Target, err)
+		}
+	}
+	return nil
+}
+
+func installBus(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.InstallService(ctx, x.d.Service); err != nil {
+		return fmt.Errorf("installing %s: %w", units.BusUnit, err)
+	}
+	return nil
+}
+
+func startBus(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.RestartService(ctx); err != nil {
+		return fmt.Errorf("starting the bus: %w", err)
+	}
+	return nil
+}
+
+func reloadBus(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Bus.Reload(ctx); err != nil {
+		return fmt.Errorf("reloading the bus: %w", err)
+	}
+	return nil
+}
+
+func replaceFirewall(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Firewall.Ensure(ctx, x.d.Policy); err != nil {
+		return fmt.Errorf("replacing table inet flock: %w", err)
+	}
+	return nil
+}
+
+func startUnits(ctx context.Context, x applier, cs []Change) error {
+	byName := map[string]units.Unit{}
+	for _, u := range x.d.Units {
+		byName[u.Name] = u
+	}
+	us := make([]units.Unit, len(cs))
+	for i, c := range cs {
+		us[i] = byName[c.Target]
+	}
+	return startAll(ctx, x.h.Units, us, x.progress)
+}
+
+// writeBusConfig writes the bus config with the keys of every identity
+// the flock needs (Ensure makes one missing, and reads the others).
+func writeBusConfig(ctx context.Context, x applier, _ []Change) error {
+	h, d := x.h, x.d
 	keys := map[string]string{}
 	for _, name := range d.Identities {
 		pub, _, err := h.Bus.Ensure(ctx, name)

@@ -111,15 +111,6 @@ const (
 	RestartUnit    Kind = "restart unit"
 )
 
-// order is the apply order: stop what goes before its user, identity and
-// firewall rules go; start no agent before its user, dirs, bus identity,
-// the bus itself and its rules exist.
-var order = map[Kind]int{
-	StopUnit: 0, RemoveUser: 1, RemoveIdentity: 1, CreateUser: 2, EnsurePath: 3,
-	CreateIdentity: 4, WriteBusConfig: 5, InstallBus: 5, StartBus: 6, ReloadBus: 6,
-	Firewall: 7, StartUnit: 8, RestartUnit: 8,
-}
-
 // Change is one step of a plan.
 type Change struct {
 	Kind   Kind
@@ -241,7 +232,7 @@ func Diff(d Desired, c Current) Plan {
 			add(StartUnit, u.Name, st.ActiveState)
 		}
 	}
-	sort.SliceStable(p.Changes, func(i, j int) bool { return order[p.Changes[i].Kind] < order[p.Changes[j].Kind] })
+	sort.SliceStable(p.Changes, func(i, j int) bool { return rank(p.Changes[i].Kind) < rank(p.Changes[j].Kind) })
 	return p
 }
 

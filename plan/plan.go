@@ -55,3 +55,30 @@ type Host struct {
 	Firewall netpolicy.Firewall
 	Bus      bus.Host
 }
+
+// AgentView is one agent as the plan has it: its unit and its bus
+// permissions, which flockctl explain prints.
+type AgentView struct {
+	Agent spec.Agent
+	UID   uint32
+	Unit  units.Unit
+	Bus   bus.User
+}
+
+// Views are d's agents in spec order. Bus permissions do not depend on
+// the keys, which are host state, so none is needed.
+func (d Desired) Views() []AgentView {
+	keys := map[string]string{}
+	for _, name := range d.Identities {
+		keys[name] = "-"
+	}
+	perms := map[int]bus.User{}
+	for _, u := range d.BusConfig(keys).Users {
+		perms[u.Agent] = u
+	}
+	out := make([]AgentView, len(d.Flock.Agents))
+	for i, a := range d.Flock.Agents {
+		out[i] = AgentView{Agent: a, UID: d.Flock.UID(a.ID), Unit: d.Units[i], Bus: perms[a.ID]}
+	}
+	return out
+}

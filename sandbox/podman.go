@@ -1,6 +1,44 @@
 package sandbox
 
-import "strconv"
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// podman is level podman: the agent in a podman (crun) container.
+type podman struct{}
+
+func init() { Register(podman{}) }
+
+func (podman) Level() Level        { return Podman }
+func (podman) Rank() int           { return 10 }
+func (podman) Label() string       { return "sandboxed (podman)" }
+func (podman) RuntimeMapsWX() bool { return false }
+
+func (podman) Runtime() Runtime {
+	return Runtime{Name: "podman", Default: "/usr/bin/podman", Install: "apt-get install podman"}
+}
+
+func (podman) CheckRoot(rootfs, image string) (string, string) {
+	if rootfs == "" && image == "" {
+		return "level", "is podman, which needs a root file system: give rootfs: " + RootfsExample + " (a directory) or image: (podman's local store)"
+	}
+	return "", ""
+}
+
+// Launch becomes podman: it proxies SIGTERM to the agent and exits with
+// it, so the unit sees the agent's exit.
+func (podman) Launch(c Config, runtime, _ string) error {
+	argv := append([]string{"podman"}, PodmanArgs(c)...)
+	fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", runtime, strings.Join(argv[1:], " "))
+	if err := syscall.Exec(runtime, argv, os.Environ()); err != nil {
+		return fmt.Errorf("sandbox: exec %s: %w", runtime, err)
+	}
+	return nil
+}
 
 // PodmanArgs is the podman command line (without "podman") that runs c in
 // the foreground: podman proxies SIGTERM to the agent and exits with it.

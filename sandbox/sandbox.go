@@ -1,7 +1,13 @@
-// Package sandbox runs an agent in a container: podman (crun) or gVisor
-// (runsc). flock-agent's launcher, started as root in the agent's unit,
-// turns a Config into the podman command line or the OCI bundle runsc
-// runs, so both levels keep the agent's identity and rules:
+// Package sandbox is flock's isolation levels: one Driver per level, in a
+// file of its own (process.go, podman.go, gvisor.go), registered where the
+// spec, the units, the preflight and the launcher look levels up.
+//
+// The contained levels run an agent in a container: podman (crun) or
+// gVisor (runsc). flock-agent's launcher, started as root in the agent's
+// unit, reads its Launcher from the unit's command line, turns it into a
+// Config and hands that to the level's driver, which runs the podman
+// command line or the OCI bundle runsc runs, so both levels keep the
+// agent's identity and rules:
 //
 //   - the agent's uid: podman runs the process as it; gVisor maps the
 //     sandbox's root to it, so the Sentry and gofer are that uid on the host;
@@ -20,8 +26,6 @@ import (
 	"fmt"
 	"path"
 	"strconv"
-
-	"github.com/flockrun/flock/spec"
 )
 
 // Inside the container, flock's own files are under Dir: the flock-agent
@@ -31,6 +35,9 @@ const (
 	AgentPath = Dir + "/flock-agent"
 	CredPath  = Dir + "/nats"
 )
+
+// RootfsExample is the root file system the messages suggest.
+const RootfsExample = "/var/lib/flock-rootfs/debian"
 
 // DefaultPath is PATH inside the container.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -52,7 +59,7 @@ func (m Mount) access() string {
 
 // Config is one agent's container.
 type Config struct {
-	Level    spec.Level // podman or gvisor
+	Level    Level // a contained level
 	ID       int
 	UID, GID uint32
 	// SharedGID is the group of common/; podman adds it to the agent (in
@@ -91,13 +98,14 @@ func (c Config) MountPoints() []Mount {
 
 // Validate reports what makes c unusable, naming the field.
 func (c Config) Validate() error {
+	d, ok := Lookup(c.Level)
+	if !ok || !c.Level.Contained() {
+		return fmt.Errorf("level %q: want %s", c.Level, Or(Contained()))
+	}
+	if field, problem := d.CheckRoot(c.Rootfs, c.Image); problem != "" {
+		return fmt.Errorf("%s %s", field, problem)
+	}
 	switch {
-	case c.Level != spec.LevelPodman && c.Level != spec.LevelGVisor:
-		return fmt.Errorf("level %q: want podman or gvisor", c.Level)
-	case c.Rootfs == "" && c.Image == "":
-		return fmt.Errorf("no root file system: give --rootfs DIR or --image REF")
-	case c.Level == spec.LevelGVisor && c.Rootfs == "":
-		return fmt.Errorf("level gvisor needs --rootfs DIR")
 	case c.Rootfs != "" && !path.IsAbs(c.Rootfs):
 		return fmt.Errorf("rootfs %q is not an absolute path", c.Rootfs)
 	case c.UID == 0 || c.GID == 0:

@@ -11,10 +11,9 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/internal/golden"
-	"github.com/flockrun/flock/spec"
 )
 
-func config(level spec.Level) Config {
+func config(level Level) Config {
 	return Config{
 		Level: level, ID: 3, UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian",
 		AgentBin: "/usr/local/bin/flock-agent", Cred: "/run/flock-sandbox/3/nats",
@@ -30,11 +29,11 @@ func config(level spec.Level) Config {
 }
 
 func TestPodmanArgsGolden(t *testing.T) {
-	golden.Check(t, filepath.Join("testdata", "podman.golden"), strings.Join(PodmanArgs(config(spec.LevelPodman)), "\n")+"\n")
+	golden.Check(t, filepath.Join("testdata", "podman.golden"), strings.Join(PodmanArgs(config(Podman)), "\n")+"\n")
 }
 
 func TestOCISpecGolden(t *testing.T) {
-	c := config(spec.LevelGVisor)
+	c := config(GVisor)
 	b, err := json.MarshalIndent(OCISpec(c), "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -49,24 +48,24 @@ func TestValidateNamesWhatIsWrong(t *testing.T) {
 		want string
 	}{
 		{"root", func(c *Config) { c.UID = 0 }, "never runs as root"},
-		{"gvisor image", func(c *Config) { c.Rootfs, c.Image = "", "localhost/a" }, "gvisor needs --rootfs"},
+		{"gvisor image", func(c *Config) { c.Rootfs, c.Image = "", "localhost/a" }, "image cannot be used with level gvisor"},
 		{"relative", func(c *Config) { c.Rootfs = "rootfs" }, "not an absolute path"},
-		{"level", func(c *Config) { c.Level = spec.LevelProcess }, "want podman or gvisor"},
+		{"level", func(c *Config) { c.Level = Process }, "want podman or gvisor"},
 	} {
-		c := config(spec.LevelGVisor)
+		c := config(GVisor)
 		tc.edit(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if err := config(spec.LevelGVisor).Validate(); err != nil {
+	if err := config(GVisor).Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
 }
 
 func TestMountPointsAreMadeNeverThroughSymlinks(t *testing.T) {
 	root := t.TempDir()
-	c := config(spec.LevelGVisor)
+	c := config(GVisor)
 	if err := EnsureMountPoints(root, c.MountPoints()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flockrun/flock/sandbox"
 )
 
 // agentFields applies the fields an agent (or defaults, or the count form)
@@ -73,7 +75,7 @@ func (w *walker) role(n *yaml.Node, path string) Role {
 }
 
 func (w *walker) level(n *yaml.Node, path string) Level {
-	l, _ := oneOf(w, n, path, "a level", "process, podman or gvisor", LevelProcess, LevelProcess, LevelPodman, LevelGVisor)
+	l, _ := oneOf(w, n, path, "a level", sandbox.Or(sandbox.Levels()), LevelProcess, sandbox.Levels()...)
 	return l
 }
 
@@ -112,22 +114,19 @@ func (w *walker) agentRules(a Agent, path string) {
 	w.rootRules(a, path)
 }
 
-const rootfsExample = "/var/lib/flock-rootfs/debian"
+const rootfsExample = sandbox.RootfsExample
 
 // rootRules: a container level needs a root file system, and only one;
-// a process agent runs on the host's.
+// what each level takes is its driver's rule.
 func (w *walker) rootRules(a Agent, path string) {
-	switch {
-	case !a.Level.Contained() && a.Rootfs != "":
-		w.fail(join(path, "rootfs"), "is for level podman or gvisor; a process agent runs on the host's file system: remove rootfs or set level: podman")
-	case !a.Level.Contained() && a.Image != "":
-		w.fail(join(path, "image"), "is for level podman; a process agent runs on the host's file system: remove image or set level: podman")
-	case a.Rootfs != "" && a.Image != "":
+	if a.Level.Contained() && a.Rootfs != "" && a.Image != "" {
 		w.fail(join(path, "image"), "is given with rootfs; give one root file system: rootfs (a directory) or image (podman's local store)")
-	case a.Level == LevelGVisor && a.Image != "":
-		w.fail(join(path, "image"), "cannot be used with level gvisor, which runs an OCI bundle on a directory; unpack it (podman export) and give rootfs: %s", rootfsExample)
-	case a.Level.Contained() && a.Rootfs == "" && a.Image == "":
-		w.fail(join(path, "level"), "is %s, which needs a root file system: give rootfs: %s (a directory) or image: (podman's local store)", a.Level, rootfsExample)
+		return
+	}
+	if d, ok := sandbox.Lookup(a.Level); ok {
+		if field, problem := d.CheckRoot(a.Rootfs, a.Image); problem != "" {
+			w.fail(join(path, field), "%s", problem)
+		}
 	}
 }
 

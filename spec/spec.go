@@ -10,31 +10,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/flockrun/flock/sandbox"
 )
 
-// Level is how strongly an agent is isolated.
-type Level string
+// Level is how strongly an agent is isolated; the levels and what each
+// decides are the sandbox package's drivers.
+type Level = sandbox.Level
 
 const (
-	LevelProcess Level = "process"
-	LevelPodman  Level = "podman"
-	LevelGVisor  Level = "gvisor"
+	LevelProcess = sandbox.Process
+	LevelPodman  = sandbox.Podman
+	LevelGVisor  = sandbox.GVisor
 )
-
-// Contained reports whether the level runs the agent in a container.
-func (l Level) Contained() bool { return l == LevelPodman || l == LevelGVisor }
-
-// Label is the honest wording of what a level gives.
-func (l Level) Label() string {
-	switch l {
-	case LevelPodman:
-		return "sandboxed (podman)"
-	case LevelGVisor:
-		return "sandboxed (gVisor)"
-	default:
-		return "process isolation with guardrails"
-	}
-}
 
 // Role decides what an agent may say and hear on the bus.
 type Role string

@@ -3,29 +3,19 @@ package units
 import (
 	"strconv"
 
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 )
 
-// launcherArgs are flock-agent's arguments for level podman or gvisor: the
-// launcher, running as root in the unit, starts the agent's container.
-func launcherArgs(f *spec.Flock, a spec.Agent, o Options) []string {
-	runtime := o.Podman
-	if runtime == "" {
-		runtime = DefaultPodman
+// launcher is the command line of a contained agent's unit: flock-agent,
+// running as root in it, starts the agent's container.
+func launcher(f *spec.Flock, a spec.Agent, o Options) sandbox.Launcher {
+	uid := f.UID(a.ID)
+	return sandbox.Launcher{
+		Level: a.Level, Runtime: o.Runtimes.Path(a.Level),
+		UID: uid, GID: uid, SharedGID: f.UIDBase, CommonRW: a.Common == spec.AccessRW,
+		Rootfs: a.Rootfs, Image: a.Image,
 	}
-	if a.Level == spec.LevelGVisor {
-		if runtime = o.Runsc; runtime == "" {
-			runtime = DefaultRunsc
-		}
-	}
-	uid := strconv.FormatUint(uint64(f.UID(a.ID)), 10)
-	args := []string{"sandbox", "--level=" + string(a.Level), "--runtime=" + runtime,
-		"--uid=" + uid, "--gid=" + uid, "--shared-gid=" + strconv.FormatUint(uint64(f.UIDBase), 10),
-		"--common=" + string(a.Common)}
-	if a.Rootfs != "" {
-		return append(args, "--rootfs="+a.Rootfs)
-	}
-	return append(args, "--image="+a.Image)
 }
 
 // containerHardening is the unit around a podman or gVisor container. The
@@ -46,7 +36,8 @@ func launcherArgs(f *spec.Flock, a spec.Agent, o Options) []string {
 //     pivot_root and sethostname, and these filters would bind the
 //     runtime as well as the agent.
 //   - CapabilityBoundingSet= (empty): the runtime needs the set below.
-//   - MemoryDenyWriteExecute= (gvisor): the Sentry maps code it runs.
+//   - MemoryDenyWriteExecute= where the runtime maps W+X itself (gVisor's
+//     Sentry maps the code it runs).
 //   - PrivateDevices=: podman binds /dev/null and the like from the
 //     host's /dev, and gVisor emulates its own.
 //
@@ -77,7 +68,7 @@ func containerHardening(f *spec.Flock, a spec.Agent) []Property {
 		{"SystemCallArchitectures", []string{"native"}},
 		{"RestrictAddressFamilies", NameList{true, []string{"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}}},
 	}
-	if a.Level == spec.LevelPodman {
+	if d, ok := sandbox.Lookup(a.Level); ok && !d.RuntimeMapsWX() {
 		// Inherited by the container: its programs cannot map W+X either,
 		// unless the agent runs a JIT (spec jit: true).
 		props = append(props, Property{"MemoryDenyWriteExecute", !a.JIT})

@@ -79,7 +79,7 @@ func Diagnose(a spec.Agent, st Status, journal string) (d Diagnosis, ok bool) {
 	if !Looping(st) {
 		return Diagnosis{}, false
 	}
-	mdwe := !a.JIT && a.Level != spec.LevelGVisor // the unit sets MemoryDenyWriteExecute
+	mdwe := a.Level.DeniesWX(a.JIT) // the unit sets MemoryDenyWriteExecute
 	signal := st.LastExit.Code != "exited"
 	switch {
 	case mdwe && (wxRefused.MatchString(journal) ||

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -24,16 +25,10 @@ type Options struct {
 	// AgentBuild and FlockctlBuild are the installed programs' BuildIDs
 	// ("" unknown): part of what a unit is, so an upgrade restarts it.
 	AgentBuild, FlockctlBuild string
-	// Podman and Runsc are the runtimes of levels podman and gvisor, as
-	// found on the host; default DefaultPodman and DefaultRunsc.
-	Podman, Runsc string
+	// Runtimes are the contained levels' runtimes as found on the host;
+	// a level missing here has its driver's default.
+	Runtimes sandbox.Runtimes
 }
-
-// Where the container runtimes are when Options does not say.
-const (
-	DefaultPodman = "/usr/bin/podman"
-	DefaultRunsc  = "/usr/local/bin/runsc"
-)
 
 // DefaultAgentBin is where `make install` puts flock-agent.
 const DefaultAgentBin = "/usr/local/bin/flock-agent"
@@ -116,7 +111,7 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
 	args := mode
 	if a.Level.Contained() {
-		args = append(append(launcherArgs(f, a, o), "--"), mode...)
+		args = launcher(f, a, o).Args(mode)
 	}
 	argv := append([]string{bin}, agent.UnitArgs(args)...)
 	props := []Property{

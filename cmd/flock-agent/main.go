@@ -7,8 +7,8 @@
 //	flock-agent exec -- ARGV...    exec ARGV, the agent's own program
 //	flock-agent -- ARGV...         the same as exec
 //	flock-agent sandbox FLAGS -- [ARGS]
-//	                               (root) run flock-agent ARGS in a podman or
-//	                               gVisor container as the agent (levels podman, gvisor)
+//	                               (root) run flock-agent ARGS in the agent's
+//	                               container (a contained level: sandbox.Launcher)
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/sandbox"
 )
 
 // scopedMark is set in the environment of the re-exec'd program so it
@@ -43,8 +44,12 @@ func main() {
 }
 
 func run(args []string) error {
-	if len(args) > 0 && args[0] == "sandbox" {
-		return runSandbox(args[1:])
+	if len(args) > 0 && args[0] == sandbox.LauncherMode {
+		l, inner, err := sandbox.ParseLauncher(args)
+		if err != nil {
+			return err
+		}
+		return sandbox.Launch(l, inner)
 	}
 	inv, err := parseArgs(args)
 	if err != nil {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -47,40 +46,13 @@ func installed() error {
 	return nil
 }
 
-// runtimePath is where a container runtime is on this host: on PATH, or
-// else where it is expected (runtimesFor says when it is not there).
-func runtimePath(name, def string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			return abs
-		}
-	}
-	return def
-}
-
-// hostRuntimes are the container runtimes of this host.
-func hostRuntimes() units.Options {
-	return units.Options{Podman: runtimePath("podman", units.DefaultPodman), Runsc: runtimePath("runsc", units.DefaultRunsc)}
-}
-
-// runtimesFor checks that the agents' levels can run here: the runtime on
-// the host and each rootfs a directory, before anything is changed.
-func runtimesFor(f *spec.Flock, uo units.Options) error {
+// runtimesFor checks that the agents' levels can run here: each level's
+// runtime on the host and each rootfs a directory, before anything is
+// changed.
+func runtimesFor(f *spec.Flock, rt sandbox.Runtimes) error {
 	for _, a := range f.Agents {
-		if !a.Level.Contained() {
-			continue
-		}
-		bin, how := uo.Podman, "apt-get install podman"
-		if a.Level == spec.LevelGVisor {
-			bin, how = uo.Runsc, "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"
-		}
-		if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-			return fmt.Errorf("agent %d: level %s needs %s, which is not installed: %s", a.ID, a.Level, bin, how)
-		}
-		if a.Rootfs != "" {
-			if fi, err := os.Stat(a.Rootfs); err != nil || !fi.IsDir() {
-				return fmt.Errorf("agent %d: rootfs %s is not a directory on this host; give the directory holding its root file system", a.ID, a.Rootfs)
-			}
+		if err := rt.Ready(a.Level, a.Rootfs); err != nil {
+			return fmt.Errorf("agent %d: %w", a.ID, err)
 		}
 	}
 	return nil
@@ -102,8 +74,7 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 	// Unknown (not installed) is "": installed() says so where it matters.
 	uo.AgentBuild, _ = units.BuildID(units.DefaultAgentBin)
 	uo.FlockctlBuild, _ = units.BuildID(units.DefaultFlockctlBin)
-	rt := hostRuntimes()
-	uo.Podman, uo.Runsc = rt.Podman, rt.Runsc
+	uo.Runtimes = sandbox.HostRuntimes()
 	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem()}
 	return h, uo, m.Close, nil
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/sandbox"
 )
 
 func newProvision() *cobra.Command {
@@ -42,7 +43,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err := installed(); err != nil && !dryRun {
 				return err
 			}
-			if err := runtimesFor(f, hostRuntimes()); err != nil && !dryRun {
+			if err := runtimesFor(f, sandbox.HostRuntimes()); err != nil && !dryRun {
 				return err
 			}
 			ctx := cmd.Context()

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
-	"github.com/flockrun/flock/units"
 )
 
 func TestRuntimesForNamesWhatIsMissing(t *testing.T) {
@@ -29,20 +29,20 @@ func TestRuntimesForNamesWhatIsMissing(t *testing.T) {
 	missingRootfs := rootfs + "-absent"
 	for _, tc := range []struct {
 		name, yaml string
-		o          units.Options
+		rt         sandbox.Runtimes
 		want       string
 	}{
-		{"process needs nothing", "agents: [{id: 1}]", units.Options{Podman: missing, Runsc: missing}, ""},
-		{"podman there", "agents: [{id: 1, level: podman, rootfs: " + rootfs + "}]", units.Options{Podman: exe, Runsc: missing}, ""},
-		{"no podman", "agents: [{id: 1, level: podman, image: localhost/a}]", units.Options{Podman: missing, Runsc: exe}, "agent 1: level podman needs " + missing + ", which is not installed: apt-get install podman"},
-		{"no runsc", "agents: [{id: 2, level: gvisor, rootfs: " + rootfs + "}]", units.Options{Podman: exe, Runsc: missing}, "agent 2: level gvisor needs " + missing + ", which is not installed: make runsc"},
-		{"no rootfs", "agents: [{id: 3, level: gvisor, rootfs: " + missingRootfs + "}]", units.Options{Podman: exe, Runsc: exe}, "agent 3: rootfs " + missingRootfs + " is not a directory on this host"},
+		{"process needs nothing", "agents: [{id: 1}]", sandbox.Runtimes{sandbox.Podman: missing, sandbox.GVisor: missing}, ""},
+		{"podman there", "agents: [{id: 1, level: podman, rootfs: " + rootfs + "}]", sandbox.Runtimes{sandbox.Podman: exe, sandbox.GVisor: missing}, ""},
+		{"no podman", "agents: [{id: 1, level: podman, image: localhost/a}]", sandbox.Runtimes{sandbox.Podman: missing, sandbox.GVisor: exe}, "agent 1: level podman needs " + missing + ", which is not installed: apt-get install podman"},
+		{"no runsc", "agents: [{id: 2, level: gvisor, rootfs: " + rootfs + "}]", sandbox.Runtimes{sandbox.Podman: exe, sandbox.GVisor: missing}, "agent 2: level gvisor needs " + missing + ", which is not installed: make runsc"},
+		{"no rootfs", "agents: [{id: 3, level: gvisor, rootfs: " + missingRootfs + "}]", sandbox.Runtimes{sandbox.Podman: exe, sandbox.GVisor: exe}, "agent 3: rootfs " + missingRootfs + " is not a directory on this host"},
 	} {
 		f, err := spec.Parse([]byte(tc.yaml))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		err = runtimesFor(f, tc.o)
+		err = runtimesFor(f, tc.rt)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

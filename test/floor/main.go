@@ -23,6 +23,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -112,14 +113,7 @@ func startOne(ctx context.Context, file, rawID string) error {
 	if !ok {
 		return fmt.Errorf("no agent %d in %s", id, file)
 	}
-	o := units.Options{}
-	if p, err := exec.LookPath("podman"); err == nil {
-		o.Podman = p
-	}
-	if p, err := exec.LookPath("runsc"); err == nil {
-		o.Runsc = p
-	}
-	u := units.ForAgent(f, a, o)
+	u := units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()})
 	conn, err := sd.NewSystemdConnectionContext(ctx)
 	if err != nil {
 		return err

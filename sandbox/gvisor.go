@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// gvisor is level gvisor: the agent in a gVisor sandbox (runsc), whose
+// own kernel answers its system calls.
+type gvisor struct{}
+
+func init() { Register(gvisor{}) }
+
+func (gvisor) Level() Level  { return GVisor }
+func (gvisor) Rank() int     { return 20 }
+func (gvisor) Label() string { return "sandboxed (gVisor)" }
+
+// RuntimeMapsWX: the Sentry maps the code it runs.
+func (gvisor) RuntimeMapsWX() bool { return true }
+
+func (gvisor) Runtime() Runtime {
+	return Runtime{Name: "runsc", Default: "/usr/local/bin/runsc",
+		Install: "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"}
+}
+
+func (gvisor) CheckRoot(rootfs, image string) (string, string) {
+	switch {
+	case image != "":
+		return "image", "cannot be used with level gvisor, which runs an OCI bundle on a directory; unpack it (podman export) and give rootfs: " + RootfsExample
+	case rootfs == "":
+		return "level", "is gvisor, which needs a root file system: give rootfs: " + RootfsExample + " (a directory) or image: (podman's local store)"
+	}
+	return "", ""
+}
+
+// Launch writes the bundle, makes the rootfs's mount points, and runs
+// runsc, passing SIGTERM on to the agent: runsc run does not forward
+// signals to a container without a terminal.
+func (gvisor) Launch(c Config, runsc, run string) error {
+	if err := EnsureMountPoints(c.Rootfs, c.MountPoints()); err != nil {
+		return err
+	}
+	bundle := filepath.Join(run, "bundle")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(OCISpec(c), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return err
+	}
+	root := filepath.Join(run, "runsc")
+	args := RunscArgs(c, root, bundle)
+	fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", runsc, strings.Join(args, " "))
+	cmd := exec.Command(runsc, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("sandbox: %s: %w", runsc, err)
+	}
+	go func() {
+		for s := range sigs {
+			kill := exec.Command(runsc, "--root", root, "kill", c.Name(), fmt.Sprint(int(s.(syscall.Signal))))
+			if out, err := kill.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "flock-agent: sandbox: pass %v on: %v: %s\n", s, err, out)
+			}
+		}
+	}()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		os.Exit(exit.ExitCode())
+	}
+	return err
+}

@@ -1,0 +1,171 @@
+package sandbox
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/flockrun/flock/agent"
+)
+
+// LauncherMode is flock-agent's first argument when it is the launcher.
+const LauncherMode = "sandbox"
+
+// Launcher is the launcher's command line: what the unit of a contained
+// agent tells flock-agent, running as root in it, about the container to
+// build. Args writes it and ParseLauncher reads it, so the two sides of
+// the systemd boundary cannot disagree.
+type Launcher struct {
+	Level     Level
+	Runtime   string // the runtime's path on this host
+	UID, GID  uint32 // the agent's
+	SharedGID uint32 // the group of common/ (podman adds it to the agent; gVisor's sandbox runs with it)
+	CommonRW  bool   // common/ is writable for the agent
+	Rootfs    string // the root file system: a directory, or
+	Image     string // an image in podman's local store
+}
+
+// Args is flock-agent's command line after its name: the mode, the
+// flags, then "--" and inner, the flock-agent arguments run inside.
+func (l Launcher) Args(inner []string) []string {
+	common := "ro"
+	if l.CommonRW {
+		common = "rw"
+	}
+	args := []string{LauncherMode, "--level=" + string(l.Level), "--runtime=" + l.Runtime,
+		"--uid=" + u32(l.UID), "--gid=" + u32(l.GID), "--shared-gid=" + u32(l.SharedGID),
+		"--common=" + common}
+	if l.Rootfs != "" {
+		args = append(args, "--rootfs="+l.Rootfs)
+	} else {
+		args = append(args, "--image="+l.Image)
+	}
+	return append(append(args, "--"), inner...)
+}
+
+func u32(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// ParseLauncher reads what Args wrote: the launcher and the inner
+// arguments. It checks what it reads, naming the flag.
+func ParseLauncher(args []string) (Launcher, []string, error) {
+	var l Launcher
+	if len(args) == 0 || args[0] != LauncherMode {
+		return l, nil, fmt.Errorf("sandbox: not the launcher's command line (want %q first): %q", LauncherMode, args)
+	}
+	fs := flag.NewFlagSet("flock-agent "+LauncherMode, flag.ContinueOnError)
+	level := fs.String("level", "", "the isolation level: "+Or(Contained()))
+	fs.StringVar(&l.Runtime, "runtime", "", "the path of the level's runtime")
+	uid := fs.Uint("uid", 0, "the agent's uid")
+	gid := fs.Uint("gid", 0, "the agent's gid")
+	shared := fs.Uint("shared-gid", 0, "the group of common/")
+	common := fs.String("common", "ro", "access to common/: ro or rw")
+	fs.StringVar(&l.Rootfs, "rootfs", "", "the root file system, a directory")
+	fs.StringVar(&l.Image, "image", "", "the root file system, an image in podman's local store")
+	if err := fs.Parse(args[1:]); err != nil {
+		return l, nil, err
+	}
+	l.Level = Level(*level)
+	switch {
+	case !l.Level.Contained():
+		return l, nil, fmt.Errorf("sandbox: --level=%q: want %s", *level, Or(Contained()))
+	case l.Runtime == "":
+		return l, nil, errors.New("sandbox: --runtime is missing (the path of the level's runtime)")
+	case *common != "ro" && *common != "rw":
+		return l, nil, fmt.Errorf("sandbox: --common=%q: want ro or rw", *common)
+	case *uid > 1<<32-1 || *gid > 1<<32-1 || *shared > 1<<32-1:
+		return l, nil, fmt.Errorf("sandbox: --uid, --gid and --shared-gid are 32-bit ids")
+	}
+	l.UID, l.GID, l.SharedGID, l.CommonRW = uint32(*uid), uint32(*gid), uint32(*shared), *common == "rw"
+	return l, fs.Args(), nil
+}
+
+// Launch is the launcher: it reads the agent from the unit's environment,
+// hands the agent's uid its credential and has the level's driver run
+// flock-agent inner inside the container.
+func Launch(l Launcher, inner []string) error {
+	d, ok := Lookup(l.Level)
+	if !ok {
+		return fmt.Errorf("sandbox: level %q is not known", l.Level)
+	}
+	run := os.Getenv("RUNTIME_DIRECTORY")
+	if run == "" {
+		return errors.New("sandbox: RUNTIME_DIRECTORY is not set; run me from the agent's unit (RuntimeDirectory=)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// The unit's environment, read as every flock-agent mode reads it.
+	env, err := agent.FromEnv()
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	c, err := l.Config(env, self, filepath.Join(run, "nats"), inner)
+	if err != nil {
+		return err
+	}
+	if err := handCredential(c.Cred, c.UID, c.GID); err != nil {
+		return err
+	}
+	return d.Launch(c, l.Runtime, run)
+}
+
+// Config is the container of agent env: flock-agent (self, bound in)
+// runs inner inside, with the agent's credential at cred on the host.
+func (l Launcher) Config(env agent.Env, self, cred string, inner []string) (Config, error) {
+	if env.Home == "" || env.LogFile == "" || env.SharedDir == "" {
+		return Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE and SHARED_DIR must be set; run me from the agent's unit")
+	}
+	// Passed on whole, but for where the credential is inside.
+	inside := env
+	inside.NKeyFile = CredPath
+	c := Config{
+		Level: l.Level, ID: env.ID, UID: l.UID, GID: l.GID, SharedGID: l.SharedGID,
+		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: cred,
+		Env: append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=" + string(l.Level)}, inside.Environ()...),
+		Cwd: env.Home,
+		Mounts: []Mount{
+			{Source: env.Home, Dest: env.Home, RW: true},
+			{Source: env.LogFile, Dest: env.LogFile, RW: true, File: true},
+			{Source: env.SharedDir, Dest: env.SharedDir, RW: l.CommonRW},
+		},
+		Argv: append([]string{AgentPath}, inner...),
+	}
+	return c, c.Validate()
+}
+
+// handCredential copies the credential systemd loaded for the unit (root's,
+// 0400) to dst, owned by the agent: the container runs as the agent's uid.
+func handCredential(dst string, uid, gid uint32) error {
+	dir := os.Getenv("CREDENTIALS_DIRECTORY")
+	if dir == "" {
+		return errors.New("sandbox: CREDENTIALS_DIRECTORY is not set; the unit must load the bus credential (LoadCredential=nats:...)")
+	}
+	seed, err := os.ReadFile(filepath.Join(dir, "nats"))
+	if err != nil {
+		return fmt.Errorf("sandbox: the bus credential: %w", err)
+	}
+	tmp := dst + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	_, err = f.Write(seed)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chown(tmp, int(uid), int(gid))
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox: hand the credential to uid %d: %w", uid, err)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package sandbox
+
+// Tier: unit. The launcher's command line crosses the systemd boundary:
+// what the unit writes (Args) is what flock-agent reads (ParseLauncher).
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/flockrun/flock/agent"
+)
+
+func TestLauncherArgsRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		l     Launcher
+		inner []string
+	}{
+		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian"}, []string{"task", "--", "/bin/tr", "a-z", "A-Z"}},
+		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 8, CommonRW: true, Image: "localhost/agent:1"}, nil},
+		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 1<<32 - 1, GID: 1, SharedGID: 2, Rootfs: "/r"}, []string{"exec", "--", "--level=process", "--"}},
+	} {
+		args := tc.l.Args(tc.inner)
+		l, inner, err := ParseLauncher(args)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if l != tc.l || len(inner) != len(tc.inner) || (len(inner) > 0 && !reflect.DeepEqual(inner, tc.inner)) {
+			t.Errorf("%q read back as %+v %q, want %+v %q", args, l, inner, tc.l, tc.inner)
+		}
+	}
+}
+
+func TestParseLauncherNamesTheFlag(t *testing.T) {
+	good := Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 7, Rootfs: "/r"}.Args(nil)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"another mode", []string{"task", "--", "x"}, "not the launcher's"},
+		{"level process", replace(good, "--level=podman", "--level=process"), `--level="process": want podman or gvisor`},
+		{"unknown level", replace(good, "--level=podman", "--level=vm"), `--level="vm"`},
+		{"no runtime", replace(good, "--runtime=/usr/bin/podman", "--runtime="), "--runtime is missing"},
+		{"common", replace(good, "--common=ro", "--common=yes"), `--common="yes"`},
+		{"uid", replace(good, "--uid=7", "--uid=-1"), "-uid"},
+		{"unknown flag", replace(good, "--uid=7", "--user=7"), "user"},
+	} {
+		_, _, err := ParseLauncher(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func replace(args []string, old, new string) []string {
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		if a == old {
+			out[i] = new
+		}
+	}
+	return out
+}
+
+// The container gets the unit's environment whole (agent.Env's one list),
+// but for where the credential is inside.
+func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
+	env := agent.Env{ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@3.service/nats",
+		InboxPrefix: "_INBOX.agent-3", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3"}
+	l := Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 9, GID: 9, SharedGID: 8, CommonRW: true, Rootfs: "/var/lib/flock-rootfs/debian"}
+	c, err := l.Config(env, "/usr/local/bin/flock-agent", "/run/flock-sandbox/3/nats", []string{"task", "--", "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := env
+	inside.NKeyFile = CredPath
+	want := append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=gvisor"}, inside.Environ()...)
+	if !reflect.DeepEqual(c.Env, want) {
+		t.Errorf("env %q, want %q", c.Env, want)
+	}
+	if !c.Mounts[2].RW || c.Argv[0] != AgentPath || c.Cwd != env.Home {
+		t.Errorf("config %+v", c)
+	}
+	env.Home = ""
+	if _, err := l.Config(env, "/x", "/y", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
+		t.Errorf("no home: %v", err)
+	}
+}

@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Level is how strongly an agent is isolated: the name of its Driver.
+type Level string
+
+// The levels flock ships, weakest first.
+const (
+	Process Level = "process"
+	Podman  Level = "podman"
+	GVisor  Level = "gvisor"
+)
+
+// Driver is what differs between isolation levels; everything else about
+// an agent (its uid, directories, firewall set, bus identity, limits) is
+// the same at every level (docs/design.md, "Isolation levels"). A level
+// is one file that implements it and registers it.
+type Driver interface {
+	// Level is the name the spec gives (level: podman).
+	Level() Level
+	// Rank orders the levels from weakest to strongest.
+	Rank() int
+	// Label is the honest wording of what the level gives.
+	Label() string
+	// Runtime is the program the launcher hands the agent to; the zero
+	// Runtime means none: the unit runs the agent itself (level process),
+	// with the whole hardening of level process.
+	Runtime() Runtime
+	// CheckRoot says what is wrong with an agent's root file system fields
+	// at this level: the field ("rootfs", "image" or "level") and the
+	// problem with its fix; "" when they are right.
+	CheckRoot(rootfs, image string) (field, problem string)
+	// RuntimeMapsWX reports whether the runtime itself maps writable and
+	// executable memory (gVisor's Sentry), so the unit cannot forbid it.
+	RuntimeMapsWX() bool
+	// Launch runs c in the unit, as root: the launcher's last step. runtime
+	// is the Runtime's path on this host, run the unit's runtime directory.
+	Launch(c Config, runtime, run string) error
+}
+
+// Runtime is a container runtime a level needs on the host.
+type Runtime struct {
+	Name    string // its name on PATH: podman, runsc
+	Default string // where it is expected when not on PATH
+	Install string // how to install it, for the operator
+}
+
+var drivers []Driver
+
+// Register makes a level known to the spec, the units, the preflight and
+// the launcher. It is called from the init of the level's file.
+func Register(d Driver) {
+	if _, ok := Lookup(d.Level()); ok {
+		panic(fmt.Sprintf("sandbox: level %q registered twice", d.Level()))
+	}
+	drivers = append(drivers, d)
+	slices.SortStableFunc(drivers, func(a, b Driver) int { return a.Rank() - b.Rank() })
+}
+
+// Lookup is the driver of level l.
+func Lookup(l Level) (Driver, bool) {
+	for _, d := range drivers {
+		if d.Level() == l {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// Levels are the registered levels, weakest first.
+func Levels() []Level {
+	out := make([]Level, len(drivers))
+	for i, d := range drivers {
+		out[i] = d.Level()
+	}
+	return out
+}
+
+// Contained are the levels that run the agent through a runtime.
+func Contained() []Level {
+	var out []Level
+	for _, d := range drivers {
+		if d.Runtime().Name != "" {
+			out = append(out, d.Level())
+		}
+	}
+	return out
+}
+
+// Or lists levels for a message: "process, podman or gvisor".
+func Or(ls []Level) string {
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = string(l)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// Contained reports whether l runs the agent through a runtime, in a
+// unit that keeps less so the runtime can build the container.
+func (l Level) Contained() bool {
+	d, ok := Lookup(l)
+	return ok && d.Runtime().Name != ""
+}
+
+// Label is the honest wording of what l gives.
+func (l Level) Label() string {
+	if d, ok := Lookup(l); ok {
+		return d.Label()
+	}
+	return "unknown level " + string(l)
+}
+
+// DeniesWX reports whether an agent at l, with jit as its spec says, runs
+// under MemoryDenyWriteExecute: always, unless it runs a JIT or the
+// level's runtime maps W+X itself.
+func (l Level) DeniesWX(jit bool) bool {
+	d, ok := Lookup(l)
+	return !jit && ok && !d.RuntimeMapsWX()
+}
