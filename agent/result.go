@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -67,16 +66,11 @@ func (a *Agent) storeResult(ctx context.Context, js jetstream.JetStream, t Task,
 // resultMsg is res as stored: its task's id and subject in headers, and
 // the deduplication id that keeps one result per task.
 func resultMsg(t Task, res wire.Result) (*nats.Msg, error) {
-	b, err := json.Marshal(res)
+	h, body, err := wire.ResultMessage(t.ID, t.Subject, res)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the result of task %s: %w", t.ID, err)
+		return nil, err
 	}
-	msg := nats.NewMsg(wire.ResultSubject)
-	msg.Header.Set(wire.TaskIDHeader, t.ID)
-	msg.Header.Set(wire.TaskSubjectHeader, t.Subject)
-	msg.Header.Set(wire.MsgIDHeader, wire.ResultMsgID(t.ID))
-	msg.Data = b
-	return msg, nil
+	return &nats.Msg{Subject: wire.ResultSubject, Header: h, Data: body}, nil
 }
 
 // transient reports whether storing may work when tried again: the bus

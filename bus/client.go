@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -87,8 +86,8 @@ func WaitResult(ctx context.Context, nc *nats.Conn, id string, since time.Time) 
 		if err != nil {
 			return res, fmt.Errorf("reading the result of task %s: %w", id, err)
 		}
-		if err := json.Unmarshal(raw.Data, &res); err != nil {
-			return res, fmt.Errorf("task %s: the result is not JSON (%v): %q", id, err, raw.Data)
+		if res, err = wire.ParseResult(raw.Header, raw.Data); err != nil {
+			return res, fmt.Errorf("task %s: %w", id, err)
 		}
 		return res, nil
 	}

@@ -118,21 +118,16 @@ func (s *Server) deadLetter(ctx context.Context, consumer string, seq uint64, de
 	if _, err := s.js.PublishMsg(ctx, dead); err != nil {
 		return fmt.Errorf("storing task %s in %s: %w", id, wire.DeadStream, err)
 	}
-	res, err := json.Marshal(wire.Result{
+	h, body, err := wire.ResultMessage(id, raw.Subject, wire.Result{
 		TaskID:     id,
 		ExitStatus: -1,
 		Error: fmt.Sprintf("dead-lettered after %d deliveries: no worker stored a result (consumer %s); the task is kept in %s",
 			deliveries, consumer, wire.DeadStream),
 	})
 	if err != nil {
-		return fmt.Errorf("encoding the failed result of task %s: %w", id, err)
+		return err
 	}
-	result := nats.NewMsg(wire.ResultSubject)
-	result.Header.Set(wire.TaskIDHeader, id)
-	result.Header.Set(wire.TaskSubjectHeader, raw.Subject)
-	result.Header.Set(wire.MsgIDHeader, wire.ResultMsgID(id))
-	result.Data = res
-	if _, err := s.js.PublishMsg(ctx, result); err != nil {
+	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: wire.ResultSubject, Header: h, Data: body}); err != nil {
 		return fmt.Errorf("storing the failed result of task %s: %w", id, err)
 	}
 	if err := tasks.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -125,9 +124,9 @@ func listNewest(ctx context.Context, js jetstream.JetStream, name string, limit 
 
 func doneEntry(raw *jetstream.RawStreamMsg) TaskEntry {
 	e := TaskEntry{ID: raw.Header.Get(wire.TaskIDHeader), State: Done, Subject: raw.Header.Get(wire.TaskSubjectHeader), Time: raw.Time}
-	var res wire.Result
-	if err := json.Unmarshal(raw.Data, &res); err != nil {
-		e.Note = "the result is not JSON: " + err.Error()
+	res, err := wire.ParseResult(raw.Header, raw.Data)
+	if err != nil {
+		e.Note = err.Error()
 		return e
 	}
 	if e.ID == "" {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-
-	"github.com/flockrun/flock/agent"
 )
 
 // LauncherMode is flock-agent's first argument when it is the launcher.
@@ -82,10 +80,19 @@ func ParseLauncher(args []string) (Launcher, []string, error) {
 	return l, fs.Args(), nil
 }
 
-// Launch is the launcher: it reads the agent from the unit's environment,
-// hands the agent's uid its credential and has the level's driver run
-// flock-agent inner inside the container.
-func Launch(l Launcher, inner []string) error {
+// Agent is what the launcher knows of the unit's agent: where its files
+// are, and its environment as the container gets it (the unit's, read
+// by agent.FromEnv and written back by Env.Environ, but for where the
+// credential is inside: CredPath).
+type Agent struct {
+	ID                       int
+	Home, LogFile, SharedDir string
+	Environ                  []string
+}
+
+// Launch is the launcher: it hands the agent's uid its credential and has
+// the level's driver run flock-agent inner inside the container.
+func Launch(l Launcher, a Agent, inner []string) error {
 	d, ok := Lookup(l.Level)
 	if !ok {
 		return fmt.Errorf("sandbox: level %q is not known", l.Level)
@@ -98,12 +105,7 @@ func Launch(l Launcher, inner []string) error {
 	if err != nil {
 		return err
 	}
-	// The unit's environment, read as every flock-agent mode reads it.
-	env, err := agent.FromEnv()
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	c, err := l.Config(env, self, filepath.Join(run, "nats"), inner)
+	c, err := l.Config(a, self, filepath.Join(run, "nats"), inner)
 	if err != nil {
 		return err
 	}
@@ -113,24 +115,21 @@ func Launch(l Launcher, inner []string) error {
 	return d.Launch(c, l.Runtime, run)
 }
 
-// Config is the container of agent env: flock-agent (self, bound in)
-// runs inner inside, with the agent's credential at cred on the host.
-func (l Launcher) Config(env agent.Env, self, cred string, inner []string) (Config, error) {
-	if env.Home == "" || env.LogFile == "" || env.SharedDir == "" {
+// Config is the container of agent a: flock-agent (self, bound in) runs
+// inner inside, with the agent's credential at cred on the host.
+func (l Launcher) Config(a Agent, self, cred string, inner []string) (Config, error) {
+	if a.Home == "" || a.LogFile == "" || a.SharedDir == "" {
 		return Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE and SHARED_DIR must be set; run me from the agent's unit")
 	}
-	// Passed on whole, but for where the credential is inside.
-	inside := env
-	inside.NKeyFile = CredPath
 	c := Config{
-		Level: l.Level, ID: env.ID, UID: l.UID, GID: l.GID, SharedGID: l.SharedGID,
+		Level: l.Level, ID: a.ID, UID: l.UID, GID: l.GID, SharedGID: l.SharedGID,
 		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: cred,
-		Env: append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=" + string(l.Level)}, inside.Environ()...),
-		Cwd: env.Home,
+		Env: append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=" + string(l.Level)}, a.Environ...),
+		Cwd: a.Home,
 		Mounts: []Mount{
-			{Source: env.Home, Dest: env.Home, RW: true},
-			{Source: env.LogFile, Dest: env.LogFile, RW: true, File: true},
-			{Source: env.SharedDir, Dest: env.SharedDir, RW: l.CommonRW},
+			{Source: a.Home, Dest: a.Home, RW: true},
+			{Source: a.LogFile, Dest: a.LogFile, RW: true, File: true},
+			{Source: a.SharedDir, Dest: a.SharedDir, RW: l.CommonRW},
 		},
 		Argv: append([]string{AgentPath}, inner...),
 	}

@@ -69,12 +69,13 @@ func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 	env := agent.Env{ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@3.service/nats",
 		InboxPrefix: "_INBOX.agent-3", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3"}
 	l := Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 9, GID: 9, SharedGID: 8, CommonRW: true, Rootfs: "/var/lib/flock-rootfs/debian"}
-	c, err := l.Config(env, "/usr/local/bin/flock-agent", "/run/flock-sandbox/3/nats", []string{"task", "--", "cat"})
+	inside := env
+	inside.NKeyFile = CredPath
+	a := Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Environ: inside.Environ()}
+	c, err := l.Config(a, "/usr/local/bin/flock-agent", "/run/flock-sandbox/3/nats", []string{"task", "--", "cat"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inside := env
-	inside.NKeyFile = CredPath
 	want := append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=gvisor"}, inside.Environ()...)
 	if !reflect.DeepEqual(c.Env, want) {
 		t.Errorf("env %q, want %q", c.Env, want)
@@ -82,8 +83,8 @@ func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 	if !c.Mounts[2].RW || c.Argv[0] != AgentPath || c.Cwd != env.Home {
 		t.Errorf("config %+v", c)
 	}
-	env.Home = ""
-	if _, err := l.Config(env, "/x", "/y", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
+	a.Home = ""
+	if _, err := l.Config(a, "/x", "/y", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
 		t.Errorf("no home: %v", err)
 	}
 }

@@ -104,7 +104,12 @@ func TestANewLevelRegistersEverywhere(t *testing.T) {
 		t.Errorf("launcher %+v", l)
 	}
 	setUnitEnv(t, u, l.UID)
-	if err := sandbox.Launch(l, inner); err != nil {
+	env, err := agent.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Environ: env.Environ()}
+	if err := sandbox.Launch(l, a2, inner); err != nil {
 		t.Fatal(err)
 	}
 	c := <-box.launched

@@ -45,11 +45,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) > 0 && args[0] == sandbox.LauncherMode {
-		l, inner, err := sandbox.ParseLauncher(args)
-		if err != nil {
-			return err
-		}
-		return sandbox.Launch(l, inner)
+		return launch(args)
 	}
 	inv, err := parseArgs(args)
 	if err != nil {
@@ -97,4 +93,21 @@ func execve(path string, argv, env []string) error {
 		return fmt.Errorf("exec %s: %w", path, err)
 	}
 	return nil
+}
+
+// launch is the launcher of a contained level: the unit's agent, read as
+// every mode reads it, handed to its container by the level's driver.
+func launch(args []string) error {
+	l, inner, err := sandbox.ParseLauncher(args)
+	if err != nil {
+		return err
+	}
+	env, err := agent.FromEnv()
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	inside := env
+	inside.NKeyFile = sandbox.CredPath
+	return sandbox.Launch(l, sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir,
+		Environ: inside.Environ()}, inner)
 }
