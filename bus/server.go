@@ -135,6 +135,12 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		StoreDir:           s.opts.StoreDir,
 		JetStreamMaxStore:  s.storeLimit,
 		JetStreamMaxMemory: t.MemoryMax,
+		// TASKS has a consumer per worker, and nats-server caps a stream
+		// at 1000 unless told otherwise: the 1001st worker would stop the
+		// bus's reload. The cap guards a server against clients making
+		// consumers; here only the bus makes them (agents may not, perms.go),
+		// one per worker in the spec, which bounds them (spec.MaxID).
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	if c.Monitor != "" {
 		o.HTTPHost, o.HTTPPort, err = splitHostPort(c.Monitor)
