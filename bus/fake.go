@@ -31,6 +31,9 @@ func (f *FakeIdentities) Keys(ctx context.Context) (map[string]string, error) {
 	if f.Err != nil {
 		return nil, f.Err
 	}
+	if err := ctx.Err(); err != nil { // as Store: a cancelled call changes nothing
+		return nil, err
+	}
 	return maps.Clone(f.keys), nil
 }
 
@@ -39,6 +42,9 @@ func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool,
 	defer f.mu.Unlock()
 	if f.Err != nil {
 		return "", false, f.Err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, err
 	}
 	if err := checkName(name); err != nil {
 		return "", false, fmt.Errorf("ensuring a bus identity: %w", err)
@@ -61,6 +67,9 @@ func (f *FakeIdentities) Remove(ctx context.Context, names []string) error {
 	if f.Err != nil {
 		return f.Err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for _, name := range names {
 		if err := checkName(name); err != nil {
 			return fmt.Errorf("removing a bus identity: %w", err)
@@ -77,6 +86,9 @@ func (f *FakeIdentities) RemoveAll(ctx context.Context) error {
 	defer f.mu.Unlock()
 	if f.Err != nil {
 		return f.Err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	clear(f.keys)
 	return nil

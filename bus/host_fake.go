@@ -1,15 +1,20 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 )
 
-// FakeHost is an in-memory Host for planner tests.
+// FakeHost is an in-memory Host for planner tests. It keeps the config
+// as System does, encoded: what it refuses, and what Config reads back,
+// are System's.
 type FakeHost struct {
 	*FakeIdentities
 	mu      sync.Mutex
-	config  *Config
+	config  []byte // as marshalled; nil when there is none
 	reloads int
 }
 
@@ -24,14 +29,26 @@ func (f *FakeHost) Config(ctx context.Context) (*Config, error) {
 	if f.config == nil {
 		return nil, nil
 	}
-	c := *f.config
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(f.config))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("decoding the fake's bus configuration: %w", err)
+	}
 	return &c, nil
 }
 
 func (f *FakeHost) WriteConfig(ctx context.Context, c Config) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.config = &c
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("writing bus configuration: %w", err)
+	}
+	data, err := c.marshal()
+	if err != nil {
+		return fmt.Errorf("encoding bus configuration: %w", err)
+	}
+	f.config = data
 	return nil
 }
 
@@ -42,9 +59,13 @@ func (f *FakeHost) RemoveConfig(ctx context.Context) error {
 	return nil
 }
 
+// Reload counts; like System, it cannot reach a bus that has no config.
 func (f *FakeHost) Reload(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.config == nil {
+		return fmt.Errorf("%w: no bus configuration; run flockctl provision", ErrNoBus)
+	}
 	f.reloads++
 	return nil
 }

@@ -1,10 +1,10 @@
 package bus
 
-// Tier: unit (no root).
+// Tier: unit (no root). The Identities contract both implementations keep
+// is hostConformance's; these are Store's files.
 
 import (
 	"context"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,67 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
-
-// TestIdentities checks the contract both implementations keep: Ensure
-// creates once and then returns the same key, Keys lists them, Remove
-// and RemoveAll forget them, names are checked.
-//
-// Tier: unit (no root).
-func TestIdentities(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		ids  func(t *testing.T) Identities
-	}{
-		{"Store", func(t *testing.T) Identities { return Store{Dir: filepath.Join(t.TempDir(), "creds")} }},
-		{"FakeIdentities", func(t *testing.T) Identities { return NewFakeIdentities() }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ids := tc.ids(t)
-			if keys, err := ids.Keys(ctx); err != nil || len(keys) != 0 {
-				t.Fatalf("Keys before anything: %v, %v", keys, err)
-			}
-			want := map[string]string{}
-			for _, name := range []string{"flock-3", OperatorName, "flock-65535"} {
-				pub, created, err := ids.Ensure(ctx, name)
-				if err != nil || !created || !nkeys.IsValidPublicUserKey(pub) {
-					t.Fatalf("Ensure(%s) = %q, %v, %v", name, pub, created, err)
-				}
-				again, created, err := ids.Ensure(ctx, name)
-				if err != nil || created || again != pub {
-					t.Fatalf("Ensure(%s) again = %q, %v, %v; want %q, false", name, again, created, err, pub)
-				}
-				want[name] = pub
-			}
-			if keys, err := ids.Keys(ctx); err != nil || !maps.Equal(keys, want) {
-				t.Fatalf("Keys = %v, %v; want %v", keys, err, want)
-			}
-			if err := ids.Remove(ctx, []string{"flock-3", "flock-9"}); err != nil {
-				t.Fatal(err)
-			}
-			delete(want, "flock-3")
-			if keys, err := ids.Keys(ctx); err != nil || !maps.Equal(keys, want) {
-				t.Fatalf("Keys after Remove = %v, %v; want %v", keys, err, want)
-			}
-			for _, bad := range []string{"root", "flock-0", "flock-03", "flock-70000", "../flock-1", "flock-1/x", ""} {
-				if _, _, err := ids.Ensure(ctx, bad); err == nil || !strings.Contains(err.Error(), "not an identity name") {
-					t.Errorf("Ensure(%q): %v", bad, err)
-				}
-				if err := ids.Remove(ctx, []string{bad}); err == nil {
-					t.Errorf("Remove(%q) accepted", bad)
-				}
-			}
-			for range 2 {
-				if err := ids.RemoveAll(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if keys, err := ids.Keys(ctx); err != nil || len(keys) != 0 {
-				t.Fatalf("Keys after RemoveAll: %v, %v", keys, err)
-			}
-		})
-	}
-}
 
 // TestStoreOnDisk checks the files: modes, format, repaired modes, files
 // that are not seeds ignored.

@@ -31,6 +31,9 @@ func (f *Fake) Ensure(ctx context.Context, p Policy) error {
 	if f.Err != nil {
 		return f.Err
 	}
+	if err := ctx.Err(); err != nil { // as NFT: a cancelled call changes nothing
+		return fmt.Errorf("nftables: replacing table inet %s: %w", Table, err)
+	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("nftables: replacing table inet %s: %w", Table, err)
 	}
@@ -45,6 +48,9 @@ func (f *Fake) Remove(ctx context.Context) error {
 	if f.Err != nil {
 		return f.Err
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("nftables: removing table inet %s: %w", Table, err)
+	}
 	f.present, f.policy = false, Policy{}
 	return nil
 }
@@ -57,6 +63,9 @@ func (f *Fake) Matches(ctx context.Context, p Policy) (bool, error) {
 	}
 	if err := p.Validate(); err != nil {
 		return false, fmt.Errorf("nftables: comparing table inet %s: %w", Table, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("nftables: reading table inet %s: %w", Table, err)
 	}
 	return f.present && f.policy.String() == p.String(), nil
 }

@@ -15,8 +15,11 @@ type Fake struct {
 	restarts int
 }
 
-// NewFake returns a manager with no units.
-func NewFake() *Fake { return &Fake{units: map[string]Status{}} }
+// NewFake returns a manager with no units and no BusUnit.
+func NewFake() *Fake { return &Fake{units: map[string]Status{}, service: noService} }
+
+// noService is what systemd reports of a BusUnit it has no file for.
+var noService = ServiceStatus{ActiveState: "inactive"}
 
 var _ Manager = (*Fake)(nil)
 
@@ -92,9 +95,6 @@ func (f *Fake) InstallService(ctx context.Context, content []byte) error {
 	defer f.mu.Unlock()
 	f.service.File = append([]byte(nil), content...)
 	f.service.Enabled = "enabled"
-	if f.service.ActiveState == "" {
-		f.service.ActiveState = "inactive"
-	}
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (f *Fake) RestartService(ctx context.Context) error {
 func (f *Fake) RemoveService(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.service = ServiceStatus{}
+	f.service = noService
 	return nil
 }
 

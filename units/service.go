@@ -160,7 +160,9 @@ func (s *Systemd) RestartService(ctx context.Context) error {
 }
 
 func (s *Systemd) RemoveService(ctx context.Context) error {
-	if err := s.Stop(ctx, BusUnit); err != nil {
+	// Not Stop: an enabled unit with a file stays loaded, so waiting for
+	// systemd to forget it would wait out unloadWait every time.
+	if err := s.stop(ctx, BusUnit); err != nil {
 		return err
 	}
 	if _, err := os.Stat(s.unitPath()); errors.Is(err, fs.ErrNotExist) {

@@ -129,8 +129,18 @@ func (u Unit) DBusProperties() []sd.Property {
 }
 
 // Stop stops name, clears a failed state and waits until systemd has
-// forgotten the unit. A unit that is not loaded is already stopped.
+// forgotten the unit (an agent's, transient). A unit that is not loaded
+// is already stopped.
 func (s *Systemd) Stop(ctx context.Context, name string) error {
+	if err := s.stop(ctx, name); err != nil {
+		return err
+	}
+	return s.waitGone(ctx, name)
+}
+
+// stop stops name and clears a failed state. A unit with a file (the
+// bus's) stays loaded; only Stop's transient units are waited out.
+func (s *Systemd) stop(ctx context.Context, name string) error {
 	done := make(chan string, 1)
 	_, err := s.conn.StopUnitContext(ctx, name, "replace", done)
 	switch {
@@ -145,7 +155,7 @@ func (s *Systemd) Stop(ctx context.Context, name string) error {
 	if err := s.conn.ResetFailedUnitContext(ctx, name); err != nil && !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") {
 		return fmt.Errorf("ResetFailedUnit %s: %w", name, err)
 	}
-	return s.waitGone(ctx, name)
+	return nil
 }
 
 // unloadWait bounds waiting for systemd to collect a stopped unit.

@@ -2,7 +2,10 @@ package users
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,11 +19,22 @@ type Fake struct {
 	paths    map[string]Path
 	// Foreign are names held by someone else; Claim refuses them.
 	Foreign map[string]bool
+	// foreignUIDs are uids held by someone else (AddForeign).
+	foreignUIDs map[uint32]bool
 }
 
 // NewFake returns an empty host.
 func NewFake() *Fake {
-	return &Fake{accounts: map[string]Account{}, paths: map[string]Path{}, Foreign: map[string]bool{}}
+	return &Fake{accounts: map[string]Account{}, paths: map[string]Path{}, Foreign: map[string]bool{}, foreignUIDs: map[uint32]bool{}}
+}
+
+// AddForeign is a user someone else made (an operator's useradd): its
+// name and uid are refused by Claim, and nothing here removes it.
+func (f *Fake) AddForeign(name string, uid uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Foreign[name] = true
+	f.foreignUIDs[uid] = true
 }
 
 var _ Host = (*Fake)(nil)
@@ -46,6 +60,9 @@ func (f *Fake) Claim(ctx context.Context, shared Group, accts []Account) error {
 		if f.Foreign[a.Name] {
 			return fmt.Errorf("%w: user %q", ErrNotOurs, a.Name)
 		}
+		if f.foreignUIDs[a.UID] {
+			return fmt.Errorf("%w: uid %d (for %s)", ErrNotOurs, a.UID, a.Name)
+		}
 	}
 	return nil
 }
@@ -57,12 +74,29 @@ func (f *Fake) EnsureAccounts(ctx context.Context, shared Group, accts []Account
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.shared = &shared
+	// Like sysusers, never modify an account but add its memberships;
+	// like System, say when the result is not what was asked.
+	var errs []error
 	for _, a := range accts {
-		if _, ok := f.accounts[a.Name]; !ok { // like sysusers: never modify
+		old, ok := f.accounts[a.Name]
+		if !ok {
 			f.accounts[a.Name] = a
+			continue
+		}
+		for _, g := range a.Groups {
+			if !slices.Contains(old.Groups, g) {
+				old.Groups = append(slices.Clone(old.Groups), g)
+			}
+		}
+		f.accounts[a.Name] = old
+		switch {
+		case old.UID != a.UID:
+			errs = append(errs, fmt.Errorf("user %s has uid %d, want %d", a.Name, old.UID, a.UID))
+		case !SameGroups(old.Groups, a.Groups):
+			errs = append(errs, fmt.Errorf("user %s is in groups %v, want %v", a.Name, old.Groups, a.Groups))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (f *Fake) RemoveAccounts(ctx context.Context, names []string) error {
@@ -95,10 +129,15 @@ func (f *Fake) PathState(ctx context.Context, path string) (Path, bool, error) {
 	return p, ok, nil
 }
 
+// EnsurePaths refuses, as System does, a path of the wrong type: it may
+// be an operator's data.
 func (f *Fake) EnsurePaths(ctx context.Context, paths []Path) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range paths {
+		if old, ok := f.paths[p.Path]; ok && (old.Dir != p.Dir || old.Mode&fs.ModeSymlink != 0) {
+			return fmt.Errorf("%s exists but is of the wrong type (dir %v, mode %v): move it away and provision again", p.Path, old.Dir, old.Mode)
+		}
 		f.paths[p.Path] = p
 	}
 	return nil
