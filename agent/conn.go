@@ -92,7 +92,7 @@ func Connect(ctx context.Context, env Env, log *slog.Logger) (*Agent, error) {
 }
 
 // nkeyOption reads the agent's seed, saying plainly when it is missing:
-// the unit's LoadCredential= is what puts it there.
+// flock's unit binds it where NATS_NKEY says.
 func nkeyOption(path string, log *slog.Logger) (nats.Option, error) {
 	if path == "" {
 		return nil, errors.New("no NATS credential: neither NATS_NKEY nor CREDENTIALS_DIRECTORY is set")

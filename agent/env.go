@@ -27,7 +27,7 @@ type Env struct {
 	ID          int           // AGENT_ID
 	Role        string        // AGENT_ROLE: orchestrator, worker or monitor; "" if unset
 	NATSURL     string        // NATS_URL
-	NKeyFile    string        // NATS_NKEY, else $CREDENTIALS_DIRECTORY/nats: the user seed
+	NKeyFile    string        // NATS_NKEY (flock's units), else $CREDENTIALS_DIRECTORY/nats: the user seed
 	InboxPrefix string        // NATS_INBOX_PREFIX (for other clients; Connect uses wire.Inbox)
 	SharedDir   string        // SHARED_DIR
 	LogFile     string        // FLOCK_LOG_FILE; empty: log to stdout only
@@ -65,8 +65,8 @@ func FromEnv() (Env, error) {
 	default:
 		return Env{}, fmt.Errorf("AGENT_ROLE=%q: want orchestrator, worker or monitor", e.Role)
 	}
-	// LoadCredential= puts the seed in $CREDENTIALS_DIRECTORY; NATS_NKEY
-	// names it for the nats CLI too, and wins when both are set.
+	// flock's units name the seed in NATS_NKEY (the nats CLI reads it
+	// too); a unit of one's own may load it with LoadCredential= instead.
 	if dir := os.Getenv("CREDENTIALS_DIRECTORY"); e.NKeyFile == "" && dir != "" {
 		e.NKeyFile = filepath.Join(dir, "nats")
 	}

@@ -35,8 +35,9 @@ const DefaultCredDir = spec.CredDir // /var/lib/flock/creds
 const seedExt = ".nk"
 
 // Store keeps one user nkey seed per name in Dir: the directory 0700, each
-// <name>.nk 0600 holding the seed and a newline, the format
-// nats.NkeyOptionFromSeed and the nats CLI's --nkey read.
+// <name>.nk written root's 0600 (an agent's is then handed to it, 0400)
+// holding the seed and a newline, the format nats.NkeyOptionFromSeed and
+// the nats CLI's --nkey read.
 type Store struct{ Dir string }
 
 var _ Identities = Store{}
@@ -106,9 +107,11 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 	}
 	pub, mode, err := s.read(name)
 	if err == nil {
-		if mode != 0o600 {
+		// An agent's seed is its own, 0400 (users.Paths hands it over);
+		// readable by anyone else it is not a secret any more.
+		if mode&0o077 != 0 {
 			if err := os.Chmod(s.Path(name), 0o600); err != nil {
-				return "", false, fmt.Errorf("making the nkey of %s root-only: %w", name, err)
+				return "", false, fmt.Errorf("making the nkey of %s private: %w", name, err)
 			}
 		}
 		return pub, false, nil

@@ -34,8 +34,9 @@ var steps = []step{
 	{[]Kind{RemoveUser}, removeUsers},
 	{[]Kind{RemoveIdentity}, removeIdentities},
 	{[]Kind{CreateUser}, createUsers},
-	{[]Kind{EnsurePath}, ensurePaths},
+	// Before the paths: an agent's seed is one of them, handed to its uid.
 	{[]Kind{CreateIdentity}, createIdentities},
+	{[]Kind{EnsurePath}, ensurePaths},
 	{[]Kind{WriteBusConfig}, writeBusConfig},
 	{[]Kind{InstallBus}, installBus},
 	{[]Kind{StartBus}, startBus},

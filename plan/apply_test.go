@@ -128,7 +128,7 @@ func recording(h Host) (Host, *recorder) {
 func everyKind(d Desired) Plan {
 	return Plan{Changes: []Change{
 		{StopUnit, "flock-agent@3.service", ""}, {RemoveUser, "flock-3", ""}, {RemoveIdentity, "flock-3", ""},
-		{CreateUser, "flock-1", ""}, {EnsurePath, d.Paths[0].Path, ""}, {CreateIdentity, "flock-1", ""},
+		{CreateUser, "flock-1", ""}, {CreateIdentity, "flock-1", ""}, {EnsurePath, d.Paths[0].Path, ""},
 		{WriteBusConfig, bus.ConfigPath, ""}, {InstallBus, units.BusUnit, ""}, {StartBus, units.BusUnit, ""},
 		{ReloadBus, units.BusUnit, ""}, {Firewall, "inet flock", ""},
 		{RestartUnit, "flock-agent@1.service", ""}, {StartUnit, "flock-agent@2.service", ""},
@@ -150,8 +150,8 @@ func TestApplyWalksThePlanInOrder(t *testing.T) {
 	if err := Apply(context.Background(), rh, d, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"units.Stop", "users.RemoveAccounts", "bus.Remove", "users.EnsureAccounts", "users.EnsurePaths",
-		"bus.Ensure", "bus.WriteConfig", "units.InstallService", "units.RestartService", "bus.Reload",
+	want := []string{"units.Stop", "users.RemoveAccounts", "bus.Remove", "users.EnsureAccounts", "bus.Ensure",
+		"users.EnsurePaths", "bus.Ensure", "bus.WriteConfig", "units.InstallService", "units.RestartService", "bus.Reload",
 		"firewall.Ensure", "units.Start"}
 	if !slices.Equal(r.calls, want) {
 		t.Errorf("calls\n%s\nwant\n%s", strings.Join(r.calls, "\n"), strings.Join(want, "\n"))

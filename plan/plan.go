@@ -36,7 +36,7 @@ func Build(f *spec.Flock, uo units.Options) Desired {
 		Flock:    f,
 		Shared:   shared,
 		Accounts: accts,
-		Paths:    users.Paths(f),
+		Paths:    append(users.Paths(f), users.Seeds(f)...),
 		Policy:   netpolicy.ForFlock(f),
 	}
 	for _, a := range f.Agents {

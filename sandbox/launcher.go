@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -81,17 +80,18 @@ func ParseLauncher(args []string) (Launcher, []string, error) {
 }
 
 // Agent is what the launcher knows of the unit's agent: where its files
-// are, and its environment as the container gets it (the unit's, read
-// by agent.FromEnv and written back by Env.Environ, but for where the
+// are (Cred: its bus credential, its own, which the unit binds in), and
+// its environment as the container gets it (the unit's, read by
+// agent.FromEnv and written back by Env.Environ, but for where the
 // credential is inside: CredPath).
 type Agent struct {
-	ID                       int
-	Home, LogFile, SharedDir string
-	Environ                  []string
+	ID                             int
+	Home, LogFile, SharedDir, Cred string
+	Environ                        []string
 }
 
-// Launch is the launcher: it hands the agent's uid its credential and has
-// the level's driver run flock-agent inner inside the container.
+// Launch is the launcher: the level's driver runs flock-agent inner inside
+// the container.
 func Launch(l Launcher, a Agent, inner []string) error {
 	d, ok := Lookup(l.Level)
 	if !ok {
@@ -105,25 +105,22 @@ func Launch(l Launcher, a Agent, inner []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := l.Config(a, self, filepath.Join(run, "nats"), inner)
+	c, err := l.Config(a, self, inner)
 	if err != nil {
-		return err
-	}
-	if err := handCredential(c.Cred, c.UID, c.GID); err != nil {
 		return err
 	}
 	return d.Launch(c, l.Runtime, run)
 }
 
 // Config is the container of agent a: flock-agent (self, bound in) runs
-// inner inside, with the agent's credential at cred on the host.
-func (l Launcher) Config(a Agent, self, cred string, inner []string) (Config, error) {
-	if a.Home == "" || a.LogFile == "" || a.SharedDir == "" {
-		return Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE and SHARED_DIR must be set; run me from the agent's unit")
+// inner inside.
+func (l Launcher) Config(a Agent, self string, inner []string) (Config, error) {
+	if a.Home == "" || a.LogFile == "" || a.SharedDir == "" || a.Cred == "" {
+		return Config{}, errors.New("sandbox: HOME, FLOCK_LOG_FILE, SHARED_DIR and NATS_NKEY must be set; run me from the agent's unit")
 	}
 	c := Config{
 		Level: l.Level, ID: a.ID, UID: l.UID, GID: l.GID, SharedGID: l.SharedGID,
-		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: cred,
+		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: a.Cred,
 		Env: append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=" + string(l.Level)}, a.Environ...),
 		Cwd: a.Home,
 		Mounts: []Mount{
@@ -134,37 +131,4 @@ func (l Launcher) Config(a Agent, self, cred string, inner []string) (Config, er
 		Argv: append([]string{AgentPath}, inner...),
 	}
 	return c, c.Validate()
-}
-
-// handCredential copies the credential systemd loaded for the unit (root's,
-// 0400) to dst, owned by the agent: the container runs as the agent's uid.
-func handCredential(dst string, uid, gid uint32) error {
-	dir := os.Getenv("CREDENTIALS_DIRECTORY")
-	if dir == "" {
-		return errors.New("sandbox: CREDENTIALS_DIRECTORY is not set; the unit must load the bus credential (LoadCredential=nats:...)")
-	}
-	seed, err := os.ReadFile(filepath.Join(dir, "nats"))
-	if err != nil {
-		return fmt.Errorf("sandbox: the bus credential: %w", err)
-	}
-	tmp := dst + ".tmp"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	_, err = f.Write(seed)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chown(tmp, int(uid), int(gid))
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		return fmt.Errorf("sandbox: hand the credential to uid %d: %w", uid, err)
-	}
-	return nil
 }

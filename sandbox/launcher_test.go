@@ -66,13 +66,13 @@ func replace(args []string, old, new string) []string {
 // The container gets the unit's environment whole (agent.Env's one list),
 // but for where the credential is inside.
 func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
-	env := agent.Env{ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@3.service/nats",
+	env := agent.Env{ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/flock-agent/nats",
 		InboxPrefix: "_INBOX.agent-3", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3"}
 	l := Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 9, GID: 9, SharedGID: 8, CommonRW: true, Rootfs: "/var/lib/flock-rootfs/debian"}
 	inside := env
 	inside.NKeyFile = CredPath
-	a := Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Environ: inside.Environ()}
-	c, err := l.Config(a, "/usr/local/bin/flock-agent", "/run/flock-sandbox/3/nats", []string{"task", "--", "cat"})
+	a := Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Cred: env.NKeyFile, Environ: inside.Environ()}
+	c, err := l.Config(a, "/usr/local/bin/flock-agent", []string{"task", "--", "cat"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +80,11 @@ func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 	if !reflect.DeepEqual(c.Env, want) {
 		t.Errorf("env %q, want %q", c.Env, want)
 	}
-	if !c.Mounts[2].RW || c.Argv[0] != AgentPath || c.Cwd != env.Home {
+	if !c.Mounts[2].RW || c.Argv[0] != AgentPath || c.Cwd != env.Home || c.Cred != env.NKeyFile {
 		t.Errorf("config %+v", c)
 	}
 	a.Home = ""
-	if _, err := l.Config(a, "/x", "/y", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
+	if _, err := l.Config(a, "/x", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
 		t.Errorf("no home: %v", err)
 	}
 }

@@ -103,12 +103,12 @@ func TestANewLevelRegistersEverywhere(t *testing.T) {
 	if l.Level != testboxLevel || l.Runtime != runtime || l.Rootfs != rootfs {
 		t.Errorf("launcher %+v", l)
 	}
-	setUnitEnv(t, u, l.UID)
+	setUnitEnv(t, u)
 	env, err := agent.FromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2 := sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Environ: env.Environ()}
+	a2 := sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir, Cred: env.NKeyFile, Environ: env.Environ()}
 	if err := sandbox.Launch(l, a2, inner); err != nil {
 		t.Fatal(err)
 	}
@@ -119,21 +119,12 @@ func TestANewLevelRegistersEverywhere(t *testing.T) {
 }
 
 // setUnitEnv is the environment systemd gives the unit u: its
-// Environment=, a runtime directory and a loaded credential.
-func setUnitEnv(t *testing.T, u units.Unit, uid uint32) {
-	if os.Geteuid() != 0 && uint32(os.Geteuid()) != uid {
-		t.Skipf("tier unit: handing the credential to uid %d needs root", uid)
-	}
+// Environment= and a runtime directory.
+func setUnitEnv(t *testing.T, u units.Unit) {
 	for _, kv := range prop[[]string](t, u, "Environment") {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	creds := t.TempDir()
-	if err := os.WriteFile(filepath.Join(creds, "nats"), []byte("SUAseed\n"), 0o400); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("NATS_NKEY", "")
-	t.Setenv("CREDENTIALS_DIRECTORY", creds)
 	t.Setenv("RUNTIME_DIRECTORY", t.TempDir())
 }
 

@@ -68,7 +68,7 @@ type Config struct {
 	Rootfs    string // a directory, or
 	Image     string // podman's local store (podman only)
 	AgentBin  string // the host's flock-agent, bound at AgentPath
-	Cred      string // the host's agent-owned copy of the credential
+	Cred      string // the agent's own bus credential, as the unit has it
 	Mounts    []Mount
 	Env       []string // KEY=VALUE, as the agent sees it
 	Cwd       string

@@ -165,8 +165,9 @@ func UnitName(id int) string { return "flock-agent@" + strconv.Itoa(id) + ".serv
 // StateDir holds what flock remembers between runs (root only).
 const StateDir = "/var/lib/flock"
 
-// CredDir holds one NATS credential (an nkey seed) per agent, root only;
-// systemd hands each agent its own (LoadCredential).
+// CredDir holds one NATS credential (an nkey seed) per agent in a
+// directory only root may enter; each agent's seed is its own (0400), and
+// its unit binds it read-only where the agent reads it.
 const CredDir = StateDir + "/creds"
 
 // CredPath is the credential file of user name (flock-3, operator).

@@ -47,8 +47,7 @@ func launcher(f *spec.Flock, a spec.Agent, o Options) sandbox.Launcher {
 // KeyringMode, and the limits, which bound the whole container.
 func containerHardening(f *spec.Flock, a spec.Agent) []Property {
 	props := []Property{
-		// Its state: the copy of the credential the agent's uid can read,
-		// and runsc's bundle and state; removed when the unit stops.
+		// runsc's bundle and state; removed when the unit stops.
 		{"RuntimeDirectory", []string{"flock-sandbox/" + strconv.Itoa(a.ID)}},
 		{"RuntimeDirectoryMode", FileMode(0o700)},
 		{"PrivateTmp", true},

@@ -62,12 +62,6 @@ func renderValue(v any) string {
 			parts = append(parts, s+":"+bp.Destination)
 		}
 		return strings.Join(parts, " ")
-	case []Credential:
-		var parts []string
-		for _, c := range v {
-			parts = append(parts, c.ID+":"+c.Path)
-		}
-		return strings.Join(parts, " ")
 	case ExitStatusSet:
 		var parts []string
 		for _, n := range v.Statuses {

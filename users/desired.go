@@ -61,6 +61,18 @@ func Paths(f *spec.Flock) []Path {
 	return ps
 }
 
+// Seeds are the agents' bus seeds, which the bus makes: each its agent's
+// own, read-only, in a directory only root enters (spec.CredDir); its
+// unit binds it where the agent reads it.
+func Seeds(f *spec.Flock) []Path {
+	ps := make([]Path, 0, len(f.Agents))
+	for _, a := range f.Agents {
+		uid := f.UID(a.ID)
+		ps = append(ps, Path{Path: spec.CredPath(spec.UserName(a.ID)), UID: uid, GID: uid, Mode: 0o400, Existing: true})
+	}
+	return ps
+}
+
 // SysusersPath is flock's drop-in; systemd-sysusers re-applies it at boot.
 const SysusersPath = "/etc/sysusers.d/flock.conf"
 

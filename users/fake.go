@@ -134,6 +134,8 @@ func (f *Fake) PathState(ctx context.Context, path string) (Path, bool, error) {
 func (f *Fake) EnsurePaths(ctx context.Context, paths []Path) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// An Existing path absent here is taken as there: another fake (the
+	// bus's identities) makes it, which this one cannot see.
 	for _, p := range paths {
 		if old, ok := f.paths[p.Path]; ok && (old.Dir != p.Dir || old.Mode&fs.ModeSymlink != 0) {
 			return fmt.Errorf("%s exists but is of the wrong type (dir %v, mode %v): move it away and provision again", p.Path, old.Dir, old.Mode)

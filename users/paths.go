@@ -53,6 +53,8 @@ func (s *System) EnsurePaths(ctx context.Context, paths []Path) error {
 func ensurePath(p Path) error {
 	fi, err := os.Lstat(p.Path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && p.Existing:
+		return fmt.Errorf("%s is missing, and it is not made here: provision again", p.Path)
 	case errors.Is(err, fs.ErrNotExist):
 		if err := create(p); err != nil {
 			return err

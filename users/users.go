@@ -28,6 +28,9 @@ type Path struct {
 	// DefaultGroupRW, when set on a directory, is the gid given rwX by a
 	// default ACL, so files created inside stay shared whatever the umask.
 	DefaultGroupRW *uint32
+	// Existing is a file another part of flock makes (an agent's bus
+	// seed): only its owner and mode are flock's here, it is never created.
+	Existing bool
 }
 
 // ErrNotOurs is returned when a name or uid flock wants is held by something

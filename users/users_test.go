@@ -158,3 +158,30 @@ func TestEnsurePathsOnDisk(t *testing.T) {
 		t.Errorf("/etc mode changed to %s", fi.Mode())
 	}
 }
+
+// An Existing path (an agent's bus seed, which the bus makes) is never
+// created, only handed to its owner with its mode.
+func TestEnsurePathsHandsOverButNeverCreatesExisting(t *testing.T) {
+	// Tier: root.
+	tier.RequireNeeds(t, "root", tier.Root("chowns to agent uids"))
+	ctx := context.Background()
+	seed := filepath.Join(t.TempDir(), "flock-1.nk")
+	p := Path{Path: seed, UID: 2000000001, GID: 2000000001, Mode: 0o400, Existing: true}
+	h := &System{}
+	if err := h.EnsurePaths(ctx, []Path{p}); err == nil || !strings.Contains(err.Error(), "is missing, and it is not made here") {
+		t.Errorf("missing seed: %v", err)
+	}
+	if _, err := os.Lstat(seed); err == nil {
+		t.Errorf("EnsurePaths created %s", seed)
+	}
+	if err := os.WriteFile(seed, []byte("SUA\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsurePaths(ctx, []Path{p}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := h.PathState(ctx, seed)
+	if err != nil || !ok || got.UID != p.UID || got.GID != p.GID || got.Mode != p.Mode {
+		t.Errorf("seed %+v, %v, %v; want %+v", got, ok, err, p)
+	}
+}

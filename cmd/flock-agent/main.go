@@ -109,5 +109,5 @@ func launch(args []string) error {
 	inside := env
 	inside.NKeyFile = sandbox.CredPath
 	return sandbox.Launch(l, sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir,
-		Environ: inside.Environ()}, inner)
+		Cred: env.NKeyFile, Environ: inside.Environ()}, inner)
 }

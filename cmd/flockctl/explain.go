@@ -38,7 +38,7 @@ func newExplain() *cobra.Command {
 					fmt.Fprintln(out, "#   (a level-process unit still rates 1.3 OK, measured); every other wall stays.")
 				}
 				fmt.Fprintln(out, units.Render(u))
-				fmt.Fprintf(out, "# bus: nats user %s, nkey %s (the unit reads it as $CREDENTIALS_DIRECTORY/nats)\n", p.Name, spec.CredPath(p.Name))
+				fmt.Fprintf(out, "# bus: nats user %s, nkey %s (its own, 0400, bound read-only at %s in its unit alone)\n", p.Name, spec.CredPath(p.Name), units.CredentialPath)
 				fmt.Fprintf(out, "#   publish:   %s\n#   subscribe: %s\n", strings.Join(p.Publish, " "), strings.Join(p.Subscribe, " "))
 				if p.ResponseTTL > 0 {
 					fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
