@@ -55,3 +55,69 @@ func consumers(t *testing.T, s *Server) int {
 	}
 	return jsz.Consumers
 }
+
+// A reload asks the server only for the consumers that change: adding one
+// worker to many makes one consumer, and a changed setting reaches all.
+func TestReloadTouchesOnlyTheConsumersThatChange(t *testing.T) {
+	f, err := spec.Count(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown, err := spec.Count(51)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{OperatorName}
+	for _, a := range grown.Agents {
+		names = append(names, spec.UserName(a.ID))
+	}
+	ids := newIdentities(t, names...)
+	config := func(f *spec.Flock) Config {
+		c := ForFlock(f, ids.keys())
+		c.Listen, c.Monitor = "127.0.0.1:-1", ""
+		return c
+	}
+	s := startBus(t, config(f), Options{})
+	before := apiRequests(t, s)
+	if err := s.Reload(config(grown)); err != nil {
+		t.Fatal(err)
+	}
+	// The streams (each updated in place), one listing, one new consumer.
+	if n := apiRequests(t, s) - before; n > 10 {
+		t.Errorf("adding one worker to 50 took %d JetStream API requests, want at most 10", n)
+	}
+	changed := config(grown)
+	changed.Tasks.MaxDeliveries = 7
+	if err := s.Reload(changed); err != nil {
+		t.Fatal(err)
+	}
+	jsz, err := s.ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true, Config: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, acc := range jsz.AccountDetails {
+		for _, st := range acc.Streams {
+			for _, ci := range st.Consumer {
+				if st.Name == "TASKS" {
+					n++
+					if ci.Config.MaxDeliver != 7 {
+						t.Errorf("consumer %s kept max_deliver %d after the reload", ci.Name, ci.Config.MaxDeliver)
+					}
+				}
+			}
+		}
+	}
+	if n != 52 {
+		t.Errorf("TASKS has %d consumers, want 52 (51 workers' and any worker's)", n)
+	}
+}
+
+func apiRequests(t *testing.T, s *Server) uint64 {
+	t.Helper()
+	jsz, err := s.ns.Jsz(&server.JSzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jsz.API.Total
+}

@@ -70,7 +70,9 @@ func (s *Server) raiseStoreLimit(c Config) error {
 
 // ensureTasks creates or updates the three streams and the consumers of
 // c's workers, and deletes the consumers of agents no longer in it. It is
-// idempotent: Start and every Reload run it.
+// idempotent: Start and every Reload run it. A consumer that is already as
+// wanted is left alone, so a reload that adds one agent to a thousand
+// makes one consumer, not a thousand requests.
 func (s *Server) ensureTasks(c Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -80,28 +82,32 @@ func (s *Server) ensureTasks(c Config) error {
 			return fmt.Errorf("creating or updating stream %s: %w", sc.Name, err)
 		}
 	}
-	want := map[string]jetstream.ConsumerConfig{}
-	for _, cc := range consumerConfigs(t) {
-		want[cc.Durable] = cc
-		if _, err := s.js.CreateOrUpdateConsumer(ctx, wire.TasksStream, cc); err != nil {
-			return fmt.Errorf("creating or updating consumer %s of stream %s: %w", cc.Durable, wire.TasksStream, err)
-		}
-	}
 	stream, err := s.js.Stream(ctx, wire.TasksStream)
 	if err != nil {
 		return fmt.Errorf("looking up stream %s: %w", wire.TasksStream, err)
 	}
-	names := stream.ConsumerNames(ctx)
-	var stale []string
-	for name := range names.Name() {
-		if _, ok := want[name]; !ok && isAgentConsumer(name) {
-			stale = append(stale, name)
-		}
+	have := map[string]jetstream.ConsumerConfig{}
+	infos := stream.ListConsumers(ctx)
+	for info := range infos.Info() {
+		have[info.Name] = info.Config
 	}
-	if err := names.Err(); err != nil {
+	if err := infos.Err(); err != nil {
 		return fmt.Errorf("listing the consumers of stream %s: %w", wire.TasksStream, err)
 	}
-	for _, name := range stale {
+	want := map[string]bool{}
+	for _, cc := range consumerConfigs(t) {
+		want[cc.Durable] = true
+		if got, ok := have[cc.Durable]; ok && sameConsumer(got, cc) {
+			continue
+		}
+		if _, err := stream.CreateOrUpdateConsumer(ctx, cc); err != nil {
+			return fmt.Errorf("creating or updating consumer %s of stream %s: %w", cc.Durable, wire.TasksStream, err)
+		}
+	}
+	for name := range have {
+		if want[name] || !isAgentConsumer(name) {
+			continue
+		}
 		// Its agent is gone; tasks addressed to it stay queued (flockctl
 		// tasks shows them) until an agent of that id comes back.
 		if err := stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -110,6 +116,14 @@ func (s *Server) ensureTasks(c Config) error {
 		s.log.Noticef("deleted task consumer %s: its agent left the flock", name)
 	}
 	return nil
+}
+
+// sameConsumer reports whether the server's consumer got is cc: the
+// fields flock sets (the server fills in the rest).
+func sameConsumer(got, cc jetstream.ConsumerConfig) bool {
+	return got.Durable == cc.Durable && got.Description == cc.Description && got.FilterSubject == cc.FilterSubject &&
+		got.DeliverPolicy == cc.DeliverPolicy && got.AckPolicy == cc.AckPolicy &&
+		got.MaxDeliver == cc.MaxDeliver && got.AckWait == cc.AckWait
 }
 
 // isAgentConsumer reports whether name is one the bus made for an agent
