@@ -6,12 +6,13 @@ package bus
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -46,9 +47,30 @@ type User struct {
 
 // Equal reports whether c and o configure the same bus. A nil and an empty
 // list are the same (JSON turns one into the other).
-func (c Config) Equal(o Config) bool {
-	return c.Listen == o.Listen && c.Monitor == o.Monitor &&
-		slices.EqualFunc(c.Users, o.Users, User.equal) && c.Tasks.equal(o.Tasks)
+func (c Config) Equal(o Config) bool { return c.Digest() == o.Digest() }
+
+// Digest names what c configures: two configs have the same digest exactly
+// when they configure the same bus. The running bus reports the digest of
+// the config in force (wire.BusStatus.Config), so a provision sees a
+// config written but never loaded (a reload refused, or killed before it).
+func (c Config) Digest() string {
+	h := sha256.New()
+	field := func(s ...string) {
+		for _, x := range s {
+			h.Write([]byte(x))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1}) // ends a list: ["a", "b"] is not ["a"], ["b"]
+	}
+	field(c.Listen, c.Monitor, strconv.Itoa(len(c.Users)))
+	for _, u := range c.Users {
+		field(u.Name, strconv.Itoa(u.Agent), u.Nkey, u.ResponseTTL.String())
+		field(u.Publish...)
+		field(u.Subscribe...)
+	}
+	t := c.Tasks.withDefaults()
+	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers))
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // NeedsRestart reports whether going from old to c needs a new server
@@ -58,12 +80,6 @@ func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
 	return c.Listen != old.Listen || c.Monitor != old.Monitor ||
 		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax
-}
-
-func (u User) equal(o User) bool {
-	return u.Name == o.Name && u.Agent == o.Agent && u.Nkey == o.Nkey &&
-		slices.Equal(u.Publish, o.Publish) && slices.Equal(u.Subscribe, o.Subscribe) &&
-		u.ResponseTTL == o.ResponseTTL
 }
 
 // validate catches what would make the server refuse or misattribute a

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func TestForFlock(t *testing.T) {
 			f.Bus.MaxDeliveries, f.Bus.StoreMax = 3, 2<<30
 		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
 			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Workers: []int{2, 3}}
-			if !c.Tasks.equal(want) || c.Tasks.MemoryMax != want.MemoryMax {
+			if !reflect.DeepEqual(c.Tasks.withDefaults(), want) {
 				t.Errorf("tasks %+v, want %+v", c.Tasks, want)
 			}
 		}},
@@ -240,5 +241,46 @@ func TestEqual(t *testing.T) {
 				t.Errorf("Equal = %v, want %v", got, tc.equal)
 			}
 		})
+	}
+}
+
+// Digest changes with every field that configures the bus, and only
+// with those: a nil and an empty list are the same.
+func TestDigestIsEqual(t *testing.T) {
+	base := func() Config {
+		return ForFlock(goldenFlock(), fixedKeys(t, "flock-1", "flock-2", "flock-3", OperatorName))
+	}
+	if base().Digest() != base().Digest() {
+		t.Fatal("the same config has two digests")
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		same bool
+	}{
+		{"listen", func(c *Config) { c.Listen = "127.0.0.1:4333" }, false},
+		{"monitor", func(c *Config) { c.Monitor = "" }, false},
+		{"a user's key", func(c *Config) { c.Users[0].Nkey = c.Users[1].Nkey }, false},
+		{"a publish grant", func(c *Config) { c.Users[0].Publish = append(c.Users[0].Publish, "x") }, false},
+		{"a grant moved between lists", func(c *Config) {
+			c.Users[0].Subscribe = append(c.Users[0].Subscribe, c.Users[0].Publish[len(c.Users[0].Publish)-1])
+			c.Users[0].Publish = c.Users[0].Publish[:len(c.Users[0].Publish)-1]
+		}, false},
+		{"a user fewer", func(c *Config) { c.Users = c.Users[1:] }, false},
+		{"the response ttl", func(c *Config) { c.Users[0].ResponseTTL++ }, false},
+		{"max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 9 }, false},
+		{"workers", func(c *Config) { c.Tasks.Workers = append(c.Tasks.Workers, 9) }, false},
+		{"a default written out", func(c *Config) { c.Tasks.MemoryMax = DefaultMemoryMax }, true},
+		{"nil for an empty list", func(c *Config) { c.Users[0].Subscribe = []string{}; c.Users[1].Subscribe = nil }, true},
+	} {
+		c := base()
+		if tc.name == "nil for an empty list" {
+			c.Users[0].Subscribe, c.Users[1].Subscribe = nil, []string{}
+		}
+		want := c.Digest()
+		tc.edit(&c)
+		if got := c.Digest(); (got == want) != tc.same {
+			t.Errorf("%s: digest same = %v, want %v", tc.name, got == want, tc.same)
+		}
 	}
 }

@@ -79,7 +79,8 @@ func freeAddr(t *testing.T) string {
 // changes; a cancelled context changes nothing and says so; WriteConfig
 // refuses an invalid config and Config reads back what it wrote (nil when
 // there is none, also after RemoveConfig, which forgives an absent one);
-// Reload reaches the bus, and without a config says ErrNoBus.
+// Reload reaches the bus and puts the installed config in force (Loaded),
+// which WriteConfig alone does not, and without a config says ErrNoBus.
 func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 	ctx := context.Background()
 	sub := newHost(t)
@@ -133,6 +134,7 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 		wantErr    error // nil: none; errAnyBus: any error
 		keys       []string
 		wantConfig func() *Config // nil: no config
+		loaded     func() *Config // the config the running bus has in force; nil: not checked
 	}{
 		{name: "a fresh host has no identities and no config; Reload says ErrNoBus",
 			do: func() error { return h.Reload(ctx) }, wantErr: ErrNoBus},
@@ -167,14 +169,19 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 				sub.serve(t)
 			}
 			return h.Reload(ctx)
-		}, keys: all, wantConfig: func() *Config { return config() }},
+		}, keys: all, wantConfig: func() *Config { return config() }, loaded: func() *Config { return config() }},
 		{name: "WriteConfig of fewer users, and Reload",
 			do: func() error {
 				if err := h.WriteConfig(ctx, *config("flock-2")); err != nil {
 					return err
 				}
 				return h.Reload(ctx)
-			}, keys: all, wantConfig: func() *Config { return config("flock-2") }},
+			}, keys: all, wantConfig: func() *Config { return config("flock-2") }, loaded: func() *Config { return config("flock-2") }},
+		{name: "WriteConfig without a Reload leaves the running bus as it was",
+			do: func() error { return h.WriteConfig(ctx, *config()) }, keys: all,
+			wantConfig: func() *Config { return config() }, loaded: func() *Config { return config("flock-2") }},
+		{name: "WriteConfig back", do: func() error { return h.WriteConfig(ctx, *config("flock-2")) }, keys: all,
+			wantConfig: func() *Config { return config("flock-2") }, loaded: func() *Config { return config("flock-2") }},
 		{name: "Remove forgets an identity and ignores one that is gone",
 			do: func() error { return h.Remove(ctx, []string{"flock-2", "flock-9"}) }, keys: afterRemove,
 			wantConfig: func() *Config { return config("flock-2") }},
@@ -217,6 +224,11 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 				t.Errorf("Config = %+v, want none", *got)
 			case s.wantConfig != nil && (got == nil || !got.Equal(*s.wantConfig())):
 				t.Errorf("Config = %+v, want %+v", got, *s.wantConfig())
+			}
+			if s.loaded != nil {
+				if got, err := h.Loaded(ctx); err != nil || got != s.loaded().Digest() {
+					t.Errorf("Loaded = %q, %v; want %q", got, err, s.loaded().Digest())
+				}
 			}
 		}) {
 			t.FailNow()

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +26,10 @@ type Host interface {
 	// Reload asks the running bus to re-read its config and waits for its
 	// answer.
 	Reload(ctx context.Context) error
+	// Loaded is the digest of the config the running bus has in force
+	// (Config.Digest): the installed one, unless a reload was refused or
+	// never came.
+	Loaded(ctx context.Context) (string, error)
 }
 
 // System is the real Host: seeds under spec.CredDir, the config at
@@ -86,6 +91,37 @@ func (s *System) Reload(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (s *System) Loaded(ctx context.Context) (string, error) {
+	st, err := s.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	return st.Config, nil
+}
+
+// Status asks the running bus what it knows (wire.BusStatus).
+func (s *System) Status(ctx context.Context) (*wire.BusStatus, error) {
+	nc, err := s.Operator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, wire.StatusSubject, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", wire.StatusSubject, err)
+	}
+	var st wire.BusStatus
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		return nil, fmt.Errorf("%s answered %q: %w", wire.StatusSubject, msg.Data, err)
+	}
+	return &st, nil
+}
+
+// statusTimeout bounds the bus's answer to a status request.
+const statusTimeout = 5 * time.Second
 
 // Operator connects to the installed bus as the operator (flockctl).
 func (s *System) Operator(ctx context.Context) (*nats.Conn, error) {

@@ -15,6 +15,7 @@ type FakeHost struct {
 	*FakeIdentities
 	mu      sync.Mutex
 	config  []byte // as marshalled; nil when there is none
+	loaded  []byte // the config in force, as marshalled; nil before a start
 	reloads int
 }
 
@@ -59,7 +60,8 @@ func (f *FakeHost) RemoveConfig(ctx context.Context) error {
 	return nil
 }
 
-// Reload counts; like System, it cannot reach a bus that has no config.
+// Reload counts and puts the config in force; like System, it cannot
+// reach a bus that has no config.
 func (f *FakeHost) Reload(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -67,7 +69,29 @@ func (f *FakeHost) Reload(ctx context.Context) error {
 		return fmt.Errorf("%w: no bus configuration; run flockctl provision", ErrNoBus)
 	}
 	f.reloads++
+	f.loaded = f.config
 	return nil
+}
+
+// Started is the bus (re)started: it reads the installed config, as
+// flock.service does. Tests wire it to their fake service's start.
+func (f *FakeHost) Started() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loaded = f.config
+}
+
+func (f *FakeHost) Loaded(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loaded == nil {
+		return "", fmt.Errorf("%w: the fake bus was never started", ErrNoBus)
+	}
+	var c Config
+	if err := json.Unmarshal(f.loaded, &c); err != nil {
+		return "", err
+	}
+	return c.Digest(), nil
 }
 
 // Reloads counts Reload calls.

@@ -235,12 +235,14 @@ func (s *Server) Reload(c Config) error {
 	if err := s.ns.ReloadOptions(so); err != nil {
 		return fmt.Errorf("reloading the bus's users: %w", err)
 	}
-	s.mu.Lock()
-	s.cfg = c
-	s.mu.Unlock()
 	if err := s.ensureTasks(c); err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
 	}
+	// In force only now: a reload that failed half-way is tried again
+	// whole, and Status does not claim a config the streams lack.
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
 	return nil
 }
 

@@ -13,6 +13,7 @@ func (s *Server) Status() wire.BusStatus {
 	st := wire.BusStatus{Started: s.started, Agents: map[int]wire.AgentOnBus{}}
 	s.mu.Lock()
 	cfg := s.cfg
+	st.Config = cfg.Digest()
 	for id, hb := range s.beats {
 		a := st.Agents[id]
 		a.LastHeartbeat, a.HeartbeatAt = &hb.msg, &hb.at

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flockrun/flock/spec"
@@ -69,12 +68,6 @@ func (t Tasks) withDefaults() Tasks {
 // timeout: a result stored by the first is still known when the last ends.
 func resultWindow(deliveries int, timeout, ackWait time.Duration) time.Duration {
 	return min(time.Duration(deliveries)*(timeout+ackWait), ResultsMaxAge)
-}
-
-func (t Tasks) equal(o Tasks) bool {
-	a, b := t.withDefaults(), o.withDefaults()
-	return a.StoreMax == b.StoreMax && a.MemoryMax == b.MemoryMax && a.MaxDeliveries == b.MaxDeliveries &&
-		a.AckWait == b.AckWait && a.ResultWindow == b.ResultWindow && slices.Equal(a.Workers, b.Workers)
 }
 
 func (t Tasks) validate() error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/flockrun/flock/units"
@@ -81,11 +82,54 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 			end++
 		}
 		if err := steps[r].run(ctx, x, p.Changes[start:end]); err != nil {
-			return err
+			return &ApplyError{Done: Plan{p.Changes[:start]}, Failed: Plan{p.Changes[start:end]}, Left: Plan{p.Changes[end:]}, Err: err}
 		}
 		start = end
 	}
 	return nil
+}
+
+// ApplyError is an apply that stopped part-way: the host has what Done
+// did, part or none of Failed, and nothing of Left. The next provision
+// plans from what the host has, so it converges once the cause is fixed.
+type ApplyError struct {
+	Done, Failed, Left Plan
+	Err                error
+}
+
+func (e *ApplyError) Error() string { return e.Err.Error() }
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// Report says in words where the host stands: what was done, what failed,
+// what was not begun, and what to do. The error itself is Error's.
+func (e *ApplyError) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stopped at: %s\n", counts(e.Failed))
+	if !e.Done.Empty() {
+		fmt.Fprintf(&b, "done before it: %s\n", counts(e.Done))
+	}
+	if !e.Left.Empty() {
+		fmt.Fprintf(&b, "not begun: %s\n", counts(e.Left))
+	}
+	if n := e.Failed.Count(StartUnit) + e.Failed.Count(RestartUnit) + e.Left.Count(StartUnit) + e.Left.Count(RestartUnit); n > 0 {
+		fmt.Fprintf(&b, "%d agents may not be running as the spec says (flockctl status shows which).\n", n)
+	}
+	b.WriteString("Fix the cause and run the same provision again: it plans from what the host has now and completes the rest.\n")
+	return b.String()
+}
+
+// counts is p as "3 create user, 1 write bus config".
+func counts(p Plan) string {
+	var parts []string
+	for start := 0; start < len(p.Changes); {
+		end := start + 1
+		for end < len(p.Changes) && p.Changes[end].Kind == p.Changes[start].Kind {
+			end++
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", end-start, p.Changes[start].Kind))
+		start = end
+	}
+	return strings.Join(parts, ", ")
 }
 
 func targets(cs []Change) []string {
@@ -230,5 +274,10 @@ func startAll(ctx context.Context, m units.Manager, us []units.Unit, progress Pr
 		}()
 	}
 	wg.Wait()
+	// A few are enough to see the cause; a thousand would bury it.
+	const shown = 5
+	if len(errs) > shown {
+		errs = append(errs[:shown], fmt.Errorf("and %d more units failed to start", len(errs)-shown))
+	}
 	return errors.Join(errs...)
 }

@@ -5,12 +5,14 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
 )
@@ -200,5 +202,92 @@ func TestDiffSortsByTheApplyOrder(t *testing.T) {
 				t.Errorf("%s: %v after %v", next, p.Changes[i], p.Changes[i-1])
 			}
 		}
+	}
+}
+
+// refusingBus is a bus that refuses its new config once.
+type refusingBus struct {
+	bus.Host
+	refuse *bool
+}
+
+func (b refusingBus) Reload(ctx context.Context) error {
+	if *b.refuse {
+		*b.refuse = false
+		return errors.New("the bus refused its new config: no")
+	}
+	return b.Host.Reload(ctx)
+}
+
+// A provision that stops part-way says where the host stands, and the
+// next one completes it: here the bus refuses the config that adds two
+// agents, after it was written.
+func TestAFailedApplyIsReportedAndTheNextConverges(t *testing.T) {
+	h, fk := newFakes()
+	provision(t, h, mustParse(t, threeAgents))
+	refuse := true
+	h.Bus = refusingBus{h.Bus, &refuse}
+	ctx := context.Background()
+	grown := Build(mustParse(t, "agents: [{id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]"), units.Options{})
+	cur, err := Observe(ctx, h, grown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Apply(ctx, h, grown, Diff(grown, cur), nil)
+	var ae *ApplyError
+	if !errors.As(err, &ae) {
+		t.Fatalf("apply: %v, want an ApplyError", err)
+	}
+	report := ae.Report()
+	for _, want := range []string{
+		"stopped at: 1 reload bus\n",
+		"done before it: 2 create user, 2 create identity,",
+		"not begun: 1 replace firewall, 2 start unit",
+		"2 agents may not be running",
+		"run the same provision again",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if slices.Contains(fk.units.Started(), spec.UnitName(4)) {
+		t.Errorf("agent 4 started although the bus refused its identity")
+	}
+
+	// The config file is already right; the running bus is not.
+	cur, err = Observe(ctx, h, grown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Diff(grown, cur)
+	if p.Count(ReloadBus) != 1 || p.Count(StartUnit) != 2 || p.Count(WriteBusConfig) != 0 {
+		t.Errorf("next plan:\n%s", p)
+	}
+	if err := Apply(ctx, h, grown, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	cur, err = Observe(ctx, h, grown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Diff(grown, cur); !p.Empty() {
+		t.Errorf("not converged:\n%s", p)
+	}
+}
+
+func TestSummaryCountsALargePlan(t *testing.T) {
+	var p Plan
+	for i := 1; i <= 1000; i++ {
+		p.Changes = append(p.Changes, Change{CreateUser, spec.UserName(i), "uid"})
+	}
+	p.Changes = append(p.Changes, Change{Firewall, "inet flock", "table missing"})
+	got := p.Summary(40)
+	want := "create user      ×1000: flock-1 … flock-1000 (uid)\nreplace firewall ×1: inet flock (table missing)\n"
+	if got != want {
+		t.Errorf("summary\n%q\nwant\n%q", got, want)
+	}
+	small := Plan{Changes: p.Changes[:3]}
+	if small.Summary(40) != small.String() {
+		t.Errorf("a small plan is summed up: %q", small.Summary(40))
 	}
 }

@@ -24,6 +24,10 @@ type Current struct {
 	Keys       map[string]string // bus identity -> public key, as on disk
 	BusConfig  *bus.Config       // as installed; nil if none
 	Service    units.ServiceStatus
+	// BusLoaded is the digest of the config the running bus has in force
+	// ("" when it is not running or does not answer: LoadedErr says why).
+	BusLoaded string
+	LoadedErr error
 }
 
 // Observe reads the host's side of everything d describes.
@@ -72,6 +76,9 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 	}
 	if c.Service, err = h.Units.Service(ctx); err != nil {
 		return c, err
+	}
+	if c.Service.ActiveState == "active" {
+		c.BusLoaded, c.LoadedErr = h.Bus.Loaded(ctx)
 	}
 	return c, nil
 }
@@ -153,6 +160,30 @@ func (p Plan) String() string {
 	var b strings.Builder
 	for _, c := range p.Changes {
 		fmt.Fprintf(&b, "%-16s %s (%s)\n", c.Kind, c.Target, c.Why)
+	}
+	return b.String()
+}
+
+// Summary is String for a plan of at most max changes; a larger one (a
+// flock of a thousand) gets a line per kind: how many, the first and last
+// targets, and the first reason.
+func (p Plan) Summary(max int) string {
+	if len(p.Changes) <= max {
+		return p.String()
+	}
+	var b strings.Builder
+	for start := 0; start < len(p.Changes); {
+		end := start + 1
+		for end < len(p.Changes) && p.Changes[end].Kind == p.Changes[start].Kind {
+			end++
+		}
+		first, last := p.Changes[start], p.Changes[end-1]
+		targets := first.Target
+		if end-start > 1 {
+			targets += " … " + last.Target
+		}
+		fmt.Fprintf(&b, "%-16s ×%d: %s (%s)\n", first.Kind, end-start, targets, first.Why)
+		start = end
 	}
 	return b.String()
 }
@@ -281,6 +312,12 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(StartBus, units.BusUnit, "listen or monitor address or store_max changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
+	case c.LoadedErr != nil:
+		add(ReloadBus, units.BusUnit, fmt.Sprintf("the running bus did not say which config it has: %v", c.LoadedErr))
+	case c.BusLoaded != c.BusConfig.Digest():
+		// A reload refused, or a provision killed between writing the
+		// config and reloading: the file is right, the bus is not.
+		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
 }

@@ -25,7 +25,22 @@ type fakes struct {
 
 func newFakes() (Host, fakes) {
 	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost()}
-	return Host{Users: f.users, Units: f.units, Firewall: f.fw, Bus: f.bus}, f
+	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus}, f
+}
+
+// busService is the fake units whose flock.service, when it starts, has
+// the fake bus read its config, as the real one does.
+type busService struct {
+	*units.Fake
+	bus *bus.FakeHost
+}
+
+func (s busService) RestartService(ctx context.Context) error {
+	if err := s.Fake.RestartService(ctx); err != nil {
+		return err
+	}
+	s.bus.Started()
+	return nil
 }
 
 func mustParse(t *testing.T, yaml string) *spec.Flock {

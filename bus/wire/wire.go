@@ -114,6 +114,7 @@ type Event struct {
 // BusStatus is the bus's answer on StatusSubject.
 type BusStatus struct {
 	Started time.Time          `json:"started"`
+	Config  string             `json:"config"` // the digest of the config in force (bus.Config.Digest)
 	Agents  map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,7 +71,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				fmt.Fprintf(out, "nothing to do: %d agents match the spec (%s)\n", len(f.Agents), time.Since(start).Round(time.Millisecond))
 				return plan.SaveState(plan.StatePath, f)
 			}
-			fmt.Fprint(out, p.String())
+			fmt.Fprint(out, p.Summary(planLines))
 			// The spec is recorded before anything changes: if this run
 			// dies half-way, the next one, deprovision --all (its root)
 			// and flock.service at boot all know what it was reaching for.
@@ -78,7 +79,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
 			}
 			if err := plan.Apply(ctx, pl.host, pl.want, p, progressFor(cmd.ErrOrStderr())); err != nil {
-				return err
+				return applyFailed(cmd.ErrOrStderr(), err)
 			}
 			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
 			return nil
@@ -88,6 +89,20 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 	cmd.Flags().IntVar(&count, "agents", 0, "provision N default agents (ids 1..N) without a spec file")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	return cmd
+}
+
+// planLines is how many changes provision lists one by one; a larger
+// plan is summed up by kind (--dry-run lists every change).
+const planLines = 40
+
+// applyFailed says where an apply that stopped part-way left the host,
+// then returns its error.
+func applyFailed(w io.Writer, err error) error {
+	var ae *plan.ApplyError
+	if errors.As(err, &ae) {
+		fmt.Fprint(w, ae.Report())
+	}
+	return err
 }
 
 // progressFor draws a bar on a terminal and a line per quarter elsewhere,

@@ -51,8 +51,8 @@ flock.service alone, and does nothing while another flockctl holds the lock
 			// This runs inside flock.service's start: the bus is up, and
 			// restarting it from here would wait on itself.
 			p := pl.plan.Without(plan.InstallBus, plan.StartBus)
-			fmt.Fprint(out, p.String())
-			return plan.Apply(ctx, pl.host, pl.want, p, nil)
+			fmt.Fprint(out, p.Summary(planLines))
+			return applyFailed(cmd.ErrOrStderr(), plan.Apply(ctx, pl.host, pl.want, p, nil))
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
@@ -71,7 +72,7 @@ func newStatus() *cobra.Command {
 			defer pl.close()
 			byAgent, flockWide := driftOf(f, pl.plan)
 			scoped := agent.IPCScopesSupported()
-			onBus, busErr := busStatus(ctx)
+			onBus, busErr := bus.NewSystem().Status(ctx)
 			now := time.Now()
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
@@ -156,26 +157,6 @@ func driftOf(f *spec.Flock, p plan.Plan) (byAgent map[int][]string, flockWide []
 		flockWide = append(flockWide, fmt.Sprintf("%s %s: %s", c.Kind, c.Target, c.Why))
 	}
 	return byAgent, flockWide
-}
-
-// busStatus asks the bus what it knows of every agent; nil if it cannot.
-func busStatus(ctx context.Context) (*wire.BusStatus, error) {
-	nc, err := operatorConn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, wire.StatusSubject, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", wire.StatusSubject, err)
-	}
-	var st wire.BusStatus
-	if err := json.Unmarshal(msg.Data, &st); err != nil {
-		return nil, fmt.Errorf("%s answered %q: %w", wire.StatusSubject, msg.Data, err)
-	}
-	return &st, nil
 }
 
 func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
