@@ -5,16 +5,13 @@ package test
 // (tier: root + VM).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,90 +20,20 @@ import (
 	"github.com/flockrun/flock/test/harness"
 )
 
-// inRepo is a path in the repository; tests run in test/.
-func inRepo(t testing.TB, elem ...string) string {
-	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
-// toolOf applies the tier rule to tr and returns the path of its program
-// name.
-func toolOf(t testing.TB, tr harness.Tier, name string) string {
-	t.Helper()
-	tr.Require(t)
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("tier %s: %v", tr.Name, err)
-	}
-	return p
-}
-
-// ansibleEnv is the environment of every ansible command of the tests:
-// an empty config of its own (no ansible.cfg of the developer's), no
-// colour, and no collection but what ansible-core ships, as on a host
-// with only Debian's ansible-core (CI), so a module from anywhere else
-// fails here too. Everything Ansible writes goes under dir.
-func ansibleEnv(t testing.TB, dir string) []string {
-	t.Helper()
-	cfg := filepath.Join(dir, "ansible.cfg")
-	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ANSIBLE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env,
-		"ANSIBLE_CONFIG="+cfg,
-		"ANSIBLE_HOME="+filepath.Join(dir, "home"),
-		"ANSIBLE_LOCAL_TEMP="+filepath.Join(dir, "tmp"),
-		"ANSIBLE_COLLECTIONS_PATH="+filepath.Join(dir, "collections"),
-		"ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=False",
-		"ANSIBLE_NOCOLOR=1",
-		"ANSIBLE_NOCOWS=1",
-		"ANSIBLE_RETRY_FILES_ENABLED=False",
-		"ANSIBLE_STDOUT_CALLBACK=default",
-		"ANSIBLE_DISPLAY_SKIPPED_HOSTS=True",
-	)
-}
-
-// runInRepo runs argv in the repository's root with env and returns its
-// stdout and stderr together.
-func runInRepo(ctx context.Context, env []string, argv ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	dir, err := filepath.Abs("..")
-	if err != nil {
-		return "", err
-	}
-	cmd.Dir = dir
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	return out.String(), err
-}
-
 // TestAnsiblePlaybookSyntax checks the playbook, the role and the example
 // inventory with ansible-core alone.
 //
 // Tier: tools (ansible-core; skipped without it, failed in CI).
 func TestAnsiblePlaybookSyntax(t *testing.T) {
-	playbook := toolOf(t, harness.AnsibleTier, "ansible-playbook")
-	inventory := toolOf(t, harness.AnsibleTier, "ansible-inventory")
-	env := ansibleEnv(t, t.TempDir())
+	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
+	inventory := harness.AnsibleTier.Tool(t, "ansible-inventory")
+	env := harness.AnsibleEnv(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	// The syntax check resolves every module and filter: with no
 	// collections on the path, one outside ansible.builtin fails it.
-	out, err := runInRepo(ctx, env, playbook, "--syntax-check", "-i", "ansible/hosts.example", "ansible/site.yml")
+	out, err := harness.RunInRepo(ctx, env, playbook, "--syntax-check", "-i", "ansible/hosts.example", "ansible/site.yml")
 	if err != nil || !strings.Contains(out, "playbook: ansible/site.yml") {
 		t.Fatalf("ansible-playbook --syntax-check: %v\n%s", err, out)
 	}
@@ -115,7 +42,7 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 	}
 
 	// The example inventory: one host, in the group the playbook plays on.
-	out, err = runInRepo(ctx, env, inventory, "-i", "ansible/hosts.example", "--list")
+	out, err = harness.RunInRepo(ctx, env, inventory, "-i", "ansible/hosts.example", "--list")
 	if err != nil {
 		t.Fatalf("ansible-inventory --list: %v\n%s", err, out)
 	}
@@ -128,7 +55,7 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 	if hosts := inv["flock"].Hosts; len(hosts) != 1 {
 		t.Errorf("ansible/hosts.example: group flock has hosts %q, want one", hosts)
 	}
-	site, err := os.ReadFile(inRepo(t, "ansible", "site.yml"))
+	site, err := os.ReadFile(harness.InRepo(t, "ansible", "site.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +72,10 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 //
 // Tier: tools (ansible-core; skipped without it, failed in CI).
 func TestAnsibleSpecTemplate(t *testing.T) {
-	ansible := toolOf(t, harness.AnsibleTier, "ansible")
+	ansible := harness.AnsibleTier.Tool(t, "ansible")
 	dir := t.TempDir()
-	env := ansibleEnv(t, dir)
-	example, err := spec.Load(inRepo(t, "examples", "flock.yaml"))
+	env := harness.AnsibleEnv(t, dir)
+	example, err := spec.Load(harness.InRepo(t, "examples", "flock.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +116,7 @@ agents:
 		t.Fatal(err)
 	}
 	// flock_spec may also be a spec's text, e.g. lookup('file', 'flock.yaml').
-	exampleText, err := os.ReadFile(inRepo(t, "examples", "flock.yaml"))
+	exampleText, err := os.ReadFile(harness.InRepo(t, "examples", "flock.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +133,8 @@ agents:
 		name, vars string
 		want       *spec.Flock
 	}{
-		{"role default", inRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"), example},
-		{"group vars example", inRepo(t, "ansible", "group_vars", "flock.yml.example"), example},
+		{"role default", harness.InRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"), example},
+		{"group vars example", harness.InRepo(t, "ansible", "group_vars", "flock.yml.example"), example},
 		{"every kind of field", richFile, richWant},
 		{"agents: {count: 5}", count, countWant},
 		{"the text of a spec", text, example},
@@ -216,12 +143,12 @@ agents:
 			dest := filepath.Join(t.TempDir(), "flock.yaml")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			out, err := runInRepo(ctx, env, ansible, "localhost", "-i", "localhost,", "-c", "local",
+			out, err := harness.RunInRepo(ctx, env, ansible, "localhost", "-i", "localhost,", "-c", "local",
 				"-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
-				"-e", "@"+inRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"),
+				"-e", "@"+harness.InRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"),
 				"-e", "@"+tc.vars,
 				"-m", "ansible.builtin.template",
-				"-a", "src="+inRepo(t, "ansible", "roles", "flock", "templates", "flock.yaml.j2")+" dest="+dest)
+				"-a", "src="+harness.InRepo(t, "ansible", "roles", "flock", "templates", "flock.yaml.j2")+" dest="+dest)
 			if err != nil {
 				t.Fatalf("ansible -m template: %v\n%s", err, out)
 			}
@@ -253,20 +180,19 @@ func TestVMAnsible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}
-	playbook := toolOf(t, harness.AnsibleTier, "ansible-playbook")
+	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
 	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
-	p := &ansiblePlayer{v: v, playbook: playbook, dir: t.TempDir(), bin: buildFlockBinaries(t)}
-	p.env = ansibleEnv(t, p.dir)
-	p.writeInventory(t)
+	bin := harness.BinDir(t)
+	p := harness.NewAnsiblePlayer(t, v, playbook, "ansible/site.yml", map[string]any{"flock_bin_dir": bin})
 	vmAgents := []int{1, 2, 3}
 
 	if !t.Run("check mode on a host without flock changes nothing", func(t *testing.T) {
-		r := p.play(t, nil, "--check", "--diff")
-		r.mustSucceed(t)
-		if r.recap.Changed == 0 {
-			t.Errorf("--check on a new host: changed=0, want changes\n%s", r.out)
+		r := p.Play(t, nil, "--check", "--diff")
+		r.MustSucceed(t)
+		if r.Recap.Changed == 0 {
+			t.Errorf("--check on a new host: changed=0, want changes\n%s", r.Out)
 		}
-		r.assertTasks(t, map[string]string{
+		r.AssertTasks(t, map[string]string{
 			"Install flockctl in /usr/local/bin":                         "changed",
 			"Install the spec (flockctl explain checks it first)":        "changed",
 			"Say that a real run would install and provision everything": "changed",
@@ -274,7 +200,7 @@ func TestVMAnsible(t *testing.T) {
 			"Keep flock.service (the bus) enabled and running":           "skipping",
 		})
 		for _, path := range []string{"/usr/local/bin/flockctl", "/usr/local/bin/flock-agent", "/etc/flock", "/etc/systemd/system/flock.service"} {
-			if out, _, err := p.run(t, "ls", "-d", path); err == nil {
+			if out, _, err := run(t, v, "ls", "-d", path); err == nil {
 				t.Errorf("--check made %s", out)
 			}
 		}
@@ -283,12 +209,12 @@ func TestVMAnsible(t *testing.T) {
 	}
 
 	if !t.Run("first run provisions the example flock", func(t *testing.T) {
-		r := p.play(t, nil)
-		r.mustSucceed(t)
-		if r.recap.Changed == 0 {
-			t.Errorf("first run: changed=0, want changes\n%s", r.out)
+		r := p.Play(t, nil)
+		r.MustSucceed(t)
+		if r.Recap.Changed == 0 {
+			t.Errorf("first run: changed=0, want changes\n%s", r.Out)
 		}
-		r.assertTasks(t, map[string]string{
+		r.AssertTasks(t, map[string]string{
 			"Install flockctl in /usr/local/bin":                  "changed",
 			"Install flock-agent in /usr/local/bin":               "changed",
 			"Install the spec (flockctl explain checks it first)": "changed",
@@ -299,46 +225,46 @@ func TestVMAnsible(t *testing.T) {
 			"Keep flock.service (the bus) enabled and running": "ok",
 			"Read flockctl status":                             "ok",
 		})
-		p.v.Eventually(t, time.Minute, func() error {
-			out, _, err := p.run(t, "systemctl", "is-active", "flock-agent@3")
+		v.Eventually(t, time.Minute, func() error {
+			out, _, err := run(t, v, "systemctl", "is-active", "flock-agent@3")
 			if strings.TrimSpace(out) != "active" {
 				return fmt.Errorf("systemctl is-active flock-agent@3: %q (%v)", out, err)
 			}
 			return nil
 		})
-		out, _, err := p.run(t, "systemctl", "status", "--no-pager", "flock-agent@3")
+		out, _, err := run(t, v, "systemctl", "status", "--no-pager", "flock-agent@3")
 		if err != nil || !strings.Contains(out, "Active: active (running)") {
 			t.Errorf("systemctl status flock-agent@3: %v\n%s", err, out)
 		}
-		for _, a := range p.status(t) {
+		for _, a := range status(t, v) {
 			if a.State != "active" {
 				t.Errorf("agent %d is %q after the first run", a.ID, a.State)
 			}
 		}
-		if got := fmt.Sprint(agentIDs(p.status(t))); got != fmt.Sprint(vmAgents) {
+		if got := fmt.Sprint(agentIDs(status(t, v))); got != fmt.Sprint(vmAgents) {
 			t.Errorf("flockctl status lists agents %s, want %v", got, vmAgents)
 		}
-		if out, _, err := p.run(t, "systemctl", "is-enabled", "flock.service"); strings.TrimSpace(out) != "enabled" {
+		if out, _, err := run(t, v, "systemctl", "is-enabled", "flock.service"); strings.TrimSpace(out) != "enabled" {
 			t.Errorf("systemctl is-enabled flock.service: %q (%v)", out, err)
 		}
-		if !strings.Contains(r.out, "flock-agent@3.service") || !strings.Contains(r.out, "ID  USER") {
-			t.Errorf("the play does not show flockctl status:\n%s", r.out)
+		if !strings.Contains(r.Out, "flock-agent@3.service") || !strings.Contains(r.Out, "ID  USER") {
+			t.Errorf("the play does not show flockctl status:\n%s", r.Out)
 		}
 	}) {
 		t.FailNow()
 	}
 
 	t.Run("second run with the same vars changes nothing", func(t *testing.T) {
-		before := p.snapshot(t)
-		r := p.play(t, nil)
-		r.mustSucceed(t)
-		if r.recap.Changed != 0 {
-			t.Errorf("second run: changed=%d, want 0\n%s", r.recap.Changed, r.out)
+		before := vmSnapshot(t, v)
+		r := p.Play(t, nil)
+		r.MustSucceed(t)
+		if r.Recap.Changed != 0 {
+			t.Errorf("second run: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
 		}
-		if got := r.tasks["Provision the flock"]; got != "ok" {
-			t.Errorf("task Provision the flock: %q, want ok\n%s", got, r.out)
+		if got := r.Tasks["Provision the flock"]; got != "ok" {
+			t.Errorf("task Provision the flock: %q, want ok\n%s", got, r.Out)
 		}
-		p.assertSame(t, before, p.snapshot(t))
+		assertSame(t, before, vmSnapshot(t, v))
 	})
 
 	// Agent 2 with more memory: flockctl would restart flock-agent@2 only.
@@ -346,13 +272,13 @@ func TestVMAnsible(t *testing.T) {
 	changed["agents"].([]any)[1].(map[string]any)["limits"] = map[string]any{"memory": "192M"}
 
 	t.Run("check and diff with a changed spec show the plan and change nothing", func(t *testing.T) {
-		before := p.snapshot(t)
-		r := p.play(t, changed, "--check", "--diff")
-		r.mustSucceed(t)
-		if r.recap.Changed == 0 {
-			t.Errorf("--check with a changed spec: changed=0, want changes\n%s", r.out)
+		before := vmSnapshot(t, v)
+		r := p.Play(t, flockSpec(changed), "--check", "--diff")
+		r.MustSucceed(t)
+		if r.Recap.Changed == 0 {
+			t.Errorf("--check with a changed spec: changed=0, want changes\n%s", r.Out)
 		}
-		r.assertTasks(t, map[string]string{
+		r.AssertTasks(t, map[string]string{
 			"Install the spec (flockctl explain checks it first)":   "changed",
 			"Ask flockctl provision --dry-run what it would change": "changed",
 			"Show flockctl's plan":                                  "ok",
@@ -362,23 +288,23 @@ func TestVMAnsible(t *testing.T) {
 		// other agent does.
 		// The spec's diff is the change alone (the rendering is canonical).
 		var diff []string
-		for _, l := range strings.Split(r.section("Install the spec (flockctl explain checks it first)"), "\n") {
+		for _, l := range strings.Split(r.Section("Install the spec (flockctl explain checks it first)"), "\n") {
 			if (strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-")) && !strings.HasPrefix(l, "+++") && !strings.HasPrefix(l, "---") {
 				diff = append(diff, l)
 			}
 		}
 		if want := []string{"+  limits:", "+    memory: 192M"}; !reflect.DeepEqual(diff, want) {
-			t.Errorf("--diff of the spec: %q, want %q\n%s", diff, want, r.out)
+			t.Errorf("--diff of the spec: %q, want %q\n%s", diff, want, r.Out)
 		}
-		plan := r.section("Show flockctl's plan")
+		plan := r.Section("Show flockctl's plan")
 		if !regexp.MustCompile(`restart unit\s+flock-agent@2\.service`).MatchString(plan) {
-			t.Errorf("--diff does not show flockctl's plan to restart flock-agent@2:\n%s", r.out)
+			t.Errorf("--diff does not show flockctl's plan to restart flock-agent@2:\n%s", r.Out)
 		}
 		if strings.Contains(plan, "flock-agent@1.service") || strings.Contains(plan, "flock-agent@3.service") {
 			t.Errorf("the plan touches another agent than 2:\n%s", plan)
 		}
-		p.assertSame(t, before, p.snapshot(t))
-		if out, _, _ := p.run(t, "sh", "-c", "ls -d /tmp/flock-spec.* 2>/dev/null"); strings.TrimSpace(out) != "" {
+		assertSame(t, before, vmSnapshot(t, v))
+		if out, _, _ := run(t, v, "sh", "-c", "ls -d /tmp/flock-spec.* 2>/dev/null"); strings.TrimSpace(out) != "" {
 			t.Errorf("the check run left its temporary spec behind: %s", out)
 		}
 	})
@@ -397,41 +323,41 @@ func TestVMAnsible(t *testing.T) {
 		{"a bad spec fails --check too", "Ask flockctl provision --dry-run what it would change", []string{"--check"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			before := p.snapshot(t)
-			r := p.play(t, bad, mode.args...)
-			if r.err == nil || r.recap.Failed != 1 || r.recap.Unreachable != 0 {
-				t.Errorf("bad spec: %v, recap %+v; want the play to fail on the host\n%s", r.err, r.recap, r.out)
+			before := vmSnapshot(t, v)
+			r := p.Play(t, flockSpec(bad), mode.args...)
+			if r.Err == nil || r.Recap.Failed != 1 || r.Recap.Unreachable != 0 {
+				t.Errorf("bad spec: %v, recap %+v; want the play to fail on the host\n%s", r.Err, r.Recap, r.Out)
 			}
-			if got := r.tasks[mode.task]; got != "fatal" {
-				t.Errorf("task %q: %q, want fatal\n%s", mode.task, got, r.out)
+			if got := r.Tasks[mode.task]; got != "fatal" {
+				t.Errorf("task %q: %q, want fatal\n%s", mode.task, got, r.Out)
 			}
-			if !badField.MatchString(r.section(mode.task)) {
-				t.Errorf("the failure does not carry flockctl's message (%s):\n%s", badField, r.out)
+			if !badField.MatchString(r.Section(mode.task)) {
+				t.Errorf("the failure does not carry flockctl's message (%s):\n%s", badField, r.Out)
 			}
-			if got := r.tasks["Provision the flock"]; got == "ok" || got == "changed" {
-				t.Errorf("task Provision the flock ran (%q) with a bad spec\n%s", got, r.out)
+			if got := r.Tasks["Provision the flock"]; got == "ok" || got == "changed" {
+				t.Errorf("task Provision the flock ran (%q) with a bad spec\n%s", got, r.Out)
 			}
-			p.assertSame(t, before, p.snapshot(t))
+			assertSame(t, before, vmSnapshot(t, v))
 		})
 	}
 
 	t.Run("a new flockctl restarts the bus and no agent", func(t *testing.T) {
 		// A rebuilt flockctl (another build id) beside the same
 		// flock-agent: what an upgrade of flockctl alone looks like.
-		newBin := buildFlockBinaries(t, "-ldflags=-X=main.upgradeTest=1")
-		if err := copyFile(filepath.Join(p.bin, "flock-agent"), filepath.Join(newBin, "flock-agent")); err != nil {
+		newBin := harness.Build(t, []string{"-ldflags=-X=main.upgradeTest=1"}, "./cmd/flockctl")
+		if err := harness.CopyFile(filepath.Join(bin, "flock-agent"), filepath.Join(newBin, "flock-agent"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		before := p.snapshot(t)
-		r := p.play(t, nil, "-e", "flock_bin_dir="+newBin)
-		r.mustSucceed(t)
-		if got := r.tasks["Install flockctl in /usr/local/bin"]; got != "changed" {
-			t.Errorf("task Install flockctl in /usr/local/bin: %q, want changed\n%s", got, r.out)
+		before := vmSnapshot(t, v)
+		r := p.Play(t, nil, "-e", "flock_bin_dir="+newBin)
+		r.MustSucceed(t)
+		if got := r.Tasks["Install flockctl in /usr/local/bin"]; got != "changed" {
+			t.Errorf("task Install flockctl in /usr/local/bin: %q, want changed\n%s", got, r.Out)
 		}
-		if got := r.tasks["Install flock-agent in /usr/local/bin"]; got != "ok" {
-			t.Errorf("task Install flock-agent in /usr/local/bin: %q, want ok (same bytes)\n%s", got, r.out)
+		if got := r.Tasks["Install flock-agent in /usr/local/bin"]; got != "ok" {
+			t.Errorf("task Install flock-agent in /usr/local/bin: %q, want ok (same bytes)\n%s", got, r.Out)
 		}
-		after := p.snapshot(t)
+		after := vmSnapshot(t, v)
 		if before["flock.service"] == after["flock.service"] {
 			t.Errorf("flock.service was not restarted: %s", after["flock.service"])
 		}
@@ -441,48 +367,24 @@ func TestVMAnsible(t *testing.T) {
 				t.Errorf("%s restarted with the bus: %s -> %s", k, before[k], after[k])
 			}
 		}
-		p.v.Eventually(t, time.Minute, func() error {
-			for _, a := range p.status(t) {
+		v.Eventually(t, time.Minute, func() error {
+			for _, a := range status(t, v) {
 				if a.State != "active" || a.Bus != "connected" {
 					return fmt.Errorf("agent %d: %s, bus %s", a.ID, a.State, a.Bus)
 				}
 			}
 			return nil
 		})
-		r = p.play(t, nil, "-e", "flock_bin_dir="+newBin)
-		r.mustSucceed(t)
-		if r.recap.Changed != 0 {
-			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.recap.Changed, r.out)
+		r = p.Play(t, nil, "-e", "flock_bin_dir="+newBin)
+		r.MustSucceed(t)
+		if r.Recap.Changed != 0 {
+			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
 		}
 	})
 }
 
-// buildFlockBinaries builds flockctl and flock-agent for the controller
-// to copy, as `make build` does.
-func buildFlockBinaries(t *testing.T, flags ...string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("build flockctl and flock-agent: %v", err)
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	argv := append(append([]string{"build"}, flags...), "-o", dir+"/", "./cmd/flockctl", "./cmd/flock-agent")
-	out, err := runInRepo(ctx, os.Environ(), append([]string{goBin}, argv...)...)
-	if err != nil {
-		t.Fatalf("go %v: %v\n%s", argv, err, out)
-	}
-	return dir
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
-}
+// flockSpec is the vars that make s the role's flock_spec.
+func flockSpec(s map[string]any) map[string]any { return map[string]any{"flock_spec": s} }
 
 // exampleFlockSpec is examples/flock.yaml as the flock_spec variable, fresh
 // each call.
@@ -505,186 +407,9 @@ func agentIDs(st []agentStatus) []int {
 	return out
 }
 
-// ansiblePlayer runs ansible/site.yml against one VM.
-type ansiblePlayer struct {
-	v        *harness.VM
-	playbook string
-	dir      string // inventory, vars, Ansible's own files
-	bin      string // flock_bin_dir
-	env      []string
-	runs     int
-}
-
-// ansibleHost is the VM's name in the inventory.
-const ansibleHost = "flockvm"
-
-func (p *ansiblePlayer) writeInventory(t *testing.T) {
-	t.Helper()
-	s := p.v.SSH()
-	sshArgs := "-o UserKnownHostsFile=" + s.KnownHostsFile + " -o StrictHostKeyChecking=no" +
-		" -o HostKeyAlgorithms=ssh-ed25519 -o IdentitiesOnly=yes -o ConnectTimeout=30"
-	// Pipelining: one ssh round trip per task instead of three, which
-	// the emulated VM feels; the role does not depend on it.
-	inv := fmt.Sprintf("[flock]\n%s ansible_host=%s ansible_port=%d ansible_user=%s ansible_ssh_private_key_file=%s "+
-		"ansible_python_interpreter=/usr/bin/python3 ansible_pipelining=true ansible_ssh_common_args=%q\n",
-		ansibleHost, s.Host, s.Port, s.User, s.KeyFile, sshArgs)
-	if err := os.WriteFile(filepath.Join(p.dir, "hosts"), []byte(inv), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// ansibleRecap is one host's line of the PLAY RECAP.
-type ansibleRecap struct {
-	OK, Changed, Unreachable, Failed, Skipped, Rescued, Ignored int
-}
-
-// ansibleRun is the outcome of one ansible-playbook.
-type ansibleRun struct {
-	out   string
-	err   error
-	recap ansibleRecap
-	// tasks is each task's (and handler's) outcome for the host, by its
-	// name without the role's prefix: ok, changed, skipping, fatal or
-	// failed; absent if it did not run.
-	tasks map[string]string
-}
-
-// play runs the playbook with flock_spec (the role's default if nil) and
-// args, and parses what it printed.
-func (p *ansiblePlayer) play(t *testing.T, flockSpec map[string]any, args ...string) ansibleRun {
-	t.Helper()
-	p.runs++
-	vars := map[string]any{"flock_bin_dir": p.bin}
-	if flockSpec != nil {
-		vars["flock_spec"] = flockSpec
-	}
-	b, err := json.Marshal(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	varsFile := filepath.Join(p.dir, fmt.Sprintf("vars-%d.json", p.runs))
-	if err := os.WriteFile(varsFile, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	argv := append([]string{p.playbook, "-i", filepath.Join(p.dir, "hosts"), "-e", "@" + varsFile}, args...)
-	argv = append(argv, "ansible/site.yml")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	t0 := time.Now()
-	out, err := runInRepo(ctx, p.env, argv...)
-	t.Logf("ansible-playbook %s: %v in %v", strings.Join(args, " "), err, time.Since(t0).Round(time.Second))
-	r := ansibleRun{out: out, err: err, tasks: parseTasks(out)}
-	var ok bool
-	if r.recap, ok = parseRecap(out, ansibleHost); !ok {
-		t.Fatalf("ansible-playbook printed no PLAY RECAP for %s (%v):\n%s", ansibleHost, err, out)
-	}
-	return r
-}
-
-func (r ansibleRun) mustSucceed(t *testing.T) {
-	t.Helper()
-	if r.err != nil || r.recap.Failed != 0 || r.recap.Unreachable != 0 {
-		t.Fatalf("ansible-playbook: %v, recap %+v\n%s", r.err, r.recap, r.out)
-	}
-}
-
-// section is what the play printed for the task name, up to the next.
-// assertTasks checks what each named task did: changed, ok, skipping...
-func (r ansibleRun) assertTasks(t *testing.T, want map[string]string) {
-	t.Helper()
-	for task, w := range want {
-		if got := r.tasks[task]; got != w {
-			t.Errorf("task %q: %q, want %q\n%s", task, got, w, r.out)
-		}
-	}
-}
-
-func (r ansibleRun) section(name string) string {
-	i := strings.Index(r.out, name+"] *")
-	if i < 0 {
-		return ""
-	}
-	s := r.out[i:]
-	if j := strings.Index(s, "\nTASK ["); j >= 0 {
-		s = s[:j]
-	}
-	if j := strings.Index(s, "\nRUNNING HANDLER ["); j >= 0 {
-		s = s[:j]
-	}
-	if j := strings.Index(s, "\nPLAY RECAP"); j >= 0 {
-		s = s[:j]
-	}
-	return s
-}
-
-var (
-	recapRe  = regexp.MustCompile(`(?m)^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)`)
-	headRe   = regexp.MustCompile(`(?m)^(?:TASK|RUNNING HANDLER) \[(?:[^\]:]+ : )?(.+?)\] \*+$`)
-	resultRe = regexp.MustCompile(`^(ok|changed|skipping|fatal|failed): \[([^\]]+)\]`)
-)
-
-// parseRecap reads host's line of the PLAY RECAP.
-func parseRecap(out, host string) (ansibleRecap, bool) {
-	i := strings.LastIndex(out, "PLAY RECAP")
-	if i < 0 {
-		return ansibleRecap{}, false
-	}
-	for _, m := range recapRe.FindAllStringSubmatch(out[i:], -1) {
-		if m[1] != host {
-			continue
-		}
-		n := make([]int, 7)
-		for k := range n {
-			n[k], _ = strconv.Atoi(m[k+2])
-		}
-		return ansibleRecap{n[0], n[1], n[2], n[3], n[4], n[5], n[6]}, true
-	}
-	return ansibleRecap{}, false
-}
-
-// parseTasks reads each task's outcome from the default callback's
-// output. A looped task is changed if any item is, fatal if any fails.
-func parseTasks(out string) map[string]string {
-	rank := map[string]int{"skipping": 1, "ok": 2, "changed": 3, "failed": 4, "fatal": 5}
-	tasks := map[string]string{}
-	name := ""
-	for _, l := range strings.Split(out, "\n") {
-		if m := headRe.FindStringSubmatch(l); m != nil {
-			name = m[1]
-			continue
-		}
-		if m := resultRe.FindStringSubmatch(l); m != nil && name != "" && m[2] != "localhost" {
-			if rank[m[1]] > rank[tasks[name]] {
-				tasks[name] = m[1]
-			}
-		}
-	}
-	return tasks
-}
-
-func (p *ansiblePlayer) run(t testing.TB, argv ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return p.v.Run(ctx, argv...)
-}
-
-func (p *ansiblePlayer) status(t testing.TB) []agentStatus {
-	t.Helper()
-	out, errOut, err := p.run(t, "flockctl", "status", "--output", "json")
-	if err != nil {
-		t.Fatalf("flockctl status --output json: %v\n%s%s", err, out, errOut)
-	}
-	var st []agentStatus
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("flockctl status --output json: %v\n%s", err, out)
-	}
-	return st
-}
-
-// snapshot is what a run that changes nothing leaves as it was: the spec,
-// the binaries, flockctl's view, and every unit's current run.
-func (p *ansiblePlayer) snapshot(t testing.TB) map[string]string {
+// vmSnapshot is what a run that changes nothing leaves as it was: the
+// spec, the binaries, flockctl's view, and every unit's current run.
+func vmSnapshot(t testing.TB, v *harness.VM) map[string]string {
 	t.Helper()
 	snap := map[string]string{}
 	for name, argv := range map[string][]string{
@@ -693,11 +418,11 @@ func (p *ansiblePlayer) snapshot(t testing.TB) map[string]string {
 		"state":    {"sh", "-c", "cat /var/lib/flock/applied.json /etc/flock/bus.json"},
 		"users":    {"sh", "-c", "getent passwd | grep ^flock"},
 	} {
-		out, errOut, err := p.run(t, argv...)
+		out, errOut, err := run(t, v, argv...)
 		snap[name] = fmt.Sprintf("%s%s err=%v", out, errOut, err)
 	}
 	// flockctl's view, less what moves by itself (heartbeats).
-	out, errOut, err := p.run(t, "flockctl", "status", "--output", "json")
+	out, errOut, err := run(t, v, "flockctl", "status", "--output", "json")
 	var rows []map[string]any
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &rows)
@@ -709,14 +434,14 @@ func (p *ansiblePlayer) snapshot(t testing.TB) map[string]string {
 	b, _ := json.Marshal(rows)
 	snap["status"] = fmt.Sprintf("%s err=%v %s", b, err, errOut)
 	for _, unit := range []string{"flock.service", unitName(1), unitName(2), unitName(3)} {
-		out, errOut, err := p.run(t, "systemctl", "show", "-p", "ActiveState", "-p", "ActiveEnterTimestamp",
+		out, errOut, err := run(t, v, "systemctl", "show", "-p", "ActiveState", "-p", "ActiveEnterTimestamp",
 			"-p", "ActiveEnterTimestampMonotonic", "-p", "InvocationID", "-p", "MainPID", unit)
 		snap[unit] = fmt.Sprintf("%s%s err=%v", out, errOut, err)
 	}
 	return snap
 }
 
-func (p *ansiblePlayer) assertSame(t *testing.T, before, after map[string]string) {
+func assertSame(t *testing.T, before, after map[string]string) {
 	t.Helper()
 	for k, b := range before {
 		if a := after[k]; a != b {

@@ -34,7 +34,7 @@ agents:
 
 func TestBus(t *testing.T) {
 	// Tier: root + nspawn (+ the nats CLI, which make deps installs).
-	natsCLI := toolOf(t, harness.BusTier, "nats")
+	natsCLI := harness.BusTier.Tool(t, "nats")
 	m := harness.BootWith(t, harness.Options{Binaries: map[string]string{"nats": natsCLI}})
 	provision(t, m, busSpec)
 	waitActive(t, m, 1, 2, 3, 4)
@@ -181,7 +181,7 @@ func TestBus(t *testing.T) {
 			{"subscribe to another agent's inbox", map[string]any{"op": "nats-sub", "name": "_INBOX.flock-2.>"}, false, "Permissions Violation for Subscription"},
 			{"subscribe to every subject", map[string]any{"op": "nats-sub", "name": ">"}, false, "Permissions Violation for Subscription"},
 			{"ask the bus to reload", map[string]any{"op": "nats-pub", "name": "flock.bus.reload"}, false, "Permissions Violation for Publish"},
-			{"read another agent's credential (systemd's copy)", map[string]any{"op": "read-file", "path": "/run/credentials/flock-agent@2.service/nats"}, false, ""},
+			{"read its own credential where NATS_NKEY says", map[string]any{"op": "read-file", "path": "/run/flock-agent/nats"}, true, ""},
 			{"read another agent's credential (the original)", map[string]any{"op": "read-file", "path": "/var/lib/flock/creds/flock-2.nk"}, false, ""},
 			{"read the operator's credential", map[string]any{"op": "read-file", "path": "/var/lib/flock/creds/operator.nk"}, false, ""},
 			{"connect with another agent's credential", map[string]any{"op": "nats-connect", "path": "/var/lib/flock/creds/flock-2.nk"}, false, ""},
@@ -201,11 +201,31 @@ func TestBus(t *testing.T) {
 				t.Logf("%-50s %s in %.1f ms", tc.name, map[bool]string{true: "allowed", false: "refused"}[tc.allowed], r.ElapsedMS)
 			}
 		}
-		// Root's controls: the credentials the agent could not read exist.
-		for _, f := range []string{"/run/credentials/flock-agent@2.service/nats", "/var/lib/flock/creds/flock-2.nk"} {
-			if b, err := m.ReadFile(f); err != nil || !strings.HasPrefix(string(b), "SU") {
-				t.Errorf("control: root reads %s: %v", f, err)
+		// Root's controls: the credential the agent could not read exists.
+		if b, err := m.ReadFile("/var/lib/flock/creds/flock-2.nk"); err != nil || !strings.HasPrefix(string(b), "SU") {
+			t.Errorf("control: root reads agent 2's seed: %v", err)
+		}
+	})
+
+	t.Run("each agent's credential is in its unit alone", func(t *testing.T) {
+		// The path every agent reads holds its own seed in its unit, and
+		// nothing on the host; the host's mount table has no entry for it.
+		for _, id := range []string{"1", "2"} {
+			seed, err := m.ReadFile("/var/lib/flock/creds/flock-" + id + ".nk")
+			if err != nil {
+				t.Fatal(err)
 			}
+			pid := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "flock-agent@"+id+".service", "-p", "MainPID", "--value"))
+			inUnit := mustRun(t, m, "nsenter", "-m", "-t", pid, "cat", "/run/flock-agent/nats")
+			if inUnit != string(seed) {
+				t.Errorf("agent %s's unit has %q at /run/flock-agent/nats, want its own seed", id, inUnit)
+			}
+		}
+		if b, err := m.ReadFile("/run/flock-agent/nats"); err != nil || len(b) != 0 {
+			t.Errorf("the host's /run/flock-agent/nats: %q, %v; want an empty mount point", b, err)
+		}
+		if mounts := mustRun(t, m, "cat", "/proc/self/mountinfo"); strings.Contains(mounts, "flock-agent") || strings.Contains(mounts, "/creds/") {
+			t.Errorf("the host's mount table has an agent's credential:\n%s", mounts)
 		}
 	})
 
@@ -221,7 +241,7 @@ func TestBus(t *testing.T) {
 		if strings.Contains(env, key) || strings.Contains(procEnv, key) {
 			t.Errorf("agent 2's seed is in its environment")
 		}
-		if !strings.Contains(procEnv, "NATS_NKEY=/run/credentials/flock-agent@2.service/nats") {
+		if !strings.Contains(procEnv, "NATS_NKEY=/run/flock-agent/nats") {
 			t.Errorf("NATS_NKEY does not point at the credential: %q", procEnv)
 		}
 	})

@@ -86,7 +86,9 @@ type agentStatus struct {
 	} `json:"diagnosis"`
 }
 
-func status(t testing.TB, m *harness.Machine) []agentStatus {
+// status is `flockctl status --output json` in the machine or VM; the test
+// fails if flockctl does.
+func status(t testing.TB, m runner) []agentStatus {
 	t.Helper()
 	return statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json"))
 }
@@ -106,17 +108,7 @@ func waitActive(t testing.TB, m *harness.Machine, ids ...int) []agentStatus {
 	var st []agentStatus
 	m.Eventually(t, 30*time.Second, func() error {
 		st = status(t, m)
-		var got []int
-		for _, a := range st {
-			if a.State != "active" {
-				return fmt.Errorf("agent %d (%s) is %q", a.ID, a.Unit, a.State)
-			}
-			got = append(got, a.ID)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(ids) {
-			return fmt.Errorf("agents %v, want %v", got, ids)
-		}
-		return nil
+		return allActive(st, ids...)
 	})
 	return st
 }

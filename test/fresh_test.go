@@ -49,7 +49,7 @@ func TestFreshMachine(t *testing.T) {
 	}
 	defer out.Close()
 	err = harness.RunFresh(ctx, harness.FreshOptions{
-		Src:  inRepo(t),
+		Src:  harness.InRepo(t),
 		Argv: []string{"bash", "-c", freshScript},
 		Out:  out,
 		Log:  harness.TestLog(t),
@@ -59,7 +59,7 @@ func TestFreshMachine(t *testing.T) {
 		t.Log(m)
 	}
 	if err != nil {
-		t.Fatalf("%v\nits output ends:\n%s", err, tailLines(string(b), 80))
+		t.Fatalf("%v\nits output ends:\n%s", err, harness.TailLines(string(b), 80))
 	}
 	// The run's own words, so a step that ran nothing cannot pass.
 	for _, want := range []string{
@@ -68,7 +68,7 @@ func TestFreshMachine(t *testing.T) {
 		"--- PASS: TestAnsiblePlaybookSyntax", "--- PASS: TestAnsibleSpecTemplate",
 	} {
 		if !strings.Contains(string(b), want) {
-			t.Errorf("the fresh machine's run lacks %q; its output ends:\n%s", want, tailLines(string(b), 40))
+			t.Errorf("the fresh machine's run lacks %q; its output ends:\n%s", want, harness.TailLines(string(b), 40))
 		}
 	}
 }

@@ -135,7 +135,6 @@ func levelSuite(t *testing.T, m *harness.Machine, l level) {
 		// Files.
 		{"read another agent's secret", map[string]any{"op": "read-file", "path": fmt.Sprintf("%s/%d/secret", agentsDir, other)}, false, "", false, nil},
 		{"list another agent's directory", map[string]any{"op": "list-dir", "path": fmt.Sprintf("%s/%d", agentsDir, other)}, false, "", false, listsEntry("secret")},
-		{"read another agent's credential (systemd's copy)", map[string]any{"op": "read-file", "path": fmt.Sprintf("/run/credentials/flock-agent@%d.service/nats", other)}, false, "", false, nil},
 		{"read another agent's credential (the original)", map[string]any{"op": "read-file", "path": fmt.Sprintf("/var/lib/flock/creds/flock-%d.nk", other)}, false, "", false, nil},
 		{"read the operator's credential", map[string]any{"op": "read-file", "path": "/var/lib/flock/creds/operator.nk"}, false, "", false, nil},
 		// The bus's rules.

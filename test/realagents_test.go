@@ -73,7 +73,7 @@ agents:
 func TestRealAgents(t *testing.T) {
 	harness.RuntimesTier.Require(t)
 	requireRuntimes(t)
-	natsCLI := toolOf(t, harness.BusTier, "nats")
+	natsCLI := harness.BusTier.Tool(t, "nats")
 	examples := stageExamples(t)
 	rootfs := nodeRootfsFrom(t, examples)
 	m := harness.BootWith(t, harness.Options{
@@ -174,7 +174,7 @@ func TestRealAgents(t *testing.T) {
 			t.Errorf("a working agent is diagnosed:\n%s", table)
 		}
 		if out := mustRun(t, m, "flockctl", "logs", "2"); !strings.Contains(out, "Likely wall: MemoryDenyWriteExecute") {
-			t.Errorf("flockctl logs 2 does not name the wall:\n%s", tailLines(out, 20))
+			t.Errorf("flockctl logs 2 does not name the wall:\n%s", harness.TailLines(out, 20))
 		}
 	})
 
@@ -299,9 +299,9 @@ func stageExamples(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "flock-examples")
 	for _, c := range [][2]string{
-		{inRepo(t, "examples", "node-agent"), filepath.Join(dir, "node-agent")},
-		{inRepo(t, "examples", "python-agent"), filepath.Join(dir, "python-agent")},
-		{inRepo(t, "test", "testdata", "jvm-agent"), filepath.Join(dir, "jvm-agent")},
+		{harness.InRepo(t, "examples", "node-agent"), filepath.Join(dir, "node-agent")},
+		{harness.InRepo(t, "examples", "python-agent"), filepath.Join(dir, "python-agent")},
+		{harness.InRepo(t, "test", "testdata", "jvm-agent"), filepath.Join(dir, "jvm-agent")},
 	} {
 		if err := os.CopyFS(c[1], os.DirFS(c[0])); err != nil {
 			t.Fatal(err)

@@ -116,15 +116,14 @@ func vagrantProviders(vf []byte) []string {
 // Tier: tools (vagrant and vagrant-libvirt, make deps; skipped without
 // them, failed in CI).
 func TestVagrantfileValidates(t *testing.T) {
-	harness.VagrantTier.Require(t)
-	vagrant, _ := exec.LookPath("vagrant")
+	vagrant := harness.VagrantTier.Tool(t, "vagrant")
 	base := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "VAGRANT_") {
 			base = append(base, kv)
 		}
 	}
-	good, err := os.ReadFile(inRepo(t, "Vagrantfile"))
+	good, err := os.ReadFile(harness.InRepo(t, "Vagrantfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +175,7 @@ func TestVagrantfileValidates(t *testing.T) {
 					case slices.Contains(s.wantChecked, b.part) && err == nil:
 						t.Errorf("%s broken (%s) passed: checked %v", b.part, b.new, checked)
 					case slices.Contains(s.wantChecked, b.part):
-						t.Logf("%s broken: refused: %v", b.part, strings.ReplaceAll(tailLines(err.Error(), 2), "\n", " / "))
+						t.Logf("%s broken: refused: %v", b.part, strings.ReplaceAll(harness.TailLines(err.Error(), 2), "\n", " / "))
 					case err != nil || unchecked[b.part] == "":
 						t.Errorf("%s broken where it is not checked: err %v, unchecked %v; want it listed unchecked", b.part, err, sortedKeys(unchecked))
 					}
@@ -192,7 +191,7 @@ func TestVagrantfileValidates(t *testing.T) {
 	if m == nil {
 		t.Fatalf("Vagrantfile has no ansible.playbook")
 	}
-	if _, err := os.Stat(inRepo(t, string(m[1]))); err != nil {
+	if _, err := os.Stat(harness.InRepo(t, string(m[1]))); err != nil {
 		t.Errorf("Vagrantfile's playbook: %v", err)
 	}
 	for _, want := range []string{
@@ -215,7 +214,7 @@ func vagrantDir(t *testing.T, vf []byte) string {
 	if err := os.WriteFile(filepath.Join(dir, "Vagrantfile"), vf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(inRepo(t, "ansible"), filepath.Join(dir, "ansible")); err != nil {
+	if err := os.Symlink(harness.InRepo(t, "ansible"), filepath.Join(dir, "ansible")); err != nil {
 		t.Fatal(err)
 	}
 	return dir

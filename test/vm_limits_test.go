@@ -172,7 +172,7 @@ func checkMemoryHog(t *testing.T, v *harness.VM, w cgroupWatch) {
 	})
 	unitLog := mustRun(t, v, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
 	if !strings.Contains(unitLog, "Failed with result 'oom-kill'") {
-		t.Errorf("%s never failed with result 'oom-kill'; its journal:\n%s", unit, tailLines(unitLog, 30))
+		t.Errorf("%s never failed with result 'oom-kill'; its journal:\n%s", unit, harness.TailLines(unitLog, 30))
 	}
 	// The kernel's OOM reports: each usage line belongs to the oom-kill
 	// line that follows it.
@@ -291,12 +291,4 @@ func checkNeighbour(t *testing.T, v *harness.VM, mainPID string, recordStart tim
 	}
 	t.Logf("FIGURE heartbeat: %d heartbeats over %.1f s; delay (gap - 1 s) p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 		hb.Count, hb.Last.Sub(hb.First).Seconds(), percentile(delays, 50), percentile(delays, 99), worst)
-}
-
-func tailLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

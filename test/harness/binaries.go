@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 const modulePath = "github.com/flockrun/flock"
@@ -40,21 +41,56 @@ func projectBinaries() (map[string]string, error) {
 }
 
 func buildBinaries() (map[string]string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return nil, err
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, fmt.Errorf("build the project's binaries: %w", err)
-	}
 	// Under the harness's parent, so the sweep removes it once this
 	// process is gone.
 	dir := filepath.Join(parentDir, fmt.Sprintf("build-%d", os.Getpid()))
-	if err := claimDir(dir, func(string, ...any) {}); err != nil {
+	if err := machineDirs.claim(dir, func(string, ...any) {}); err != nil {
 		return nil, err
 	}
-	argv := append([]string{"build", "-o", dir + "/"}, binaryPackages...)
+	if err := goBuild(dir, nil, binaryPackages); err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	for _, p := range binaryPackages {
+		name := filepath.Base(p)
+		bins[name] = filepath.Join(dir, name)
+	}
+	return bins, nil
+}
+
+// BinDir is the directory of the project's binaries (flockctl,
+// flock-agent, probe, floor), built once per test process.
+func BinDir(t testing.TB) string {
+	t.Helper()
+	bins, err := projectBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(bins["flockctl"])
+}
+
+// Build builds packages (./cmd/flockctl, ...) with go build's flags into
+// a new directory of t's, as BinDir's are built, and returns it.
+func Build(t testing.TB, flags []string, packages ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := goBuild(dir, flags, packages); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// goBuild builds packages with flags into dir, as make build does.
+func goBuild(dir string, flags, packages []string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("build the project's binaries: %w", err)
+	}
+	argv := append(append(append([]string{"build"}, flags...), "-o", dir+"/"), packages...)
 	cmd := exec.Command(goBin, argv...)
 	cmd.Dir = root
 	// Static: probe and flock-agent also run inside the agents'
@@ -63,14 +99,20 @@ func buildBinaries() (map[string]string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build the project's binaries: cd %s && go %s: %w\n%s", root, strings.Join(argv, " "), err, out.String())
+		return fmt.Errorf("build the project's binaries: cd %s && go %s: %w\n%s", root, strings.Join(argv, " "), err, out.String())
 	}
-	bins := map[string]string{}
-	for _, p := range binaryPackages {
-		name := filepath.Base(p)
-		bins[name] = filepath.Join(dir, name)
+	return nil
+}
+
+// InRepo is a path in the repository, found from the working directory
+// up (a test runs in its package's directory).
+func InRepo(t testing.TB, elem ...string) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bins, nil
+	return filepath.Join(append([]string{root}, elem...)...)
 }
 
 // moduleRoot finds the directory of flock's go.mod from the working

@@ -93,7 +93,7 @@ func RunFresh(ctx context.Context, o FreshOptions) error {
 		return err
 	}
 	work := filepath.Join(parentDir, fmt.Sprintf("fresh-%d-%d", os.Getpid(), seq.Add(1)))
-	if err := claimDir(work, logf); err != nil {
+	if err := machineDirs.claim(work, logf); err != nil {
 		return err
 	}
 	defer func() {
@@ -152,13 +152,11 @@ func RunFresh(ctx context.Context, o FreshOptions) error {
 	cmd.WaitDelay = 10 * time.Second
 	t0 := time.Now()
 	logf("fresh: %s in %s", strings.Join(o.Argv, " "), tree)
-	tc, err := startTied(cmd)
+	// The pid file is for the sweep (workdir.go): the dir is stale once
+	// nspawn is gone.
+	tc, err := startTied(cmd, filepath.Join(work, nspawnFile))
 	if err != nil {
 		return err
-	}
-	// For the sweep (workdir.go): the dir is stale once nspawn is gone.
-	if id, err := procOf(cmd.Process.Pid); err == nil {
-		_ = os.WriteFile(filepath.Join(work, nspawnFile), []byte(id.String()+"\n"), 0o644)
 	}
 	<-tc.done
 	logf("fresh: done in %v: %v", time.Since(t0).Round(time.Second), tc.waitErr)
@@ -227,7 +225,7 @@ func copyTracked(src, dst string) error {
 			}
 			continue
 		}
-		if err := copyFile(from, to, fi.Mode().Perm()); err != nil {
+		if err := CopyFile(from, to, fi.Mode().Perm()); err != nil {
 			return err
 		}
 	}

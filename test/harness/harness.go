@@ -15,7 +15,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,19 +52,13 @@ type Options struct {
 // Machine is one booted systemd machine. Its methods may be called from
 // several goroutines, but Reboot and Close not at the same time.
 type Machine struct {
-	name    string
-	dir     string // /var/tmp/flock-harness/<name>
+	instance
 	o       Options
 	nspawn  string // paths of the tools, resolved once
 	nsenter string
 
-	claimed bool // dir is ours to remove: never another machine's
-
 	mu  sync.Mutex
 	cur *boot // nil when not running (failed Start, during Reboot, closed)
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // parentDir holds every machine's directory. Not /tmp: a test binary may
@@ -92,13 +85,9 @@ func Start(ctx context.Context, o Options) (*Machine, error) {
 	if o.BootTimeout <= 0 {
 		o.BootTimeout = defaultBootTimeout
 	}
-	m := &Machine{name: o.Name, dir: filepath.Join(parentDir, o.Name), o: o}
-	if err := m.start(ctx); err != nil {
-		// Tear down whatever part of the machine exists.
-		if cerr := m.Close(); cerr != nil {
-			err = fmt.Errorf("%w; teardown: %w", err, cerr)
-		}
-		return nil, fmt.Errorf("harness: start machine %s: %w", o.Name, err)
+	m := &Machine{instance: instance{name: o.Name, dir: filepath.Join(parentDir, o.Name), dirs: machineDirs, log: o.Log}, o: o}
+	if err := m.instance.startOrTearDown(func() error { return m.start(ctx) }, m.Close); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -120,10 +109,9 @@ func (m *Machine) start(ctx context.Context) error {
 	for name, p := range m.o.Binaries {
 		bins[name] = p
 	}
-	if err := claimDir(m.dir, m.logf); err != nil {
+	if err := m.claim(); err != nil {
 		return err
 	}
-	m.claimed = true
 	if err := mountRoot(m.dir); err != nil {
 		return err
 	}
@@ -168,30 +156,14 @@ func (m *Machine) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.closeOnce.Do(func() {
-		t0 := time.Now()
+	return m.close(func() error {
 		m.mu.Lock()
 		b := m.cur
 		m.cur = nil
 		m.mu.Unlock()
-		var errs []error
-		if b != nil {
-			errs = append(errs, b.stop())
+		if b == nil {
+			return nil
 		}
-		if m.claimed {
-			errs = append(errs, removeDir(m.dir))
-		}
-		m.closeErr = errors.Join(errs...)
-		if m.closeErr != nil {
-			m.closeErr = fmt.Errorf("harness: teardown of machine %s: %w", m.name, m.closeErr)
-		}
-		m.logf("machine %s: torn down in %v", m.name, time.Since(t0).Round(time.Millisecond))
+		return m.stop(b)
 	})
-	return m.closeErr
-}
-
-func (m *Machine) logf(format string, args ...any) {
-	if m.o.Log != nil {
-		fmt.Fprintf(m.o.Log, format+"\n", args...)
-	}
 }

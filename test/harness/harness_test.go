@@ -13,14 +13,15 @@ import (
 	"time"
 )
 
-// cmdWait bounds any one command in the machine.
-const cmdWait = time.Minute
+// cmdWait bounds any one command in the machine or VM (an ssh round trip
+// to an emulated guest).
+const cmdWait = 2 * time.Minute
 
-func mustRun(t *testing.T, m *Machine, argv ...string) string {
+func mustRun(t *testing.T, b booted, argv ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdWait)
 	defer cancel()
-	out, errOut, err := m.Run(ctx, argv...)
+	out, errOut, err := b.Run(ctx, argv...)
 	if err != nil {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
@@ -199,7 +200,7 @@ func TestMachine(t *testing.T) {
 
 	t.Run("close leaves nothing", func(t *testing.T) {
 		dir, pid := m.Dir(), m.PID()
-		nspawn := m.cur.nspawn
+		nspawn := m.cur.id
 		t1 := time.Now()
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
@@ -312,14 +313,14 @@ func TestLiveDirKept(t *testing.T) {
 	if err := os.WriteFile(dir+"/"+ownerFile, []byte(self.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stale, why := isStale(dir); stale {
+	if stale, why := machineDirs.isStale(dir); stale {
 		t.Errorf("live dir judged stale: %s", why)
 	}
 	dead := deadProc(t)
 	if err := os.WriteFile(dir+"/"+ownerFile, []byte(dead.String()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stale, _ := isStale(dir); !stale {
+	if stale, _ := machineDirs.isStale(dir); !stale {
 		t.Errorf("dir of a dead owner judged live")
 	}
 }

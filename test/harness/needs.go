@@ -5,6 +5,7 @@ package harness
 // at once. make deps installs or builds every one of them.
 
 import (
+	"os/exec"
 	"testing"
 
 	"github.com/flockrun/flock/internal/tier"
@@ -21,6 +22,18 @@ type Tier struct {
 func (tr Tier) Require(t testing.TB) {
 	t.Helper()
 	tier.RequireNeeds(t, tr.Name, tr.Needs...)
+}
+
+// Tool requires the tier (Require) and returns the path of name, one of
+// its programs.
+func (tr Tier) Tool(t testing.TB, name string) string {
+	t.Helper()
+	tr.Require(t)
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("tier %s: %v", tr.Name, err)
+	}
+	return p
 }
 
 // Missing is nil when the machine has everything the tier needs.

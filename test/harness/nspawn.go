@@ -16,15 +16,12 @@ import (
 
 // boot is one run of systemd-nspawn.
 type boot struct {
-	*tied  // nspawn
-	nspawn procID
-	init   procID // the container's systemd
-	logf   func(string, ...any)
-	name   string
+	*booting        // nspawn
+	init     procID // the container's systemd
 }
 
-// stop waits this long for nspawn to halt the machine after SIGTERM
-// before it kills it.
+// stopTimeout is how long nspawn gets to halt the machine after SIGTERM
+// before it is killed.
 const stopTimeout = 15 * time.Second
 
 // Syscalls nspawn's own seccomp filter answers EPERM to, which the machine
@@ -37,8 +34,6 @@ const allowedSyscalls = "landlock_create_ruleset landlock_add_rule landlock_rest
 // systemd says it is running.
 func (m *Machine) boot(ctx context.Context) error {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, m.o.BootTimeout)
-	defer cancel()
 	b, err := m.spawn()
 	if err != nil {
 		return err
@@ -46,14 +41,16 @@ func (m *Machine) boot(ctx context.Context) error {
 	m.mu.Lock()
 	m.cur = b
 	m.mu.Unlock()
-	if err := b.findInit(ctx); err != nil {
-		return fmt.Errorf("%w\nconsole tail:\n%s", err, m.ConsoleTail(30))
-	}
-	if err := m.waitRunning(ctx, b); err != nil {
-		return fmt.Errorf("%w\nconsole tail:\n%s", err, m.ConsoleTail(30))
+	// The container's systemd is looked for often: it is there within
+	// milliseconds, and the machine boots in about a second.
+	if err := b.waitUp(ctx, m.o.BootTimeout,
+		bootStep{20 * time.Millisecond, b.findInit},
+		bootStep{100 * time.Millisecond, func(ctx context.Context) (bool, error) { return m.running(ctx, b) }},
+	); err != nil {
+		return fmt.Errorf("machine not running: %w", err)
 	}
 	m.logf("machine %s: booted in %v (nspawn pid %d, systemd pid %d)", m.name,
-		time.Since(t0).Round(time.Millisecond), b.nspawn.pid, b.init.pid)
+		time.Since(t0).Round(time.Millisecond), b.id.pid, b.init.pid)
 	return nil
 }
 
@@ -78,120 +75,61 @@ func (m *Machine) spawn() (*boot, error) {
 	argv = append(argv, m.o.NspawnArgs...)
 	cmd := exec.Command(m.nspawn, argv...)
 	cmd.Stdout, cmd.Stderr = console, console
-	t, err := startTied(cmd)
+	t, err := startTied(cmd, filepath.Join(m.dir, nspawnFile))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", m.nspawn, strings.Join(argv, " "), err)
 	}
-	b := &boot{tied: t, logf: m.logf, name: m.name}
-	if b.nspawn, err = procOf(cmd.Process.Pid); err != nil {
-		// Already gone: the wait below reports how.
-		b.nspawn = procID{pid: cmd.Process.Pid}
-	}
-	if err := os.WriteFile(filepath.Join(m.dir, nspawnFile), []byte(b.nspawn.String()+"\n"), 0o644); err != nil {
-		b.stop()
-		return nil, err
-	}
-	return b, nil
-}
-
-// exited reports nspawn's exit if it has exited.
-func (b *boot) exited() (bool, error) {
-	select {
-	case <-b.done:
-		return true, fmt.Errorf("systemd-nspawn (pid %d) exited: %v", b.nspawn.pid, b.waitErr)
-	default:
-		return false, nil
-	}
+	// nspawn's own output is the console.
+	return &boot{booting: &booting{tied: t, console: m.consolePath()}}, nil
 }
 
 // findInit finds the container's systemd: the child of nspawn that is
 // PID 1 of its own PID namespace, once it has exec'd systemd.
-func (b *boot) findInit(ctx context.Context) error {
-	for {
-		if gone, err := b.exited(); gone {
-			return err
-		}
-		for _, k := range children(b.nspawn.pid) {
-			if isNamespaceInit(k) && comm(k) == "systemd" {
-				id, err := procOf(k)
-				if err == nil {
-					b.init = id
-					return nil
-				}
+func (b *boot) findInit(context.Context) (bool, error) {
+	kids := children(b.id.pid)
+	for _, k := range kids {
+		if isNamespaceInit(k) && comm(k) == "systemd" {
+			if id, err := procOf(k); err == nil {
+				b.init = id
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no systemd under systemd-nspawn (pid %d, children %v): %w", b.nspawn.pid, children(b.nspawn.pid), ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
+	return false, fmt.Errorf("no systemd under systemd-nspawn (pid %d, children %v)", b.id.pid, kids)
 }
 
-// waitRunning polls `systemctl is-system-running` until running or
-// degraded; degraded is logged with its failed units, not an error: the
-// host's packages are many and a test says what it needs.
-func (m *Machine) waitRunning(ctx context.Context, b *boot) error {
-	var last string
-	for {
-		if gone, err := b.exited(); gone {
-			return err
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, errOut, err := m.run(cctx, b, []string{"systemctl", "is-system-running"})
-		cancel()
-		state := strings.TrimSpace(out)
-		switch state {
-		case "running":
-			return nil
-		case "degraded":
-			failed, _, _ := m.run(ctx, b, []string{"systemctl", "list-units", "--failed", "--no-legend", "--plain"})
-			m.logf("machine %s: degraded; failed units:\n%s", m.name, strings.TrimRight(failed, "\n"))
-			return nil
-		case "maintenance":
-			return fmt.Errorf("systemctl is-system-running: maintenance (emergency or rescue mode)")
-		}
-		last = fmt.Sprintf("%q (%v; %s)", state, err, strings.TrimSpace(errOut))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("machine not running after %v: systemctl is-system-running last answered %s: %w", m.o.BootTimeout, last, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+// running asks the machine's systemd once whether it is up (systemUp).
+func (m *Machine) running(ctx context.Context, b *boot) (bool, error) {
+	run := func(ctx context.Context, argv ...string) (string, string, error) { return m.run(ctx, b, argv) }
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	out, errOut, err := run(cctx, "systemctl", "is-system-running")
+	cancel()
+	state := strings.TrimSpace(out)
+	if up, err := systemUp(ctx, "machine "+m.name, state, run, m.logf); up {
+		return true, err
 	}
+	return false, fmt.Errorf("systemctl is-system-running answered %q (%v; %s)", state, err, strings.TrimSpace(errOut))
 }
 
 // stop halts the machine: SIGTERM makes nspawn shut the container's
 // systemd down in order; past stopTimeout nspawn and the container's init
-// are killed (by the PIDs we started, checked against reuse).
-func (b *boot) stop() error {
+// are killed (nspawn's death normally takes the container with it; make
+// sure).
+func (m *Machine) stop(b *boot) error {
 	t0 := time.Now()
-	defer func() {
-		b.logf("machine %s: nspawn %d stopped in %v (%v)", b.name, b.nspawn.pid, time.Since(t0).Round(time.Millisecond), b.waitErr)
-	}()
 	// Signal goes through a pidfd or Wait's bookkeeping: never a reused
 	// PID. "process already finished" is fine.
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.done:
-		return nil
-	case <-time.After(stopTimeout):
-	}
-	_ = b.cmd.Process.Kill()
-	// nspawn's death normally takes the container with it; make sure.
-	if b.init.pid > 0 && b.init.alive() {
-		_ = syscall.Kill(b.init.pid, syscall.SIGKILL)
-	}
-	select {
-	case <-b.done:
-		return fmt.Errorf("systemd-nspawn (pid %d) did not halt the machine within %v of SIGTERM; killed it", b.nspawn.pid, stopTimeout)
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("systemd-nspawn (pid %d) still running after SIGKILL", b.nspawn.pid)
-	}
+	err := b.stop("SIGTERM", func() { _ = b.cmd.Process.Signal(syscall.SIGTERM) }, stopTimeout, b.init)
+	m.logf("machine %s: nspawn %d stopped in %v (%v)", m.name, b.id.pid, time.Since(t0).Round(time.Millisecond), b.waitErr)
+	return err
 }
 
 // Reboot powers the machine off in order and boots it again on the same
 // upper dir: files survive, tmpfs (/run, /tmp) and transient units do
-// not, as on a real reboot. PID changes.
+// not, as on a real reboot. PID changes. Not a reboot from inside, as a
+// VM's is (vm_qemu.go): there nspawn would exit with status 133 and leave
+// the new boot to its caller (systemd-nspawn@.service's restart), so the
+// harness boots it again itself either way.
 func (m *Machine) Reboot(ctx context.Context) error {
 	m.mu.Lock()
 	b := m.cur
@@ -200,7 +138,7 @@ func (m *Machine) Reboot(ctx context.Context) error {
 	if b == nil {
 		return fmt.Errorf("harness: reboot machine %s: not running", m.name)
 	}
-	if err := b.stop(); err != nil {
+	if err := m.stop(b); err != nil {
 		return fmt.Errorf("harness: reboot machine %s: power off: %w", m.name, err)
 	}
 	if err := m.boot(ctx); err != nil {
@@ -213,14 +151,4 @@ func (m *Machine) consolePath() string { return filepath.Join(m.dir, "console.lo
 
 // ConsoleTail is the last n lines of the machine's console, all boots,
 // without terminal colours.
-func (m *Machine) ConsoleTail(n int) string {
-	b, err := os.ReadFile(m.consolePath())
-	if err != nil {
-		return fmt.Sprintf("(console: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(ansiRe.ReplaceAllString(string(b), ""), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (m *Machine) ConsoleTail(n int) string { return consoleTail(m.consolePath(), n) }

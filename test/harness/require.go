@@ -12,10 +12,17 @@ import (
 // boot a machine.
 func requireNspawn(t testing.TB) {
 	t.Helper()
+	requireBoot(t, NspawnTier, "boots a systemd machine")
+}
+
+// requireBoot skips or fails t by the tier rule unless the host has tr;
+// a test that boots (said as boots) is skipped with -short too.
+func requireBoot(t testing.TB, tr Tier, boots string) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("boots a systemd machine: not with -short")
+		t.Skip(boots + ": not with -short")
 	}
-	NspawnTier.Require(t)
+	tr.Require(t)
 }
 
 // Boot boots a machine with the project's binaries for the test, or skips
@@ -33,16 +40,24 @@ func BootWith(t testing.TB, o Options) *Machine {
 	if o.Log == nil {
 		o.Log = testLog{t}
 	}
-	m, err := Start(context.Background(), o)
+	return bootFor(t, 30*time.Second, func() (*Machine, error) { return Start(context.Background(), o) })
+}
+
+// bootFor boots with start for t, or fails it, and closes what it booted
+// when t ends (closeAtEnd, with wait).
+func bootFor[B booted](t testing.TB, wait time.Duration, start func() (B, error)) B {
+	t.Helper()
+	b, err := start()
 	if err != nil {
 		t.Fatalf("boot: %v", err)
 	}
-	closeAtEnd(t, "machine "+m.name, m, 30*time.Second)
-	return m
+	closeAtEnd(t, b, wait)
+	return b
 }
 
 // booted is what Machine and VM share for closeAtEnd.
 type booted interface {
+	Name() string
 	Run(ctx context.Context, argv ...string) (stdout, stderr string, err error)
 	ConsoleTail(n int) string
 	Close() error
@@ -51,7 +66,8 @@ type booted interface {
 // closeAtEnd closes b when the test ends; if the test failed, b's console
 // tail and journal are logged first (reading the journal may take up to
 // wait).
-func closeAtEnd(t testing.TB, what string, b booted, wait time.Duration) {
+func closeAtEnd(t testing.TB, b booted, wait time.Duration) {
+	what := b.Name()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s: console tail:\n%s", what, b.ConsoleTail(50))

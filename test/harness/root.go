@@ -143,7 +143,7 @@ func installBinaries(root string, bins map[string]string) error {
 		if strings.Contains(n, "/") {
 			return fmt.Errorf("binary name %q: want a file name in /usr/local/bin", n)
 		}
-		if err := copyFile(bins[n], filepath.Join(root, "usr/local/bin", n), 0o755); err != nil {
+		if err := CopyFile(bins[n], filepath.Join(root, "usr/local/bin", n), 0o755); err != nil {
 			return fmt.Errorf("install %s: %w", n, err)
 		}
 	}
@@ -162,7 +162,10 @@ func replaceFile(p string, data []byte, mode os.FileMode) error {
 	return os.Chmod(p, mode)
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
+// CopyFile copies src to dst with mode, making dst's directory; whatever
+// was at dst is replaced, never written through (a symlink, a binary
+// that runs).
+func CopyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func buildRootfs(root string, bins map[string]string) error {
 	if err := os.Chmod(filepath.Join(r, "scratch"), 0o1777); err != nil {
 		return err
 	}
-	if err := copyFile(busybox, filepath.Join(r, "bin/busybox"), 0o755); err != nil {
+	if err := CopyFile(busybox, filepath.Join(r, "bin/busybox"), 0o755); err != nil {
 		return err
 	}
 	for _, a := range busyboxApplets {
@@ -46,5 +46,5 @@ func buildRootfs(root string, bins map[string]string) error {
 	if err := os.WriteFile(filepath.Join(r, "etc/passwd"), []byte("root:x:0:0:root:/:/bin/sh\n"), 0o644); err != nil {
 		return err
 	}
-	return copyFile(bins["probe"], filepath.Join(r, "usr/local/bin/probe"), 0o755)
+	return CopyFile(bins["probe"], filepath.Join(r, "usr/local/bin/probe"), 0o755)
 }

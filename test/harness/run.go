@@ -83,13 +83,17 @@ func (m *Machine) run(ctx context.Context, b *boot, argv []string) (string, stri
 	// stdout open after the command is done.
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		err = nil // exited 0; only a leftover held the pipes
+	err = runError(ctx, m.name, argv, err, errOut.String())
+	return out.String(), errOut.String(), err
+}
+
+// runError is a command's error from cmd.Run as a *RunError, nil if it
+// exited 0 (os/exec's ErrWaitDelay: only a leftover held the pipes).
+func runError(ctx context.Context, machine string, argv []string, err error, stderr string) error {
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) {
+		return nil
 	}
-	if err == nil {
-		return out.String(), errOut.String(), nil
-	}
-	re := &RunError{Machine: m.name, Argv: argv, ExitCode: -1, Stderr: tail(errOut.String(), 2000), Err: err}
+	re := &RunError{Machine: machine, Argv: argv, ExitCode: -1, Stderr: tail(stderr, 2000), Err: err}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		re.ExitCode = ee.ExitCode()
@@ -97,7 +101,7 @@ func (m *Machine) run(ctx context.Context, b *boot, argv []string) (string, stri
 	if ctx.Err() != nil {
 		re.Err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
-	return out.String(), errOut.String(), re
+	return re
 }
 
 func tail(s string, n int) string {

@@ -14,7 +14,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,20 +56,14 @@ type SSHTarget struct {
 // VM is one running qemu VM. Its methods may be called from several
 // goroutines, but Reboot and Close not at the same time.
 type VM struct {
-	name string
-	dir  string
+	instance
 	o    VMOptions
 	img  *vmImage
 	port int
 
-	claimed bool
-
 	mu     sync.Mutex
-	q      *qemuProc // nil when not running
+	q      *booting // qemu; nil when not running
 	master *sshMaster
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 const defaultVMBootTimeout = 5 * time.Minute
@@ -89,12 +82,9 @@ func StartVM(ctx context.Context, o VMOptions) (*VM, error) {
 		o.BootTimeout = defaultVMBootTimeout
 	}
 	name := fmt.Sprintf("flock-vm-%d-%d", os.Getpid(), seq.Add(1))
-	v := &VM{name: name, dir: filepath.Join(vmParentDir, name), o: o}
-	if err := v.start(ctx); err != nil {
-		if cerr := v.Close(); cerr != nil {
-			err = fmt.Errorf("%w; teardown: %w", err, cerr)
-		}
-		return nil, fmt.Errorf("harness: start VM %s: %w", name, err)
+	v := &VM{instance: instance{name: name, dir: filepath.Join(vmParentDir, name), dirs: vmDirs, log: o.Log}, o: o}
+	if err := v.startOrTearDown(func() error { return v.start(ctx) }, v.Close); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -115,10 +105,9 @@ func (v *VM) start(ctx context.Context) error {
 		return err
 	}
 	v.img = img
-	if err := claimVMDir(v.dir, v.logf); err != nil {
+	if err := v.claim(); err != nil {
 		return err
 	}
-	v.claimed = true
 	overlay := filepath.Join(v.dir, "overlay.qcow2")
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", img.Base, "-F", "raw", overlay).CombinedOutput(); err != nil {
 		return fmt.Errorf("qemu-img create -b %s %s: %w: %s", img.Base, overlay, err, out)
@@ -182,31 +171,15 @@ func (v *VM) Close() error {
 	if v == nil {
 		return nil
 	}
-	v.closeOnce.Do(func() {
-		t0 := time.Now()
+	return v.close(func() error {
 		v.mu.Lock()
 		q, m := v.q, v.master
 		v.q, v.master = nil, nil
 		v.mu.Unlock()
-		var errs []error
 		m.stop()
-		if q != nil {
-			errs = append(errs, v.powerOff(q))
+		if q == nil {
+			return nil
 		}
-		if v.claimed {
-			errs = append(errs, removeDir(v.dir))
-		}
-		v.closeErr = errors.Join(errs...)
-		if v.closeErr != nil {
-			v.closeErr = fmt.Errorf("harness: teardown of VM %s: %w", v.name, v.closeErr)
-		}
-		v.logf("vm %s: torn down in %v", v.name, time.Since(t0).Round(time.Millisecond))
+		return v.powerOff(q)
 	})
-	return v.closeErr
-}
-
-func (v *VM) logf(format string, args ...any) {
-	if v.o.Log != nil {
-		fmt.Fprintf(v.o.Log, format+"\n", args...)
-	}
 }

@@ -141,11 +141,11 @@ func takeBoot(tree string, img *vmImage) error {
 		if len(m) != 1 {
 			return fmt.Errorf("want one %s in the tree, found %v", pat, m)
 		}
-		if err := copyFile(m[0], dst, 0o644); err != nil {
+		if err := CopyFile(m[0], dst, 0o644); err != nil {
 			return err
 		}
 	}
-	return copyFile(filepath.Join(tree, "etc/ssh/ssh_host_ed25519_key.pub"), img.HostKey, 0o644)
+	return CopyFile(filepath.Join(tree, "etc/ssh/ssh_host_ed25519_key.pub"), img.HostKey, 0o644)
 }
 
 // runLogged runs a build step, with env added to its environment and its

@@ -16,20 +16,6 @@ import (
 	"time"
 )
 
-type qemuProc struct {
-	*tied
-	id procID
-}
-
-func (q *qemuProc) exited() (bool, error) {
-	select {
-	case <-q.done:
-		return true, fmt.Errorf("qemu (pid %d) exited: %v", q.id.pid, q.waitErr)
-	default:
-		return false, nil
-	}
-}
-
 // kernelCmdline: the root file system is the overlay on vda; the console
 // is the serial port qemu writes to console.log. mitigations=off because
 // under software emulation every page-table switch flushes qemu's TLB:
@@ -54,7 +40,9 @@ func (v *VM) boot(ctx context.Context) error {
 		}
 		q := v.takeQemu()
 		if gone, _ := q.exited(); !gone || !strings.Contains(v.qemuLog(), "hostfwd") {
-			v.kill(q)
+			if kerr := q.kill(); kerr != nil {
+				v.logf("vm %s: %v", v.name, kerr)
+			}
 			return err
 		}
 		v.logf("vm %s: port %d taken before qemu bound it; another try", v.name, v.port)
@@ -80,7 +68,7 @@ func (v *VM) startQemu() error {
 	if err := os.WriteFile(v.knownHosts(), v.knownHostsLine(), 0o644); err != nil {
 		return err
 	}
-	qlog, err := os.OpenFile(filepath.Join(v.dir, "qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	qlog, err := os.OpenFile(v.qemuLogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -101,18 +89,14 @@ func (v *VM) startQemu() error {
 	}
 	cmd := exec.Command("qemu-system-x86_64", argv...)
 	cmd.Stdout, cmd.Stderr = qlog, qlog
-	t, err := startTied(cmd)
+	t, err := startTied(cmd, filepath.Join(v.dir, qemuFile))
 	if err != nil {
 		return fmt.Errorf("qemu-system-x86_64 %s: %w", strings.Join(argv, " "), err)
 	}
-	q := &qemuProc{tied: t}
-	if q.id, err = procOf(cmd.Process.Pid); err != nil {
-		q.id = procID{pid: cmd.Process.Pid} // already gone; waitBooted says how
-	}
 	v.mu.Lock()
-	v.q = q
+	v.q = &booting{tied: t, console: v.consolePath(), output: v.qemuLogPath()}
 	v.mu.Unlock()
-	return os.WriteFile(filepath.Join(v.dir, qemuFile), []byte(q.id.String()+"\n"), 0o644)
+	return nil
 }
 
 // freePort asks the kernel for a free loopback port.
@@ -125,51 +109,37 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitBooted polls over ssh until systemd says running or degraded, and,
+// waitBooted polls over ssh until systemd says it is up (systemUp), and,
 // when oldBootID is given, until the boot id differs from it (a reboot
-// really happened). Degraded is logged with its failed units.
+// really happened).
 func (v *VM) waitBooted(ctx context.Context, oldBootID string) error {
-	ctx, cancel := context.WithTimeout(ctx, v.o.BootTimeout)
-	defer cancel()
-	var last string
-	for {
-		q := v.qemu()
-		if q == nil {
-			return errors.New("VM not running")
-		}
-		if gone, err := q.exited(); gone {
-			return fmt.Errorf("%w\nqemu.log:\n%s\nconsole tail:\n%s", err, tail(v.qemuLog(), 2000), v.ConsoleTail(30))
-		}
+	q := v.qemu()
+	if q == nil {
+		return errors.New("VM not running")
+	}
+	run := func(ctx context.Context, argv ...string) (string, string, error) { return v.Run(ctx, argv...) }
+	// Each try is an ssh round trip to an emulated guest: once a second.
+	err := q.waitUp(ctx, v.o.BootTimeout, bootStep{time.Second, func(ctx context.Context) (bool, error) {
 		// A try made while the guest is down hangs on the forwarded port
 		// (QEMU accepts, the guest never answers, or a connection to the
 		// old boot is never closed): cut it short and try again.
-		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		out, errOut, err := v.runSSH(cctx, []string{"-o", "ConnectTimeout=5"}, nil,
 			"sh", "-c", "cat /proc/sys/kernel/random/boot_id; systemctl is-system-running")
-		ccancel()
+		cancel()
 		f := strings.Fields(string(out))
-		state := ""
 		if len(f) == 2 && f[0] != oldBootID {
-			state = f[1]
+			if up, err := systemUp(ctx, "vm "+v.name, f[1], run, v.logf); up {
+				return true, err
+			}
 		}
-		switch state {
-		case "running":
-			return nil
-		case "degraded":
-			failed, _, _ := v.Run(ctx, "systemctl", "list-units", "--failed", "--no-legend", "--plain")
-			v.logf("vm %s: degraded; failed units:\n%s", v.name, strings.TrimRight(failed, "\n"))
-			return nil
-		case "maintenance":
-			return fmt.Errorf("systemctl is-system-running: maintenance (emergency or rescue mode)\nconsole tail:\n%s", v.ConsoleTail(30))
-		}
-		last = fmt.Sprintf("%q (%v; %s)", strings.TrimSpace(string(out)), err, strings.TrimSpace(errOut))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("VM not running after %v: boot_id and systemctl is-system-running last answered %s: %w\nconsole tail:\n%s",
-				v.o.BootTimeout, last, ctx.Err(), v.ConsoleTail(30))
-		case <-time.After(time.Second):
-		}
+		return false, fmt.Errorf("boot_id and systemctl is-system-running answered %q (%v; %s)",
+			strings.TrimSpace(string(out)), err, strings.TrimSpace(errOut))
+	}})
+	if err != nil {
+		return fmt.Errorf("VM not running: %w", err)
 	}
+	return nil
 }
 
 // Reboot reboots the guest with `systemctl reboot` (qemu stays, the disk
@@ -203,46 +173,25 @@ func (v *VM) Reboot(ctx context.Context) error {
 const powerOffWait = 90 * time.Second
 
 // powerOff shuts the guest down with systemctl poweroff, and kills qemu
-// (the process we started, never one found by name) if it lingers.
-func (v *VM) powerOff(q *qemuProc) error {
-	if gone, _ := q.exited(); gone {
-		return nil
-	}
+// if it lingers.
+func (v *VM) powerOff(q *booting) error {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	_, _, _ = v.run(ctx, nil, "systemctl", "--no-block", "poweroff")
-	cancel()
-	select {
-	case <-q.done:
-		v.logf("vm %s: powered off in %v", v.name, time.Since(t0).Round(time.Millisecond))
-		return nil
-	case <-time.After(powerOffWait):
-	}
-	v.kill(q)
-	return fmt.Errorf("qemu (pid %d) still running %v after systemctl poweroff; killed it", q.id.pid, powerOffWait)
+	err := q.stop("systemctl poweroff", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, _, _ = v.run(ctx, nil, "systemctl", "--no-block", "poweroff")
+		cancel()
+	}, powerOffWait)
+	v.logf("vm %s: powered off in %v (%v)", v.name, time.Since(t0).Round(time.Millisecond), err)
+	return err
 }
 
-// kill ends qemu through its exec.Cmd (a pidfd or Wait's bookkeeping,
-// never a reused PID) and waits for it.
-func (v *VM) kill(q *qemuProc) {
-	if q == nil {
-		return
-	}
-	_ = q.cmd.Process.Kill()
-	select {
-	case <-q.done:
-	case <-time.After(10 * time.Second):
-		v.logf("vm %s: qemu (pid %d) still running 10 s after SIGKILL", v.name, q.id.pid)
-	}
-}
-
-func (v *VM) qemu() *qemuProc {
+func (v *VM) qemu() *booting {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.q
 }
 
-func (v *VM) takeQemu() *qemuProc {
+func (v *VM) takeQemu() *booting {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	q := v.q
@@ -250,8 +199,10 @@ func (v *VM) takeQemu() *qemuProc {
 	return q
 }
 
+func (v *VM) qemuLogPath() string { return filepath.Join(v.dir, "qemu.log") }
+
 func (v *VM) qemuLog() string {
-	b, _ := os.ReadFile(filepath.Join(v.dir, "qemu.log"))
+	b, _ := os.ReadFile(v.qemuLogPath())
 	return string(b)
 }
 
@@ -259,15 +210,4 @@ func (v *VM) consolePath() string { return filepath.Join(v.dir, "console.log") }
 
 // ConsoleTail is the last n lines of the VM's serial console, all boots,
 // without terminal colours.
-func (v *VM) ConsoleTail(n int) string {
-	b, err := os.ReadFile(v.consolePath())
-	if err != nil {
-		return fmt.Sprintf("(console: %v)", err)
-	}
-	s := strings.ReplaceAll(ansiRe.ReplaceAllString(string(b), ""), "\r", "")
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (v *VM) ConsoleTail(n int) string { return consoleTail(v.consolePath(), n) }

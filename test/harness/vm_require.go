@@ -8,16 +8,6 @@ import (
 	"time"
 )
 
-// requireVM skips or fails t by the tier rule unless the host can build
-// the image and boot a VM.
-func requireVM(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("boots a qemu VM: not with -short")
-	}
-	VMTier.Require(t)
-}
-
 // BootVM boots a VM with the project's binaries for the test, or skips or
 // fails it by Require's rule. The VM is powered off and removed when the
 // test ends; if the test failed, its console tail and journal are logged
@@ -30,16 +20,11 @@ func BootVM(t testing.TB) *VM {
 // BootVMWith is BootVM with options; Log defaults to the test's log.
 func BootVMWith(t testing.TB, o VMOptions) *VM {
 	t.Helper()
-	requireVM(t)
+	requireBoot(t, VMTier, "boots a qemu VM")
 	if o.Log == nil {
 		o.Log = testLog{t}
 	}
-	v, err := StartVM(context.Background(), o)
-	if err != nil {
-		t.Fatalf("boot VM: %v", err)
-	}
-	closeAtEnd(t, "vm "+v.name, v, time.Minute)
-	return v
+	return bootFor(t, time.Minute, func() (*VM, error) { return StartVM(context.Background(), o) })
 }
 
 // Eventually calls cond until it returns nil and fails the test with

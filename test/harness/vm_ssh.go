@@ -16,10 +16,8 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -57,8 +55,7 @@ func (v *VM) sshArgs(master string) []string {
 
 // sshMaster is the shared connection: an ssh process we started and end.
 type sshMaster struct {
-	cmd    *exec.Cmd
-	done   chan struct{}
+	*tied
 	socket string
 }
 
@@ -70,42 +67,22 @@ func (v *VM) startMaster() {
 	// multiplexing, and every client complain on stderr.
 	_ = os.Remove(v.controlPath())
 	argv := append(v.sshArgs("yes"), "-N", "-o", "ControlPersist=no", "127.0.0.1")
-	cmd := exec.Command("ssh", argv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	m := &sshMaster{cmd: cmd, done: make(chan struct{}), socket: v.controlPath()}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // see startQemu: Pdeathsig follows the thread
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(m.done)
-	}()
-	if err := <-started; err != nil {
+	t, err := startTied(exec.Command("ssh", argv...), "")
+	if err != nil {
 		v.logf("vm %s: ssh master: %v; every command connects on its own", v.name, err)
 		return
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// ssh links the socket into place once it listens.
-		if _, err := os.Stat(v.controlPath()); err == nil {
-			break
-		}
-		select {
-		case <-m.done:
-			v.logf("vm %s: ssh master exited; every command connects on its own", v.name)
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			v.logf("vm %s: ssh master not up within 30 s; every command connects on its own", v.name)
-			m.stop()
-			return
-		}
+	m := &sshMaster{tied: t, socket: v.controlPath()}
+	// ssh links the socket into place once it listens.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.poll(ctx, 50*time.Millisecond, func(context.Context) (bool, error) {
+		_, err := os.Stat(m.socket)
+		return err == nil, err
+	}); err != nil {
+		v.logf("vm %s: ssh master not up: %v; every command connects on its own", v.name, err)
+		m.stop()
+		return
 	}
 	v.mu.Lock()
 	v.master = m
@@ -119,8 +96,7 @@ func (m *sshMaster) stop() {
 	if m == nil {
 		return
 	}
-	_ = m.cmd.Process.Kill() // through the exec.Cmd: never a reused PID
-	<-m.done
+	_ = m.kill()
 	_ = os.Remove(m.socket)
 }
 
@@ -165,21 +141,8 @@ func (v *VM) runSSH(ctx context.Context, opts []string, stdin io.Reader, argv ..
 	// the command is done; stop waiting for it past this.
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		err = nil
-	}
-	if err == nil {
-		return out.Bytes(), errOut.String(), nil
-	}
-	re := &RunError{Machine: v.name, Argv: argv, ExitCode: -1, Stderr: tail(errOut.String(), 2000), Err: err}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		re.ExitCode = ee.ExitCode()
-	}
-	if ctx.Err() != nil {
-		re.Err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-	}
-	return out.Bytes(), errOut.String(), re
+	err = runError(ctx, v.name, argv, err, errOut.String())
+	return out.Bytes(), errOut.String(), err
 }
 
 // shellSafe needs no quoting in a POSIX shell.

@@ -14,17 +14,6 @@ import (
 	"time"
 )
 
-func vmRun(t *testing.T, v *VM, argv ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, errOut, err := v.Run(ctx, argv...)
-	if err != nil {
-		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
-	}
-	return out
-}
-
 // TestVMHarness boots one VM with the project's binaries and checks each
 // promise of the VM harness on it, reboot and teardown included.
 // Tier: root + VM (qemu).
@@ -34,15 +23,15 @@ func TestVMHarness(t *testing.T) {
 	t.Logf("BootVM returned in %v", time.Since(t0).Round(time.Millisecond))
 
 	t.Run("systemd runs on full cgroup v2", func(t *testing.T) {
-		if got := strings.TrimSpace(vmRun(t, v, "hostname")); got != v.Name() {
+		if got := strings.TrimSpace(mustRun(t, v, "hostname")); got != v.Name() {
 			t.Errorf("hostname %q, want the VM's name %q", got, v.Name())
 		}
-		if fs := strings.TrimSpace(vmRun(t, v, "stat", "-f", "-c", "%T", "/sys/fs/cgroup")); fs != "cgroup2fs" {
+		if fs := strings.TrimSpace(mustRun(t, v, "stat", "-f", "-c", "%T", "/sys/fs/cgroup")); fs != "cgroup2fs" {
 			t.Errorf("/sys/fs/cgroup is %s, want cgroup2fs", fs)
 		}
 		// Available to units; systemd enables each below the root when a
 		// unit first asks for it (cpu with the first CPUQuota).
-		ctl := vmRun(t, v, "cat", "/sys/fs/cgroup/cgroup.controllers")
+		ctl := mustRun(t, v, "cat", "/sys/fs/cgroup/cgroup.controllers")
 		for _, c := range []string{"cpu", "memory", "pids"} {
 			if !strings.Contains(" "+strings.TrimSpace(ctl)+" ", " "+c+" ") {
 				t.Errorf("controller %s not available: %q", c, ctl)
@@ -52,11 +41,11 @@ func TestVMHarness(t *testing.T) {
 
 	t.Run("arguments arrive as given", func(t *testing.T) {
 		args := []string{"plain", "two words", `it's "quoted"`, "$HOME `id` $(id)", "new\nline", "", "*", `back\slash`}
-		out := vmRun(t, v, append([]string{"printf", `%s\0`}, args...)...)
+		out := mustRun(t, v, append([]string{"printf", `%s\0`}, args...)...)
 		if got := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00"); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", args) {
 			t.Errorf("argv arrived as %q, want %q", got, args)
 		}
-		if env := vmRun(t, v, "env"); strings.Contains(env, "SSH_") || !strings.Contains(env, "SYSTEMD_PAGER=") {
+		if env := mustRun(t, v, "env"); strings.Contains(env, "SSH_") || !strings.Contains(env, "SYSTEMD_PAGER=") {
 			t.Errorf("environment is not the clean one:\n%s", env)
 		}
 	})
@@ -77,7 +66,7 @@ func TestVMHarness(t *testing.T) {
 		if got, err := v.ReadFile("/root/f"); err != nil || string(got) != string(data) {
 			t.Errorf("ReadFile = %q, %v; want %q", got, err, data)
 		}
-		if m := strings.TrimSpace(vmRun(t, v, "stat", "-c", "%a", "/root/f")); m != "640" {
+		if m := strings.TrimSpace(mustRun(t, v, "stat", "-c", "%a", "/root/f")); m != "640" {
 			t.Errorf("mode %s, want 640", m)
 		}
 		if _, err := v.ReadFile("/root/absent"); !errors.Is(err, fs.ErrNotExist) {
@@ -87,9 +76,9 @@ func TestVMHarness(t *testing.T) {
 
 	t.Run("project binaries are installed", func(t *testing.T) {
 		for _, b := range []string{"flockctl", "flock-agent", "probe", "floor"} {
-			vmRun(t, v, "test", "-x", "/usr/local/bin/"+b)
+			mustRun(t, v, "test", "-x", "/usr/local/bin/"+b)
 		}
-		vmRun(t, v, "flockctl", "--help")
+		mustRun(t, v, "flockctl", "--help")
 	})
 
 	t.Run("the guest reaches nothing outside", func(t *testing.T) {
@@ -131,7 +120,7 @@ func TestVMHarness(t *testing.T) {
 	})
 
 	t.Run("reboot keeps the disk and drops tmpfs", func(t *testing.T) {
-		before := vmRun(t, v, "cat", "/proc/sys/kernel/random/boot_id")
+		before := mustRun(t, v, "cat", "/proc/sys/kernel/random/boot_id")
 		if err := v.WriteFile("/root/marker", []byte("disk"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +132,7 @@ func TestVMHarness(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("Reboot returned in %v", time.Since(t0).Round(time.Millisecond))
-		if after := vmRun(t, v, "cat", "/proc/sys/kernel/random/boot_id"); after == before {
+		if after := mustRun(t, v, "cat", "/proc/sys/kernel/random/boot_id"); after == before {
 			t.Errorf("boot id unchanged: %s", after)
 		}
 		if b, err := v.ReadFile("/root/marker"); err != nil || string(b) != "disk" {

@@ -1,7 +1,7 @@
 package harness
 
-// The machines' directories: claiming one, sweeping those left by crashed
-// runs, and removing one with everything mounted in it.
+// The machines' and VMs' directories: claiming one, sweeping those left
+// by crashed runs, and removing one with everything mounted in it.
 
 import (
 	"bufio"
@@ -19,24 +19,46 @@ import (
 const (
 	ownerFile  = "owner"      // procID of the process that made the dir
 	nspawnFile = "nspawn.pid" // procID of the machine's nspawn, while it runs
+	qemuFile   = "qemu.pid"   // procID of the VM's qemu, while it runs
 )
 
-// claimDir creates dir for a new machine and records this process as its
-// owner, first sweeping stale dirs. Both run under a lock on the parent
-// so concurrent test binaries neither sweep a dir being made nor race
-// each other's sweeps.
-func claimDir(dir string, logf func(string, ...any)) error {
-	if err := os.MkdirAll(parentDir, 0o755); err != nil {
+// vmParentDir is not /tmp, for the same reason as parentDir.
+const vmParentDir = "/var/tmp/flock-vm"
+
+// dirKind is a parent of per-instance directories: each records its owner
+// (the test process) and the process it runs, so that the next claim
+// sweeps those a crashed run left.
+type dirKind struct {
+	what     string // "machine", "VM"
+	parent   string
+	procFile string // procID of the instance's nspawn or qemu
+	comm     string // that process's command name
+}
+
+var (
+	// machineDirs also holds the fresh machine's and the build's dirs.
+	machineDirs = dirKind{"machine", parentDir, nspawnFile, "systemd-nspawn"}
+	// vmDirs: a VM's qcow2 overlay, console log, known_hosts and ssh
+	// control socket.
+	vmDirs = dirKind{"VM", vmParentDir, qemuFile, "qemu-system-x86"}
+)
+
+// claim creates dir and records this process as its owner, first
+// sweeping stale dirs. Both run under a lock on the parent so concurrent
+// test binaries neither sweep a dir being made nor race each other's
+// sweeps.
+func (k dirKind) claim(dir string, logf func(string, ...any)) error {
+	if err := os.MkdirAll(k.parent, 0o755); err != nil {
 		return err
 	}
-	unlock, err := lockParent()
+	unlock, err := lockFile(filepath.Join(k.parent, ".lock"))
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	sweepStale(logf)
+	k.sweepStale(logf)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("machine dir: %w (a live machine of that name?)", err)
+		return fmt.Errorf("%s dir: %w (a live %s of that name?)", k.what, err, k.what)
 	}
 	self, err := procOf(os.Getpid())
 	if err != nil {
@@ -45,24 +67,13 @@ func claimDir(dir string, logf func(string, ...any)) error {
 	return os.WriteFile(filepath.Join(dir, ownerFile), []byte(self.String()+"\n"), 0o644)
 }
 
-func lockParent() (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(parentDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("flock %s: %w", f.Name(), err)
-	}
-	return func() { f.Close() }, nil // closing drops the lock
-}
-
-// sweepStale removes the dirs of machines whose owner process is gone and
-// whose nspawn is gone too (or the recorded PID is no nspawn now). An
-// nspawn still running without its owner is left alone: it was started
-// with a parent-death signal and is on its way down.
-func sweepStale(logf func(string, ...any)) {
-	ents, err := os.ReadDir(parentDir)
+// sweepStale removes the dirs whose owner process is gone and whose
+// process is gone too (or the recorded PID is another program now). One
+// still running without its owner is left alone: it was started with a
+// parent-death signal and is on its way down, and its files must stay
+// until it is.
+func (k dirKind) sweepStale(logf func(string, ...any)) {
+	ents, err := os.ReadDir(k.parent)
 	if err != nil {
 		return
 	}
@@ -70,15 +81,15 @@ func sweepStale(logf func(string, ...any)) {
 		if !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(parentDir, e.Name())
-		if stale, why := isStale(dir); stale {
+		dir := filepath.Join(k.parent, e.Name())
+		if stale, why := k.isStale(dir); stale {
 			err := removeDir(dir)
 			logf("harness: removed stale %s (%s): %v", dir, why, err)
 		}
 	}
 }
 
-func isStale(dir string) (bool, string) {
+func (k dirKind) isStale(dir string) (bool, string) {
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
 	if err != nil {
 		// Dirs are made with their owner file under the lock, so this is
@@ -95,12 +106,12 @@ func isStale(dir string) (bool, string) {
 	if owner.alive() {
 		return false, ""
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, nspawnFile)); err == nil {
-		if ns, err := parseProcID(string(b)); err == nil && ns.alive() && comm(ns.pid) == "systemd-nspawn" {
+	if b, err := os.ReadFile(filepath.Join(dir, k.procFile)); err == nil {
+		if p, err := parseProcID(string(b)); err == nil && p.alive() && comm(p.pid) == k.comm {
 			return false, ""
 		}
 	}
-	return true, fmt.Sprintf("owner pid %d gone, no nspawn running", owner.pid)
+	return true, fmt.Sprintf("owner pid %d gone, no %s running", owner.pid, k.comm)
 }
 
 // removeDir unmounts everything mounted at or below dir, deepest first,
