@@ -141,12 +141,7 @@ func targets(cs []Change) []string {
 }
 
 func stopUnits(ctx context.Context, x applier, cs []Change) error {
-	for _, c := range cs {
-		if err := x.h.Units.Stop(ctx, c.Target); err != nil {
-			return fmt.Errorf("stopping %s: %w", c.Target, err)
-		}
-	}
-	return nil
+	return stopAll(ctx, x.h.Units, targets(cs))
 }
 
 func removeUsers(ctx context.Context, x applier, cs []Change) error {
@@ -246,9 +241,28 @@ func writeBusConfig(ctx context.Context, x applier, _ []Change) error {
 }
 
 func startAll(ctx context.Context, m units.Manager, us []units.Unit, progress Progress) error {
-	if len(us) == 0 {
+	return inParallel(len(us), func(i int) error {
+		if err := m.Start(ctx, us[i]); err != nil {
+			return fmt.Errorf("starting %s: %w", us[i].Name, err)
+		}
 		return nil
-	}
+	}, progress, "units failed to start")
+}
+
+// stopAll stops the named units, parallelStarts at a time.
+func stopAll(ctx context.Context, m units.Manager, names []string) error {
+	return inParallel(len(names), func(i int) error {
+		if err := m.Stop(ctx, names[i]); err != nil {
+			return fmt.Errorf("stopping %s: %w", names[i], err)
+		}
+		return nil
+	}, nil, "units failed to stop")
+}
+
+// inParallel runs do(0..n-1), parallelStarts at a time, telling progress
+// as each ends, and joins the errors: a few of them, enough to see the
+// cause (a thousand would bury it), and how many more there were.
+func inParallel(n int, do func(i int) error, progress Progress, more string) error {
 	var (
 		mu   sync.Mutex
 		done int
@@ -256,28 +270,27 @@ func startAll(ctx context.Context, m units.Manager, us []units.Unit, progress Pr
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, parallelStarts)
 	)
-	for _, u := range us {
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := m.Start(ctx, u)
+			err := do(i)
 			mu.Lock()
 			defer mu.Unlock()
 			done++
 			if err != nil {
-				errs = append(errs, fmt.Errorf("starting %s: %w", u.Name, err))
+				errs = append(errs, err)
 			}
 			if progress != nil {
-				progress(done, len(us))
+				progress(done, n)
 			}
 		}()
 	}
 	wg.Wait()
-	// A few are enough to see the cause; a thousand would bury it.
 	const shown = 5
 	if len(errs) > shown {
-		errs = append(errs[:shown], fmt.Errorf("and %d more units failed to start", len(errs)-shown))
+		errs = append(errs[:shown], fmt.Errorf("and %d more %s", len(errs)-shown, more))
 	}
 	return errors.Join(errs...)
 }

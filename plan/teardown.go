@@ -21,17 +21,18 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 	}
 	rest := *f
 	rest.Agents = nil
-	var names, paths []string
+	var units, names, paths []string
 	for _, a := range f.Agents {
 		if !gone[a.ID] {
 			rest.Agents = append(rest.Agents, a)
 			continue
 		}
-		if err := h.Units.Stop(ctx, spec.UnitName(a.ID)); err != nil {
-			return nil, fmt.Errorf("stopping %s: %w", spec.UnitName(a.ID), err)
-		}
+		units = append(units, spec.UnitName(a.ID))
 		names = append(names, spec.UserName(a.ID))
 		paths = append(paths, f.AgentDir(a.ID), f.LogPath(a.ID))
+	}
+	if err := stopAll(ctx, h.Units, units); err != nil {
+		return nil, err
 	}
 	if err := forgetIdentities(ctx, h, &rest, names); err != nil {
 		return nil, err

@@ -113,31 +113,35 @@ func (s *System) RemoveAccounts(ctx context.Context, names []string) error {
 	return s.deleteAccounts(ctx, names)
 }
 
-// deleteAccounts removes the named users of flock's and their own groups.
+// deleteAccounts removes the named users of flock's and their own groups
+// (left behind by a run killed half-way too), in one rewrite of the
+// account files for any number of them.
 func (s *System) deleteAccounts(ctx context.Context, names []string) error {
-	for _, name := range names {
-		db, err := readEtc(s.EtcDir)
-		if err != nil {
-			return err
-		}
-		if u, ok := db.user(name); ok {
-			if !ours(u) {
-				continue // never ours to delete
-			}
-			err := run(ctx, "userdel", name)
-			if db, err = s.goneAnyway(err, func(db etcDB) bool { _, ok := db.user(name); return ok }); err != nil {
-				return err
-			}
-		}
-		// userdel removes a user's own group on Debian, not everywhere.
-		if g, ok := db.group(name); ok && len(g.Members) == 0 {
-			err := run(ctx, "groupdel", name)
-			if _, err = s.goneAnyway(err, func(db etcDB) bool { _, ok := db.group(name); return ok }); err != nil {
-				return err
-			}
-		}
+	db, err := readEtc(s.EtcDir)
+	if err != nil {
+		return err
 	}
+	gone := map[string]bool{}
+	for _, name := range names {
+		if u, ok := db.user(name); ok && !ours(u) {
+			continue // never ours to delete
+		}
+		gone[name] = true
+	}
+	if err := removeFromEtc(s.EtcDir, gone); err != nil {
+		return err
+	}
+	forgetCached(ctx)
 	return nil
+}
+
+// forgetCached tells nscd, where it runs, that the account files changed,
+// as userdel does.
+func forgetCached(ctx context.Context) {
+	if _, err := exec.LookPath("nscd"); err == nil {
+		_ = run(ctx, "nscd", "-i", "passwd")
+		_ = run(ctx, "nscd", "-i", "group")
+	}
 }
 
 // goneAnyway reads /etc again after a userdel or groupdel. A failure is

@@ -185,3 +185,46 @@ func TestEnsurePathsHandsOverButNeverCreatesExisting(t *testing.T) {
 		t.Errorf("seed %+v, %v, %v; want %+v", got, ok, err, p)
 	}
 }
+
+// Removing accounts rewrites each account file once: flock's users and
+// their own groups go, they leave every other group, and nothing else
+// changes (a foreign user who looks like ours, comments, a group someone
+// else is still in).
+func TestDeleteAccountsRewritesTheFilesOnce(t *testing.T) {
+	// Tier: unit.
+	dir := t.TempDir()
+	ours := func(n, uid string) string {
+		return n + ":x:" + uid + ":" + uid + ":" + CommentPrefix + " " + n + ":/srv/flock/agents/1:/usr/sbin/nologin\n"
+	}
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/bash\n" + ours("flock-1", "2000000001") + ours("flock-2", "2000000002") +
+			"flock-3:x:1003:1003:someone else's:/home/f3:/bin/sh\n",
+		"shadow":  "root:*:19000:0:99999:7:::\nflock-1:!*:19000::::::\nflock-2:!*:19000::::::\nflock-3:!:19000::::::\n",
+		"group":   "# kept\nroot:x:0:\nflock:x:2000000000:flock-1,flock-2\nflock-1:x:2000000001:\nflock-2:x:2000000002:alice\nflock-3:x:1003:\n",
+		"gshadow": "root:*::\nflock:!*::flock-1,flock-2\nflock-1:!*::\nflock-2:!*:flock-1:alice\n",
+	}
+	for name, s := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &System{EtcDir: dir}
+	if err := s.deleteAccounts(context.Background(), []string{"flock-1", "flock-2", "flock-3", "flock-9"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"passwd":  "root:x:0:0:root:/root:/bin/bash\nflock-3:x:1003:1003:someone else's:/home/f3:/bin/sh\n",
+		"shadow":  "root:*:19000:0:99999:7:::\nflock-3:!:19000::::::\n",
+		"group":   "# kept\nroot:x:0:\nflock:x:2000000000:\nflock-2:x:2000000002:alice\nflock-3:x:1003:\n",
+		"gshadow": "root:*::\nflock:!*::\nflock-2:!*::alice\n",
+	}
+	for name, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(b) != w {
+			t.Errorf("%s:\n%s\nwant\n%s (%v)", name, b, w, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o640 {
+			t.Errorf("%s: mode %v, %v; want 0640 kept", name, fi.Mode(), err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -74,9 +75,14 @@ func newStatus() *cobra.Command {
 			scoped := agent.IPCScopesSupported()
 			onBus, busErr := bus.NewSystem().Status(ctx)
 			now := time.Now()
+			sts := make([]units.Status, len(f.Agents))
+			for i := range f.Agents {
+				sts[i] = pl.have.Units[pl.want.Units[i].Name]
+			}
+			sts = withExits(ctx, pl.host.Units, sts)
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
-				st := withExit(ctx, pl.host.Units, pl.have.Units[pl.want.Units[i].Name])
+				st := sts[i]
 				row := statusOf(f, a, st)
 				row.Diagnosis = diagnose(ctx, a, st)
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
@@ -214,6 +220,28 @@ func withExit(ctx context.Context, m units.Manager, st units.Status) units.Statu
 		st.Restarts, st.LastExit = m.Exit(ctx, st.Name)
 	}
 	return st
+}
+
+// exitReaders bounds the property reads in flight: systemd answers them
+// one by one, and pipelining hides the D-Bus round trips (a flock of a
+// thousand: three reads each).
+const exitReaders = 16
+
+// withExits is withExit of every status, read in parallel.
+func withExits(ctx context.Context, m units.Manager, sts []units.Status) []units.Status {
+	out := make([]units.Status, len(sts))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, exitReaders)
+	for i, st := range sts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = withExit(ctx, m, st)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // diagnose names the wall that likely keeps agent a dying, reading the
