@@ -96,14 +96,21 @@ func (s *Systemd) Exit(ctx context.Context, name string) (restarts uint32, exit 
 // started, so a broken unit is an error here, not a surprise later.
 func (s *Systemd) Start(ctx context.Context, u Unit) error {
 	props := u.DBusProperties()
-	if err := s.Stop(ctx, u.Name); err != nil {
-		return err
-	}
-	// A stopped transient unit is unloaded a moment after its stop job.
+	// A new unit starts at once, as the floor's does; one that is there
+	// (running, failed, or stopping) is stopped first, and a stopped
+	// transient unit is unloaded a moment after its stop job.
+	stopped := false
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		done := make(chan string, 1)
 		_, err := s.conn.StartTransientUnitContext(ctx, u.Name, "fail", props, done)
+		if isDBusError(err, "org.freedesktop.systemd1.UnitExists") && !stopped {
+			if err := s.Stop(ctx, u.Name); err != nil {
+				return err
+			}
+			stopped, deadline = true, time.Now().Add(10*time.Second)
+			continue
+		}
 		if isDBusError(err, "org.freedesktop.systemd1.UnitExists") && time.Now().Before(deadline) {
 			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 				return err
