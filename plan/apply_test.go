@@ -291,3 +291,23 @@ func TestSummaryCountsALargePlan(t *testing.T) {
 		t.Errorf("a small plan is summed up: %q", small.Summary(40))
 	}
 }
+
+// A spec of 5000 agents validates, plans and applies (on the fakes): no
+// limit of the planner's or the bus config's stands in the way.
+func TestFiveThousandAgentsPlan(t *testing.T) {
+	f, err := spec.Count(5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, fk := newFakes()
+	p := provision(t, h, f)
+	if p.Count(StartUnit) != 5000 || p.Count(CreateIdentity) != 5001 {
+		t.Errorf("plan of 5000: %s", p.Summary(40))
+	}
+	if n := len(fk.units.Started()); n != 5000 {
+		t.Errorf("%d units started, want 5000", n)
+	}
+	if again := provision(t, h, f); !again.Empty() {
+		t.Errorf("second provision of 5000: %s", again.Summary(40))
+	}
+}
