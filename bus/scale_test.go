@@ -17,33 +17,36 @@ func TestMoreWorkersThanTheServersDefaultConsumerLimit(t *testing.T) {
 		t.Skip("tier unit: over 1000 identities and consumers; skipped with -short")
 	}
 	const n = server.JSDefaultMaxConsumersPerStream + 20
-	small, err := spec.Count(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	big, err := spec.Count(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{OperatorName}
-	for _, a := range big.Agents {
-		names = append(names, spec.UserName(a.ID))
-	}
-	ids := newIdentities(t, names...)
-	// On a free port, no monitoring port: other tests' buses may be up.
-	config := func(f *spec.Flock) Config {
-		c := ForFlock(f, ids.keys())
-		c.Listen, c.Monitor = "127.0.0.1:-1", ""
-		return c
-	}
-	s := startBus(t, config(small), Options{})
+	config := countedFlocks(t, n)
+	s := startBus(t, config(10), Options{})
 	// One per worker, and the bus's own (any worker's, the dead-letterer's).
 	own := consumers(t, s) - 10
-	if err := s.Reload(config(big)); err != nil {
+	if err := s.Reload(config(n)); err != nil {
 		t.Fatalf("growing to %d workers: %v", n, err)
 	}
 	if got := consumers(t, s); got != n+own {
 		t.Errorf("%d consumers for %d workers, want %d", got, n, n+own)
+	}
+}
+
+// countedFlocks makes identities for n default agents and returns the bus
+// config of the first m of them, on a free port with no monitoring port
+// (other tests' buses may be up).
+func countedFlocks(t *testing.T, n int) func(m int) Config {
+	t.Helper()
+	names := []string{OperatorName}
+	for id := 1; id <= n; id++ {
+		names = append(names, spec.UserName(id))
+	}
+	ids := newIdentities(t, names...)
+	return func(m int) Config {
+		f, err := spec.Count(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := ForFlock(f, ids.keys())
+		c.Listen, c.Monitor = "127.0.0.1:-1", ""
+		return c
 	}
 }
 
@@ -59,34 +62,17 @@ func consumers(t *testing.T, s *Server) int {
 // A reload asks the server only for the consumers that change: adding one
 // worker to many makes one consumer, and a changed setting reaches all.
 func TestReloadTouchesOnlyTheConsumersThatChange(t *testing.T) {
-	f, err := spec.Count(50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grown, err := spec.Count(51)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{OperatorName}
-	for _, a := range grown.Agents {
-		names = append(names, spec.UserName(a.ID))
-	}
-	ids := newIdentities(t, names...)
-	config := func(f *spec.Flock) Config {
-		c := ForFlock(f, ids.keys())
-		c.Listen, c.Monitor = "127.0.0.1:-1", ""
-		return c
-	}
-	s := startBus(t, config(f), Options{})
+	config := countedFlocks(t, 51)
+	s := startBus(t, config(50), Options{})
 	before := apiRequests(t, s)
-	if err := s.Reload(config(grown)); err != nil {
+	if err := s.Reload(config(51)); err != nil {
 		t.Fatal(err)
 	}
 	// The streams (each updated in place), one listing, one new consumer.
 	if n := apiRequests(t, s) - before; n > 10 {
 		t.Errorf("adding one worker to 50 took %d JetStream API requests, want at most 10", n)
 	}
-	changed := config(grown)
+	changed := config(51)
 	changed.Tasks.MaxDeliveries = 7
 	if err := s.Reload(changed); err != nil {
 		t.Fatal(err)
