@@ -114,10 +114,18 @@ test-fuzz:
 
 test: deps test-unit test-fuzz test-fresh test-system test-vm
 
-# Figures against the floor measured in the same run; never a pass/fail.
+# One table of flock's figures against their floors, measured in the same
+# run; never a pass/fail on speed. Each benchmark prints its rows
+# (test/benchrow) and repeats its own measures (-benchtime 1x); the go test
+# output goes to stderr as it comes, the table (aligned, then Markdown) to
+# stdout. The packages run one after the other so no two share the cores.
+# QUICK=1 is the short form: N ≤ 100, one repetition, a few minutes.
+QUICK ?=
 bench: deps
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./bus/
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x ./test/...
+	@CGO_ENABLED=0 $(GO) build -o bin/benchtable ./test/benchtable
+	@{ for p in ./bus/ ./test/; do \
+		FLOCK_BENCH_QUICK=$(QUICK) $(GO) test -count=1 -timeout 6h -run '^$$' -bench . -benchtime 1x $$p; \
+	done; } 2>&1 | FLOCK_BENCH_QUICK=$(QUICK) bin/benchtable
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -1,8 +1,8 @@
 package bus
 
-// Tier: unit (no root). A benchmark, not a test: it prints figures
-// against issue 5's targets (throughput ≥ 0.7x bare JetStream, p50 end to
-// end ≤ 2 ms) and asserts nothing. Run:
+// Tier: unit (no root). A benchmark, not a test: it prints rows of make
+// bench's table (test/benchrow) against issue 5's targets (throughput ≥
+// 0.7x bare JetStream, p50 end to end ≤ 2 ms) and asserts nothing. Run:
 // go test -run '^$' -bench Tasks -benchtime 1x ./bus/
 
 import (
@@ -20,6 +20,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/test/benchrow"
 )
 
 const (
@@ -204,18 +205,25 @@ func BenchmarkTasks(b *testing.B) {
 	}
 	var lat [2][]time.Duration
 	var took [2]time.Duration
+	var p50s, p99s, rates [2][]float64 // per round
 	for range b.N {
 		for r := range benchTaskRounds {
 			for k := range 2 {
 				i := (k + r) % 2 // alternate which side goes first
-				lat[i] = append(lat[i], sides[i].oneByOne(b, benchLatencyRuns/benchTaskRounds)...)
-				took[i] += sides[i].allAtOnce(b, benchTasks/benchTaskRounds)
+				round := sides[i].oneByOne(b, amount(benchLatencyRuns)/benchTaskRounds)
+				lat[i] = append(lat[i], round...)
+				p50, p99 := percentiles(round)
+				p50s[i], p99s[i] = append(p50s[i], us(p50)), append(p99s[i], us(p99))
+				d := sides[i].allAtOnce(b, amount(benchTasks)/benchTaskRounds)
+				took[i] += d
+				rates[i] = append(rates[i], float64(amount(benchTasks)/benchTaskRounds)/d.Seconds())
 			}
 		}
 	}
 	fp50, fp99 := percentiles(lat[0])
 	bp50, bp99 := percentiles(lat[1])
-	flock, bare := float64(b.N*benchTasks)/took[0].Seconds(), float64(b.N*benchTasks)/took[1].Seconds()
+	sent := float64(b.N * amount(benchTasks) / benchTaskRounds * benchTaskRounds)
+	flock, bare := sent/took[0].Seconds(), sent/took[1].Seconds()
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(us(fp50), "flock-p50-us")
 	b.ReportMetric(us(fp99), "flock-p99-us")
@@ -224,4 +232,12 @@ func BenchmarkTasks(b *testing.B) {
 	b.ReportMetric(flock, "flock-tasks/s")
 	b.ReportMetric(bare, "bare-tasks/s")
 	b.ReportMetric(flock/bare, "tput-ratio")
+	const note = "Bare: JetStream as it comes (no users), a work-queue stream and a results stream, two workers pulling, storing the result and acknowledging by hand; flock: the bus's streams and consumers, two flock-agent task loops (agent.ServeTasks). End to end: stored, taken, result stored, acknowledged. Rounds alternate; reps are rounds."
+	row := func(what, unit string, higher bool, v [2][]float64, goal string) {
+		benchrow.Print(b, benchrow.Row{Group: "tasks", What: what, Floor: "bare JetStream", Note: note,
+			N: 1 + benchWorkers, Unit: unit, Higher: higher, Flock: v[0], Base: v[1], Goal: goal})
+	}
+	row("task end to end p50, one at a time", "µs", false, p50s, "≤ 2 ms")
+	row("task end to end p99, one at a time", "µs", false, p99s, "")
+	row("task throughput, queue full", "tasks/s", true, rates, "≥ 0.7x bare")
 }

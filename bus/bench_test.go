@@ -1,8 +1,10 @@
 package bus
 
-// Tier: unit (no root). Benchmarks, not tests: they print figures against
-// the targets (p99 ≤ 1.2x bare, throughput ≥ 0.9x bare) and
-// assert nothing. Run: go test -run '^$' -bench Bus -benchtime 1x ./bus/
+// Tier: unit (no root). Benchmarks, not tests: they print rows of make
+// bench's table (test/benchrow) against the targets (p99 ≤ 1.2x
+// bare, throughput ≥ 0.9x bare) and assert nothing. Run:
+// go test -run '^$' -bench Bus -benchtime 1x ./bus/ (FLOCK_BENCH_QUICK=1:
+// a fifth of the work).
 
 import (
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/test/benchrow"
 )
 
 // Fixed amounts of work, split in rounds that alternate between the two
@@ -24,6 +27,17 @@ const (
 	benchMessages = 500000 // per server
 	benchPayload  = 128
 )
+
+// amount is full, or a fifth of it in make bench's short form.
+func amount(full int) int {
+	if benchrow.Quick() {
+		return full / 5
+	}
+	return full
+}
+
+// noteBare says what the bus rows' floor is and how they are measured.
+const noteBare = "Bare: the same nats-server library as it comes (no users, no permissions) in the same process; flock: ForFlock's users, nkey auth and subject permissions, one client per agent. Rounds alternate between the two; reps are rounds, each row's figure the median of the rounds'."
 
 // benchBus is three clients on one server: orchestrator, worker, monitor.
 type benchBus struct {
@@ -92,11 +106,15 @@ func BenchmarkBus(b *testing.B) {
 			bb.requests(b, 500) // warm up
 		}
 		var rtts [2][]time.Duration
+		var p50s, p99s [2][]float64 // per round
 		for range b.N {
 			for r := range benchRounds {
 				for k := range 2 {
 					i := (k + r) % 2 // alternate which server goes first
-					rtts[i] = append(rtts[i], buses[i].requests(b, benchRequests/benchRounds)...)
+					round := buses[i].requests(b, amount(benchRequests)/benchRounds)
+					rtts[i] = append(rtts[i], round...)
+					p50, p99 := percentiles(round)
+					p50s[i], p99s[i] = append(p50s[i], us(p50)), append(p99s[i], us(p99))
 				}
 			}
 		}
@@ -109,6 +127,14 @@ func BenchmarkBus(b *testing.B) {
 		b.ReportMetric(us(bp99), "bare-p99-us")
 		b.ReportMetric(us(fp50)/us(bp50), "p50-ratio")
 		b.ReportMetric(us(fp99)/us(bp99), "p99-ratio")
+		for _, q := range []struct {
+			what string
+			v    [2][]float64
+			goal string
+		}{{"bus round trip p50", p50s, ""}, {"bus round trip p99", p99s, "≤ 1.2x bare"}} {
+			benchrow.Print(b, benchrow.Row{Group: "bus", What: q.what, Floor: "bare nats-server", Note: noteBare,
+				N: 3, Unit: "µs", Flock: q.v[0], Base: q.v[1], Goal: q.goal})
+		}
 	})
 	b.Run("publish", func(b *testing.B) {
 		buses := [2]*benchBus{flockBench(b), bareBench(b)}
@@ -117,13 +143,15 @@ func BenchmarkBus(b *testing.B) {
 		}
 		var msgs [2]int
 		var took [2]time.Duration
+		var rates [2][]float64 // per round
 		for range b.N {
 			for r := range benchRounds {
 				for k := range 2 {
 					i := (k + r) % 2
-					n, d := buses[i].stream(b, benchMessages/benchRounds)
+					n, d := buses[i].stream(b, amount(benchMessages)/benchRounds)
 					msgs[i] += n
 					took[i] += d
+					rates[i] = append(rates[i], float64(n)/d.Seconds())
 				}
 			}
 		}
@@ -132,6 +160,8 @@ func BenchmarkBus(b *testing.B) {
 		b.ReportMetric(flock, "flock-msgs/s")
 		b.ReportMetric(bare, "bare-msgs/s")
 		b.ReportMetric(flock/bare, "tput-ratio")
+		benchrow.Print(b, benchrow.Row{Group: "bus", What: "bus publish → subscribe throughput", Floor: "bare nats-server", Note: noteBare,
+			N: 3, Unit: "msg/s", Higher: true, Flock: rates[0], Base: rates[1], Goal: "≥ 0.9x bare"})
 	})
 }
 

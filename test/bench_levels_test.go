@@ -1,12 +1,14 @@
 package test
 
 // Tier: root + nspawn, podman and runsc. Start to first heartbeat per
-// level, against the floor of each in the same run: a raw `podman run`
-// and a raw `runsc run` of the same agent on the same rootfs, without the
-// unit or flock's launcher. flock's side is the agent's unit started
-// straight over D-Bus (floor start), as provision starts it.
+// level, against the floor of each in the same run: flock-agent run
+// straight as the agent's uid (level process), a raw `podman run` and a
+// raw `runsc run` of the same agent on the same rootfs, without the unit or
+// flock's launcher. flock's side is the agent's unit started straight over
+// D-Bus (floor start), as provision starts it. Rows of make bench's table
+// (test/benchrow); nothing about speed is asserted.
 //
-//	go test ./test/ -run '^$' -bench Levels -benchtime 5x
+//	go test ./test/ -run '^$' -bench Levels -benchtime 1x
 
 import (
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/test/benchrow"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -40,6 +43,7 @@ func rawEnv(id int) []string {
 }
 
 func BenchmarkLevels(b *testing.B) {
+	// Tier: root + nspawn, podman and runsc.
 	requireRuntimes(b)
 	m := harness.Boot(b)
 	provision(b, m, benchLevelsSpec())
@@ -47,12 +51,14 @@ func BenchmarkLevels(b *testing.B) {
 	waitBus(b, m, time.Time{}, 1, 2, 3)
 
 	// The raw runs use copies of agents 2's and 3's credentials, owned by
-	// their uids, and gVisor's bundle as flock wrote it (its paths moved).
+	// their uids, and gVisor's bundle as flock wrote it, the credential it
+	// binds (units.CredentialPath, the unit's own) moved to the copy.
 	mustRun(b, m, "sh", "-c", `set -e; mkdir -p /tmp/raw/bundle
 		install -m 0400 -o 2000000002 -g 2000000002 /var/lib/flock/creds/flock-2.nk /tmp/raw/nats2
 		install -m 0400 -o 2000000003 -g 2000000003 /var/lib/flock/creds/flock-3.nk /tmp/raw/nats3
-		sed 's#/run/flock-sandbox/3/nats#/tmp/raw/nats3#' /run/flock-sandbox/3/bundle/config.json > /tmp/raw/bundle/config.json`)
-	mustRun(b, m, "systemctl", "stop", "flock-agent@2", "flock-agent@3")
+		sed 's#"/run/flock-agent/nats"#"/tmp/raw/nats3"#' /run/flock-sandbox/3/bundle/config.json > /tmp/raw/bundle/config.json
+		grep -q '"/tmp/raw/nats3"' /tmp/raw/bundle/config.json`)
+	stopCollected(b, m, unitName(2), unitName(3))
 
 	rawPodman := []string{"podman", "run", "--rm", "--cgroups=disabled", "--network=host", "--user", "2000000002:2000000002",
 		"--volume", "/usr/local/bin/flock-agent:/.flock/flock-agent:ro", "--volume", "/tmp/raw/nats2:/.flock/nats:ro"}
@@ -71,47 +77,61 @@ func BenchmarkLevels(b *testing.B) {
 		uid := strconv.Itoa(2000000000 + id)
 		return []string{"env", "AGENT_ID=" + n, "AGENT_ROLE=worker", "NATS_URL=nats://127.0.0.1:4222", "FLOCK_HEARTBEAT=1m",
 			"HOME=/srv/flock/agents/" + n, "FLOCK_LOG_FILE=/srv/flock/logs/" + n + ".log", "SHARED_DIR=/srv/flock/common",
-			"CREDENTIALS_DIRECTORY=/tmp/raw/cred" + n, "RUNTIME_DIRECTORY=/tmp/raw/run" + n,
+			"NATS_NKEY=/tmp/raw/cred" + n + "/nats", "RUNTIME_DIRECTORY=/tmp/raw/run" + n,
 			"flock-agent", "sandbox", "--level=" + level, "--runtime=" + map[string]string{"podman": "/usr/bin/podman", "gvisor": "/usr/local/bin/runsc"}[level],
 			"--uid=" + uid, "--gid=" + uid, "--shared-gid=2000000000", "--rootfs=" + harness.Rootfs, "--"}
 	}
-	mustRun(b, m, "sh", "-c", `set -e; for n in 2 3; do mkdir -p /tmp/raw/cred$n /tmp/raw/run$n; cp /var/lib/flock/creds/flock-$n.nk /tmp/raw/cred$n/nats; done`)
+	// Level process's floor: the same program and environment, started as
+	// the agent's uid by setpriv instead of a unit.
+	rawProcess := []string{"setpriv", "--reuid=2000000001", "--regid=2000000001", "--clear-groups",
+		"env", "-i", "AGENT_ID=1", "AGENT_ROLE=worker", "NATS_URL=nats://127.0.0.1:4222", "NATS_NKEY=/tmp/raw/cred1/nats",
+		"FLOCK_HEARTBEAT=1m", "HOME=/srv/flock/agents/1", "FLOCK_LOG_FILE=/srv/flock/logs/1.log", "SHARED_DIR=/srv/flock/common",
+		"/usr/local/bin/flock-agent"}
+	mustRun(b, m, "sh", "-c", `set -e; for n in 1 2 3; do mkdir -p /tmp/raw/cred$n /tmp/raw/run$n; install -o $((2000000000+n)) -g $((2000000000+n)) -m 0400 /var/lib/flock/creds/flock-$n.nk /tmp/raw/cred$n/nats; done`)
 
 	runs := []struct {
 		name string
 		id   int
 		argv []string
 		stop []string // after the measure, so the next start is a cold one
+		unit string   // stopped and collected after the measure, for the same reason
 	}{
-		{"process", 1, []string{"floor", "start", specPath, "1"}, []string{"systemctl", "stop", "flock-agent@1"}},
-		{"podman", 2, []string{"floor", "start", specPath, "2"}, []string{"systemctl", "stop", "flock-agent@2"}},
-		{"raw-podman", 2, rawPodman, nil},
-		{"launcher-podman", 2, launcher(2, "podman"), nil},
-		{"gvisor", 3, []string{"floor", "start", specPath, "3"}, []string{"systemctl", "stop", "flock-agent@3"}},
-		{"launcher-gvisor", 3, launcher(3, "gvisor"), []string{"runsc", "--root", "/tmp/raw/run3/runsc", "delete", "--force", "flock-agent-3"}},
-		{"raw-runsc", 3, rawRunsc, []string{"runsc", "--root", "/tmp/raw/runsc", "delete", "--force", "raw-3"}},
+		{"process", 1, []string{"floor", "start", specPath, "1"}, nil, unitName(1)},
+		{"raw-process", 1, rawProcess, nil, ""},
+		{"podman", 2, []string{"floor", "start", specPath, "2"}, nil, unitName(2)},
+		{"raw-podman", 2, rawPodman, nil, ""},
+		{"launcher-podman", 2, launcher(2, "podman"), nil, ""},
+		{"gvisor", 3, []string{"floor", "start", specPath, "3"}, nil, unitName(3)},
+		{"launcher-gvisor", 3, launcher(3, "gvisor"), []string{"runsc", "--root", "/tmp/raw/run3/runsc", "delete", "--force", "flock-agent-3"}, ""},
+		{"raw-runsc", 3, rawRunsc, []string{"runsc", "--root", "/tmp/raw/runsc", "delete", "--force", "raw-3"}, ""},
 	}
-	mustRun(b, m, "systemctl", "stop", "flock-agent@1")
-	total := map[string]float64{}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	stopCollected(b, m, unitName(1))
+	ms := map[string][]float64{}
+	for range benchrow.Reps(5) {
 		for _, r := range runs {
 			out := mustRun(b, m, append([]string{"probe", "first-heartbeat", "-agent", strconv.Itoa(r.id), "--"}, r.argv...)...)
-			ms, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+			v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
 			if err != nil {
 				b.Fatalf("%s: %q: %v", r.name, out, err)
 			}
-			total[r.name] += ms
+			ms[r.name] = append(ms[r.name], v)
 			if r.stop != nil {
 				mustRun(b, m, r.stop...)
 			}
+			if r.unit != "" {
+				stopCollected(b, m, r.unit)
+			}
 		}
 	}
-	b.StopTimer()
-	for name, ms := range total {
-		b.ReportMetric(ms/float64(b.N), name+"-ms")
+	const note = "From starting it to the agent's first heartbeat as the operator hears it (probe first-heartbeat). flock: its unit started over D-Bus (floor start). raw: flock-agent with the same environment and credential, as the agent's uid (setpriv), in `podman run --rootfs` or `runsc run` of the same rootfs, no unit, no launcher. launcher: `flock-agent sandbox` (flock's podman or runsc command line) run outside systemd."
+	for _, row := range []struct{ what, flock, floor, floorName string }{
+		{"start to first heartbeat, level process", "process", "raw-process", "raw process"},
+		{"start to first heartbeat, level podman", "podman", "raw-podman", "raw podman run"},
+		{"start to first heartbeat, level gvisor", "gvisor", "raw-runsc", "raw runsc run"},
+		{"flock's launcher alone, podman", "launcher-podman", "raw-podman", "raw podman run"},
+		{"flock's launcher alone, gvisor", "launcher-gvisor", "raw-runsc", "raw runsc run"},
+	} {
+		benchrow.Print(b, benchrow.Row{Group: "start", What: row.what, Floor: row.floorName, Note: note,
+			Unit: "ms", Flock: ms[row.flock], Base: ms[row.floor]})
 	}
-	b.ReportMetric(total["podman"]/total["raw-podman"], "podman-x-raw")
-	b.ReportMetric(total["gvisor"]/total["raw-runsc"], "gvisor-x-raw")
-	b.ReportMetric(0, "ns/op")
 }
