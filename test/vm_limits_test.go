@@ -198,9 +198,14 @@ func checkMemoryHog(t *testing.T, v *harness.VM, w cgroupWatch) {
 			t.Errorf("OOM kill %d: usage %d kB, limit %d kB; want killed at the limit %d kB", i+1, usageKB[i], limitKB[i], memLimit>>10)
 		}
 	}
+	// The kernel lets a charge through over the limit while the OOM
+	// victim dies ("force" in mm/memcontrol.c try_charge_memcg: it will
+	// free memory very soon), one charge of at most a batch of 64 pages:
+	// the peak may pass MemoryMax by that and no more (seen: 3 pages).
+	const forcedCharge = 64 * 4096
 	peak := max(w.Max["memory.peak"], w.Max["memory.current"])
-	if peak > memLimit {
-		t.Errorf("memory peak %d B above MemoryMax %d B", peak, memLimit)
+	if peak > memLimit+forcedCharge {
+		t.Errorf("memory peak %d B above MemoryMax %d B by more than the kernel's forced charge (%d B)", peak, memLimit, forcedCharge)
 	}
 	t.Logf("FIGURE memory: %d OOM kills at usage %v kB vs MemoryMax %d kB; memory.peak sampled %.1f MiB; memory.events oom_kill %d; NRestarts %s (RestartUSec %s)",
 		len(usageKB), usageKB, memLimit>>10, float64(peak)/(1<<20), w.Events["memory.events.oom_kill"], p["NRestarts"], p["RestartUSec"])
