@@ -136,16 +136,21 @@ func provision(ctx context.Context, f *spec.Flock) error {
 	}
 	defer conn.Close()
 	return eachUnit(f, func(a spec.Agent) error {
-		u := units.ForAgent(f, a, units.Options{})
-		done := make(chan string, 1)
-		if _, err := conn.StartTransientUnitContext(ctx, u.Name, "fail", u.DBusProperties(), done); err != nil {
-			return fmt.Errorf("%s: %w", u.Name, err)
-		}
-		if r := <-done; r != "done" {
-			return fmt.Errorf("%s: start job %s", u.Name, r)
-		}
-		return nil
+		return startUnit(ctx, conn, units.ForAgent(f, a, units.Options{}))
 	})
+}
+
+// startUnit starts u straight over D-Bus and waits for its start job, as
+// systemd's own floor: no stop first, no retry.
+func startUnit(ctx context.Context, conn *sd.Conn, u units.Unit) error {
+	done := make(chan string, 1)
+	if _, err := conn.StartTransientUnitContext(ctx, u.Name, "fail", u.DBusProperties(), done); err != nil {
+		return fmt.Errorf("%s: %w", u.Name, err)
+	}
+	if r := <-done; r != "done" {
+		return fmt.Errorf("%s: start job %s", u.Name, r)
+	}
+	return nil
 }
 
 // deprovision undoes provision the raw way: stop jobs pipelined, then the
@@ -228,14 +233,7 @@ func startOne(ctx context.Context, file, rawID string) error {
 		return fmt.Errorf("systemd: %w", err)
 	}
 	defer conn.Close()
-	done := make(chan string, 1)
-	if _, err := conn.StartTransientUnitContext(ctx, u.Name, "fail", u.DBusProperties(), done); err != nil {
-		return fmt.Errorf("%s: %w", u.Name, err)
-	}
-	if r := <-done; r != "done" {
-		return fmt.Errorf("%s: start job %s", u.Name, r)
-	}
-	return nil
+	return startUnit(ctx, conn, u)
 }
 
 // bareBus is the idle floor of flock.service: the same server library
