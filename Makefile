@@ -93,18 +93,18 @@ preflight: deps
 # Go (debootstrap; the tree is cached in /var/cache/flock-fresh): catches
 # a test that leans on what this machine happened to have.
 test-fresh: deps
-	$(GO) test -count=1 -timeout 40m -v -run '^TestFreshMachine$$' ./test/
+	$(GO) test -count=1 -timeout 20m -v -run '^TestFreshMachine$$' ./test/
 
 # The VM tier (tests named TestVM*) runs in test-vm only, and preflight and
 # the fresh machine in their own targets, so nothing runs twice.
 test-system: deps preflight
-	$(GO) test -count=1 -timeout 45m -v -skip '^(TestVM|TestFreshMachine$$)|$(PREFLIGHT)' ./test/...
+	$(GO) test -count=1 -timeout 30m -v -skip '^(TestVM|TestFreshMachine$$)|$(PREFLIGHT)' ./test/...
 
 # A qemu VM per test, under software emulation: the first run builds the
 # image (a few minutes; cached in /var/cache/flock-vm by its recipe). -p 1:
 # one VM at a time, so two never share the two cores.
 test-vm: deps
-	$(GO) test -count=1 -timeout 60m -v -p 1 -run '^TestVM' ./test/...
+	$(GO) test -count=1 -timeout 35m -v -p 1 -run '^TestVM' ./test/...
 
 # The spec parser under the fuzzer for a bounded time (longer locally:
 # make test-fuzz FUZZTIME=10m). Failures land in spec/testdata/fuzz.
@@ -112,6 +112,9 @@ FUZZTIME ?= 60s
 test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 
+# CI has 90 minutes for all of this (about 35 measured): each tier's
+# -timeout is about twice what it takes, so a hang fails its tier with a
+# goroutine dump instead of running CI out of time.
 test: deps test-unit test-fuzz test-fresh test-system test-vm
 
 # One table of flock's figures against their floors, measured in the same

@@ -20,7 +20,7 @@ func setAgentEnv(t *testing.T, extra ...string) {
 		"NATS_NKEY": "/run/credentials/flock-agent@3.service/nats", "CREDENTIALS_DIRECTORY": "",
 		"NATS_INBOX_PREFIX": "_INBOX.flock-3", "SHARED_DIR": "/srv/flock/common",
 		"FLOCK_LOG_FILE": "/srv/flock/logs/3.log", "HOME": "/srv/flock/agents/3",
-		"FLOCK_HEARTBEAT": "", "FLOCK_TASK_TIMEOUT": "", "FLOCK_MAX_OUTPUT": "",
+		"FLOCK_HEARTBEAT": "", "FLOCK_TASK_TIMEOUT": "", "FLOCK_MAX_OUTPUT": "", "FLOCK_JIT": "",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]

@@ -2,7 +2,8 @@
 // (its id, role, bus address and credential, the shared directory, its log
 // file, its limits), structured logging to the journal and the log file,
 // the Landlock scope that keeps an agent's abstract UNIX sockets and
-// signals to itself, and the bus client: heartbeats, events and tasks.
+// signals to itself, the seccomp walls (Walls), and the bus client:
+// heartbeats, events and tasks.
 package agent
 
 import (
@@ -35,6 +36,7 @@ type Env struct {
 	Heartbeat   time.Duration // FLOCK_HEARTBEAT
 	TaskTimeout time.Duration // FLOCK_TASK_TIMEOUT
 	MaxOutput   int           // FLOCK_MAX_OUTPUT, bytes of stdout+stderr kept per task
+	JIT         bool          // FLOCK_JIT: the spec's jit, W+X memory allowed (Walls)
 }
 
 // ErrNotAnAgent means the process was not started by a flock unit.
@@ -79,6 +81,13 @@ func FromEnv() (Env, error) {
 	if e.MaxOutput, err = bytesVar("FLOCK_MAX_OUTPUT", DefaultMaxOutput); err != nil {
 		return Env{}, err
 	}
+	switch jit := os.Getenv("FLOCK_JIT"); jit {
+	case "", "false":
+	case "true":
+		e.JIT = true
+	default:
+		return Env{}, fmt.Errorf("FLOCK_JIT=%q: want true or false", jit)
+	}
 	return e, nil
 }
 
@@ -99,6 +108,7 @@ func (e Env) Environ() []string {
 		"FLOCK_HEARTBEAT=" + e.Heartbeat.String(),
 		"FLOCK_TASK_TIMEOUT=" + e.TaskTimeout.String(),
 		"FLOCK_MAX_OUTPUT=" + strconv.Itoa(e.MaxOutput),
+		"FLOCK_JIT=" + strconv.FormatBool(e.JIT),
 		"HOME=" + e.Home,
 	}
 }

@@ -36,6 +36,9 @@ func TestFromEnvVariables(t *testing.T) {
 		{"bad max output", []string{"FLOCK_MAX_OUTPUT", "1k"}, nil, `FLOCK_MAX_OUTPUT="1k" is not a positive number of bytes`},
 		{"negative max output", []string{"FLOCK_MAX_OUTPUT", "-1"}, nil, `FLOCK_MAX_OUTPUT="-1"`},
 		{"bad role", []string{"AGENT_ROLE", "boss"}, nil, `AGENT_ROLE="boss"`},
+		{"jit", []string{"FLOCK_JIT", "true"}, func(e Env) bool { return e.JIT }, ""},
+		{"no jit", []string{"FLOCK_JIT", "false"}, func(e Env) bool { return !e.JIT }, ""},
+		{"bad jit", []string{"FLOCK_JIT", "yes"}, nil, `FLOCK_JIT="yes": want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setAgentEnv(t, tc.set...)
@@ -59,7 +62,7 @@ func TestFromEnvVariables(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	want := Env{ID: 7, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@7.service/nats",
 		InboxPrefix: "_INBOX.flock-7", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/7.log", Home: "/srv/flock/agents/7",
-		Heartbeat: 2 * time.Second, TaskTimeout: 90 * time.Minute, MaxOutput: 1 << 20}
+		Heartbeat: 2 * time.Second, TaskTimeout: 90 * time.Minute, MaxOutput: 1 << 20, JIT: true}
 	t.Setenv("CREDENTIALS_DIRECTORY", "")
 	seen := map[string]bool{}
 	for _, kv := range want.Environ() {

@@ -3,14 +3,13 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// scopeABI is the first Landlock ABI with IPC scopes (kernel 6.12).
-const scopeABI = 6
+// ScopeABI is the first Landlock ABI with IPC scopes (kernel 6.12).
+const ScopeABI = 6
 
 // rulesetAttr is struct landlock_ruleset_attr up to .scoped (ABI 6); the
 // kernel takes the size we pass, so newer fields may stay off.
@@ -23,34 +22,29 @@ type rulesetAttr struct {
 // ErrNoScopes means the kernel has no Landlock IPC scopes.
 var ErrNoScopes = errors.New("this kernel has no Landlock IPC scopes (needs Linux 6.12+): abstract UNIX sockets are shared with the host")
 
-// ScopeIPCThenExec confines the calling thread to a Landlock domain of its
-// own for abstract UNIX sockets and signals, then execs argv with env, so
-// the new program and all it starts can connect to, and signal, only
-// processes of that domain. Two agents thus cannot meet through an abstract
-// socket, which lives in the host's network namespace where no mount or
-// user namespace reaches, and systemd has no property for it.
-// Landlock binds a thread, and execve keeps only the calling thread, so
-// restricting and exec'ing on one locked thread covers the whole program.
-// It returns only on failure; ErrNoScopes where the kernel lacks scopes.
-func ScopeIPCThenExec(path string, argv, env []string) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := scopeThisThread(); err != nil {
-		return err
-	}
-	if err := unix.Exec(path, argv, env); err != nil {
-		return fmt.Errorf("exec %s: %w", path, err)
-	}
-	return nil
-}
-
 // IPCScopesSupported reports whether this kernel can scope abstract UNIX
 // sockets and signals (Landlock ABI 6, Linux 6.12+).
-func IPCScopesSupported() bool {
+func IPCScopesSupported() bool { return LandlockABI() >= ScopeABI }
+
+// LandlockABI is the Landlock ABI this kernel offers; 0 when it has none
+// (or Landlock is not enabled at boot).
+func LandlockABI() int {
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	return errno == 0 && int(abi) >= scopeABI
+	if errno != 0 {
+		return 0
+	}
+	return int(abi)
 }
 
+// scopeThisThread confines the calling thread to a Landlock domain of its
+// own for abstract UNIX sockets and signals, so the program it then execs
+// and all that starts can connect to, and signal, only processes of that
+// domain. Two agents thus cannot meet through an abstract socket, which
+// lives in the host's network namespace where no mount or user namespace
+// reaches, and systemd has no property for it. Landlock binds a thread and
+// execve keeps only the calling thread, so restricting and exec'ing on one
+// locked thread (ConfineThenExec) covers the whole program.
+// ErrNoScopes where the kernel lacks scopes.
 func scopeThisThread() error {
 	if !IPCScopesSupported() {
 		return ErrNoScopes

@@ -2,157 +2,144 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus/wire"
 )
 
-// queue is where an agent takes tasks from: the consumer its role shares
-// and its own.
-type queue struct {
-	shared, own jetstream.Consumer
-	ackWait     time.Duration
-	owned       chan held // tasks from own, handed over one by one
-}
+// The agent takes tasks from the bus's task desk: it asks on
+// agent.N.task.next and the desk hands it a task with a lease, which it
+// shows with every word about that task (progress, result, release). It
+// never touches JetStream itself.
+
+// askWait is how long one ask waits at the desk; askMargin how much
+// longer the agent waits for its answer before taking it for lost.
+const (
+	askWait   = wire.DefaultNextWait
+	askMargin = 5 * time.Second
+	// withdrawWait bounds waiting for the one answer of a withdrawn ask.
+	withdrawWait = time.Second
+	// deskTimeout bounds waiting for the desk to store a result;
+	// releaseTimeout for it to take a task back (unanswered, the task
+	// goes back after the ack wait anyway).
+	deskTimeout    = 15 * time.Second
+	releaseTimeout = 2 * time.Second
+)
 
 // held is a task in the agent's hands, kept alive from the moment it came
 // until stop.
 type held struct {
-	m    jetstream.Msg
+	t    wire.Handed
 	stop func()
 }
 
-func (q *queue) hold(m jetstream.Msg) held { return held{m, keepAlive(m, q.ackWait/3)} }
-
-// bind finds the bus's consumers by name; it never creates one (an agent
-// may not). Until they exist (the bus not up yet, or not reloaded with
-// this agent) it retries, saying so once.
-func (a *Agent) bind(ctx context.Context, js jetstream.JetStream, shared, own string) (*queue, error) {
-	q := &queue{owned: make(chan held)}
-	for _, b := range []struct {
-		name string
-		c    *jetstream.Consumer
-	}{{shared, &q.shared}, {own, &q.own}} {
-		for attempt := 1; ; attempt++ {
-			c, err := js.Consumer(ctx, wire.TasksStream, b.name)
-			if err == nil {
-				*b.c = c
-				if w := c.CachedInfo().Config.AckWait; q.ackWait == 0 || w < q.ackWait {
-					q.ackWait = w
-				}
-				break
-			}
-			if attempt == 1 {
-				a.log.Warn("the bus's task consumer is not reachable yet, retrying", "consumer", b.name, "error", err.Error())
-			}
-			if !sleep(ctx, reconnectDelay(attempt)) {
-				return nil, ctx.Err()
-			}
-		}
+func (a *Agent) hold(t wire.Handed) held {
+	every := t.AckWait / 3
+	if every <= 0 {
+		every = 10 * time.Second
 	}
-	return q, nil
+	return held{t, a.keepAlive(t, every)}
 }
 
-// pullOwn keeps a pull open on the agent's own consumer while ctx lives,
-// busy or not: what comes there is for this agent alone, so it may wait
-// its turn (kept alive). Each task goes to q.owned; one in hand when ctx
-// ends is given back.
-func (a *Agent) pullOwn(ctx context.Context, q *queue) {
-	failures := 0
-	for ctx.Err() == nil {
-		m, err := a.pull(ctx, q.own)
-		if err != nil {
-			failures++
-			if failures == 1 {
-				a.log.Warn("asking the bus for this agent's tasks failed, retrying", "error", err.Error())
-			}
-			sleep(ctx, reconnectDelay(failures))
-			continue
-		}
-		failures = 0
-		if m == nil {
-			continue
-		}
-		h := q.hold(m)
-		select {
-		case q.owned <- h:
-		case <-ctx.Done():
-			h.stop()
-			id := "?"
-			if md, err := m.Metadata(); err == nil {
-				id = wire.TaskID(m.Headers(), md.Sequence.Stream)
-			}
-			a.giveBack(m, id, "the agent is stopping")
-			return
-		}
+// ask asks the desk for a task and waits for its answer: the task, or
+// nil when none came within askWait. When ctx ends or the bus reconnects
+// (a restarted bus forgot the ask), the ask is withdrawn; a task that was
+// on its way all the same is given back if ctx ended, else returned.
+func (a *Agent) ask(ctx context.Context) (*wire.Handed, error) {
+	inbox := a.nc.NewInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("asking the bus for a task: %w", err)
 	}
-}
-
-// next waits for a task: one of this agent's own if one is waiting, else
-// the first to come of its own or the role's. The pull on the role's
-// consumer is open only while the agent is idle, so a task any worker
-// could take does not sit with this one while it is busy; a task of the
-// role handed over just as one of its own came is returned too (and run
-// next). The error is the pull's; a pull that expired, or was dropped on
-// a reconnect, returns nothing and no error.
-func (a *Agent) next(ctx context.Context, q *queue) ([]held, error) {
-	select {
-	case h := <-q.owned:
-		return []held{h}, nil
-	default:
+	defer sub.Unsubscribe()
+	body, _ := json.Marshal(wire.NextRequest{WaitMS: askWait.Milliseconds()})
+	back := a.reconnect()
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: wire.Desk(a.env.ID, wire.DeskNext), Reply: inbox, Data: body}); err != nil {
+		return nil, fmt.Errorf("asking the bus for a task: %w", err)
 	}
-	pctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithTimeout(ctx, askWait+askMargin)
 	defer cancel()
-	type pulled struct {
-		m   jetstream.Msg
-		err error
-	}
-	ch := make(chan pulled, 1)
 	go func() {
-		m, err := a.pull(pctx, q.shared)
-		ch <- pulled{m, err}
+		select {
+		case <-back:
+			cancel()
+		case <-wctx.Done():
+		}
 	}()
-	select {
-	case h := <-q.owned:
-		cancel()
-		out := []held{h}
-		if p := <-ch; p.m != nil {
-			out = append(out, q.hold(p.m))
+	m, err := sub.NextMsgWithContext(wctx)
+	if err != nil {
+		// Withdrawn: the desk answers the ask now, if it still knows it
+		// (a bus that is away does not).
+		if !a.nc.IsConnected() {
+			// A task answered just before the bus went is still taken.
+			if m, err = sub.NextMsg(time.Millisecond); err != nil {
+				return nil, nil
+			}
+		} else {
+			w, _ := json.Marshal(wire.NextRequest{Withdraw: inbox})
+			_ = a.nc.PublishMsg(&nats.Msg{Subject: wire.Desk(a.env.ID, wire.DeskNext), Reply: a.nc.NewInbox(), Data: w})
+			if m, err = sub.NextMsg(withdrawWait); err != nil {
+				return nil, nil
+			}
 		}
-		return out, nil
-	case p := <-ch:
-		if p.m == nil {
-			return nil, p.err
-		}
-		return []held{q.hold(p.m)}, nil
 	}
+	t, ok, err := wire.ParseHanded(m.Header, m.Data)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		a.giveBack(t, "the agent is stopping")
+		return nil, nil
+	}
+	return &t, nil
 }
 
-// pull asks c for one task and waits for it until the bus's expiry
-// (nothing, no error), ctx's end, or a reconnect: a restarted bus forgot
-// the pull, so it is dropped to be asked again at once.
-func (a *Agent) pull(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, error) {
-	pctx, cancel := context.WithCancel(ctx)
+// deskRequest sends verb about task t to the desk and waits for its
+// answer, until timeout or a reconnect (a request sent to a bus that went
+// away is never answered; errReconnected says to send it again); a
+// refusal is a *wire.Refusal.
+func (a *Agent) deskRequest(t wire.Handed, verb string, body []byte, timeout time.Duration) error {
+	m := nats.NewMsg(wire.Desk(a.env.ID, verb))
+	m.Header.Set(wire.LeaseHeader, t.Lease)
+	m.Data = body
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	back := a.reconnect()
 	go func() {
 		select {
 		case <-back:
 			cancel()
-		case <-pctx.Done():
+		case <-ctx.Done():
 		}
 	}()
-	m, err := c.Next(jetstream.FetchContext(pctx))
-	switch {
-	case m != nil:
-		return m, nil
-	case errors.Is(err, context.Canceled), errors.Is(err, nats.ErrTimeout):
-		return nil, nil
+	ans, err := a.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		select {
+		case <-back:
+			return fmt.Errorf("%w (%v)", errReconnected, err)
+		default:
+		}
+		return err
 	}
-	return nil, fmt.Errorf("pulling a task from %s: %w", c.CachedInfo().Name, err)
+	if r := wire.ParseRefusal(ans.Header); r != nil {
+		return r
+	}
+	return nil
+}
+
+// errReconnected: the bus reconnected while a request waited for its answer.
+var errReconnected = errors.New("the bus reconnected before answering")
+
+// refused is the refusal kind of err, "" if the desk did not refuse.
+func refused(err error) string {
+	var r *wire.Refusal
+	if errors.As(err, &r) {
+		return r.Kind
+	}
+	return ""
 }

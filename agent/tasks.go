@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus/wire"
 )
@@ -29,44 +28,28 @@ type Handler func(ctx context.Context, t Task) wire.Result
 // result in hand; beyond it the task is left to be handed out again.
 const stopGrace = 10 * time.Second
 
-// ackTimeout bounds waiting for the bus to confirm an acknowledgement.
-const ackTimeout = 10 * time.Second
-
-// ServeTasks takes tasks from the bus's durable queue, one at a time: from
-// the consumer every agent of role shares (wire.RoleConsumer, so each task
-// goes to one of them) and from this agent's own (wire.AgentConsumer, the
-// tasks addressed to it). While h runs the bus is told the task is in
-// progress, so a long task is not handed to another worker; once h
-// returns, the result is stored on wire.ResultSubject (the bus confirms
-// it) and only then is the task acknowledged. An agent that dies before
-// that leaves the task to be handed out again, and the result's
-// deduplication id keeps one stored result per task.
+// ServeTasks takes tasks from the bus's task desk, one at a time: tasks
+// addressed to this agent first, else one any worker of role may take
+// (the desk pulls them from wire.AgentConsumer and wire.RoleConsumer on
+// its behalf). While h runs the desk is told the task is in progress, so a
+// long task is not handed to another worker; once h returns the result is
+// handed in with the task's lease, and the desk stores it and
+// acknowledges the task. An agent that dies before that leaves the task to
+// be handed out again, and the result's deduplication id keeps one stored
+// result per task.
 //
 // When ctx ends it stops taking tasks; the task in hand is stopped (h sees
 // ctx done) and given back to the queue unless it finished, and ServeTasks
-// returns. It waits for the bus's consumers to exist, retrying, so an
-// agent may start before the bus.
+// returns. Until the bus takes its asks (not up yet, or not reloaded with
+// this agent) it retries, so an agent may start before the bus.
 func (a *Agent) ServeTasks(ctx context.Context, role string, h Handler) error {
 	if role == "" {
 		return errors.New("serving tasks: no role (AGENT_ROLE)")
 	}
-	js, err := jetstream.New(a.nc)
-	if err != nil {
-		return fmt.Errorf("serving tasks: %w", err)
-	}
-	shared, own := wire.RoleConsumer(role), wire.AgentConsumer(a.env.ID)
-	q, err := a.bind(ctx, js, shared, own)
-	if err != nil {
-		return nil // ctx ended first
-	}
-	a.log.Info("serving tasks", "stream", wire.TasksStream, "consumers", []string{shared, own}, "ack_wait", q.ackWait.String())
-	octx, stopOwn := context.WithCancel(ctx)
-	owner := make(chan struct{})
-	go func() { a.pullOwn(octx, q); close(owner) }()
-	defer func() { stopOwn(); <-owner }() // a task of its own in hand is given back
+	a.log.Info("serving tasks", "desk", wire.Desk(a.env.ID, wire.DeskNext))
 	failures := 0
 	for ctx.Err() == nil {
-		tasks, err := a.next(ctx, q)
+		t, err := a.ask(ctx)
 		switch {
 		case err == nil:
 			failures = 0
@@ -79,9 +62,9 @@ func (a *Agent) ServeTasks(ctx context.Context, role string, h Handler) error {
 			}
 			sleep(ctx, reconnectDelay(failures))
 		}
-		for _, t := range tasks {
+		if t != nil {
 			a.taskMu.Lock()
-			a.serveOne(ctx, js, t, h)
+			a.serveOne(ctx, a.hold(*t), h)
 			a.taskMu.Unlock()
 		}
 	}
@@ -100,21 +83,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// serveOne runs one task it holds (kept alive since it came: a second
-// task handed over with the first waits its turn, and must not be handed
-// out again meanwhile), stores the result and acknowledges the task.
-func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, held held, h Handler) {
-	m, stop := held.m, held.stop
-	md, err := m.Metadata()
-	if err != nil { // not from a consumer: nothing to acknowledge
-		stop()
-		a.log.Error("a task without JetStream metadata, dropped", "subject", m.Subject(), "error", err.Error())
-		return
-	}
-	t := Task{ID: wire.TaskID(m.Headers(), md.Sequence.Stream), Subject: m.Subject(), Payload: m.Data(), Delivery: md.NumDelivered}
+// serveOne runs one task it holds (kept alive since it came) and hands
+// in the result; the desk stores it and acknowledges the task.
+func (a *Agent) serveOne(ctx context.Context, hd held, h Handler) {
+	stop := hd.stop
+	t := Task{ID: hd.t.ID, Subject: hd.t.Subject, Payload: hd.t.Payload, Delivery: hd.t.Delivery}
 	if ctx.Err() != nil {
 		stop()
-		a.giveBack(m, t.ID, "the agent is stopping")
+		a.giveBack(hd.t, "the agent is stopping")
 		return
 	}
 	a.log.Info("task started", "task_id", t.ID, "subject", t.Subject, "payload_bytes", len(t.Payload), "delivery", t.Delivery)
@@ -122,13 +98,11 @@ func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, held held,
 	res := a.handle(ctx, t, h)
 	if ctx.Err() != nil && !res.OK {
 		stop()
-		a.giveBack(m, t.ID, res.Error)
+		a.giveBack(hd.t, res.Error)
 		return
 	}
-	res.TaskID = t.ID // the id deduplicates results: a handler cannot rename its task
-	if res.Agent == 0 {
-		res.Agent = a.env.ID
-	}
+	res.TaskID = t.ID // the desk sets it too: a handler cannot rename its task
+	res.Agent = a.env.ID
 	if res.DurationMS == 0 {
 		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	}
@@ -143,27 +117,21 @@ func (a *Agent) serveOne(ctx context.Context, js jetstream.JetStream, held held,
 		attrs = append(attrs, "error", res.Error)
 	}
 	a.log.Info("task done", attrs...)
-	err = a.storeResult(ctx, js, t, res)
+	err := a.storeResult(ctx, hd.t, res)
 	stop()
 	if err != nil {
 		a.log.Error("task result not stored; the bus will hand the task out again", "task_id", t.ID, "error", err.Error())
-		return
-	}
-	actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
-	defer cancel()
-	if err := m.DoubleAck(actx); err != nil {
-		a.log.Warn("acknowledging the task failed; it may run again (its result is stored once)", "task_id", t.ID, "error", err.Error())
 	}
 }
 
 // giveBack returns a task the agent will not finish to the queue at once,
 // for another worker (or this one, restarted).
-func (a *Agent) giveBack(m jetstream.Msg, id, why string) {
-	if err := m.Nak(); err != nil {
-		a.log.Warn("giving the task back failed; the bus hands it out again after the ack wait", "task_id", id, "error", err.Error())
+func (a *Agent) giveBack(t wire.Handed, why string) {
+	if err := a.deskRequest(t, wire.DeskRelease, nil, releaseTimeout); err != nil {
+		a.log.Warn("giving the task back failed; the bus hands it out again after the ack wait", "task_id", t.ID, "error", err.Error())
 		return
 	}
-	a.log.Info("task given back to the queue", "task_id", id, "why", why)
+	a.log.Info("task given back to the queue", "task_id", t.ID, "why", why)
 }
 
 // handle runs h, turning a panic into a failed task rather than a dead agent.
@@ -176,10 +144,10 @@ func (a *Agent) handle(ctx context.Context, t Task, h Handler) (res wire.Result)
 	return h(ctx, t)
 }
 
-// keepAlive tells the bus every every that m is still being worked on,
+// keepAlive tells the desk every every that t is still being worked on,
 // until the returned stop is called; stop returns once nothing more will
-// be sent, so an "in progress" never follows the acknowledgement.
-func keepAlive(m jetstream.Msg, every time.Duration) (stop func()) {
+// be sent, so an "in progress" never follows the result.
+func (a *Agent) keepAlive(t wire.Handed, every time.Duration) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -192,7 +160,9 @@ func keepAlive(m jetstream.Msg, every time.Duration) (stop func()) {
 			case <-tick.C:
 				// Lost while the bus is away: then it may hand the task
 				// out again, and the result is still stored once.
-				_ = m.InProgress()
+				m := nats.NewMsg(wire.Desk(a.env.ID, wire.DeskProgress))
+				m.Header.Set(wire.LeaseHeader, t.Lease)
+				_ = a.nc.PublishMsg(m)
 			}
 		}
 	}()

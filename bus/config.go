@@ -27,6 +27,10 @@ const ConfigPath = "/etc/flock/bus.json"
 // OperatorName is the user of flockctl (root): it may say and hear anything.
 const OperatorName = "operator"
 
+// ProxyName is the egress proxy's user: it publishes its decisions on
+// wire.EgressSubjects and nothing else.
+const ProxyName = "proxy"
+
 // Config is the bus as provision wants it: written as JSON to ConfigPath, read by `flockctl serve`.
 type Config struct {
 	Listen  string `json:"listen"`            // "127.0.0.1:4222"
@@ -104,7 +108,7 @@ func (c Config) validate() error {
 			return fmt.Errorf("users[%d] (%s): %q is not a public user nkey (U...)", i, u.Name, u.Nkey)
 		case keys[u.Nkey]:
 			return fmt.Errorf("users[%d] (%s): nkey %s is already another user's", i, u.Name, u.Nkey)
-		case u.Agent == 0 && u.Name != OperatorName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
+		case u.Agent == 0 && u.Name != OperatorName && u.Name != ProxyName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
 			return fmt.Errorf("users[%d]: name %s does not go with agent %d", i, u.Name, u.Agent)
 		case u.ResponseTTL < 0:
 			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)

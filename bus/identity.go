@@ -46,10 +46,10 @@ var _ Identities = Store{}
 func (s Store) Path(name string) string { return filepath.Join(s.Dir, name+seedExt) }
 
 // ValidName reports whether name is one flock gives identities to:
-// flock-<id> (an agent id, no leading zeros) or OperatorName. Nothing else
+// flock-<id> (an agent id, no leading zeros), OperatorName or ProxyName. Nothing else
 // can reach the file system through a name.
 func ValidName(name string) bool {
-	if name == OperatorName {
+	if name == OperatorName || name == ProxyName {
 		return true
 	}
 	n, ok := strings.CutPrefix(name, "flock-")
@@ -62,7 +62,7 @@ func ValidName(name string) bool {
 
 func checkName(name string) error {
 	if !ValidName(name) {
-		return fmt.Errorf("%q is not an identity name (flock-<id> or %s)", name, OperatorName)
+		return fmt.Errorf("%q is not an identity name (flock-<id>, %s or %s)", name, OperatorName, ProxyName)
 	}
 	return nil
 }

@@ -29,11 +29,13 @@ type TaskEntry struct {
 	State      TaskState `json:"state"`
 	Subject    string    `json:"subject"`              // where it was sent
 	Agent      int       `json:"agent,omitempty"`      // done: who stored the result (0: the bus); running: the agent it was addressed to
+	Holder     int       `json:"holder,omitempty"`     // running: the worker holding it now, as the bus's task desk says (0: none, it waits to be handed out again)
 	OK         *bool     `json:"ok,omitempty"`         // done: whether it succeeded
 	Error      string    `json:"error,omitempty"`      // done: why it failed
 	Deliveries uint64    `json:"deliveries,omitempty"` // dead: how often it was handed out
 	Time       time.Time `json:"time"`                 // pending, running: when sent; done, dead: when it ended
 	Note       string    `json:"note,omitempty"`       // what the operator should know
+	seq        uint64    // queued: its place in wire.TasksStream
 }
 
 // ListTasks is every task in wire.TasksStream, oldest first, then the
@@ -46,6 +48,20 @@ func ListTasks(ctx context.Context, nc *nats.Conn, limit int) ([]TaskEntry, erro
 	queued, err := listQueued(ctx, js)
 	if err != nil {
 		return nil, err
+	}
+	msg, err := nc.RequestWithContext(ctx, wire.HeldSubject, nil)
+	if err != nil {
+		return nil, fmt.Errorf("asking the task desk which tasks are held (%s): %w", wire.HeldSubject, err)
+	}
+	held, err := wire.ParseHeld(msg.Data)
+	if err != nil {
+		return nil, err
+	}
+	holders := held.BySeq()
+	for i := range queued {
+		if h, ok := holders[queued[i].seq]; ok && queued[i].State == Running {
+			queued[i].Holder = h.Agent
+		}
 	}
 	done, err := listNewest(ctx, js, wire.ResultsStream, limit, doneEntry)
 	if err != nil {
@@ -83,7 +99,7 @@ func listQueued(ctx context.Context, js jetstream.JetStream) ([]TaskEntry, error
 		if err != nil {
 			return nil, fmt.Errorf("reading stream %s at %d: %w", wire.TasksStream, seq, err)
 		}
-		e := TaskEntry{ID: wire.TaskID(raw.Header, raw.Sequence), State: Pending, Subject: raw.Subject, Time: raw.Time}
+		e := TaskEntry{ID: wire.TaskID(raw.Header, raw.Sequence), State: Pending, Subject: raw.Subject, Time: raw.Time, seq: raw.Sequence}
 		d, ok := delivered[raw.Subject]
 		switch {
 		case !ok:

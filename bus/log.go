@@ -5,44 +5,54 @@ import (
 	"io"
 	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
 )
 
 // logger is the server's Logger: one line per message with a level tag,
 // each nkey the server prints replaced by its user's name so an operator
-// reads who did it, and permission violations counted per user.
+// reads who did it. Lines about a client are attributed to the user the
+// server authenticated it as, rate-limited per user and kind (limit.go),
+// and its permission violations are counted (count).
 type logger struct {
-	mu         sync.Mutex
-	w          io.Writer
-	names      map[string]string // public nkey -> user name
-	violations map[string]uint64 // by user name
-	fatal      chan struct{}     // closed at the first Fatalf
-	fatalMsg   string
+	mu       sync.Mutex
+	w        io.Writer
+	users    map[string]user // public nkey -> user
+	count    func(agent int, kind string)
+	limit    *limiter
+	now      func() time.Time
+	fatal    chan struct{} // closed at the first Fatalf
+	fatalMsg string
+}
+
+// user is who an nkey is: its name, and its agent id (0: not an agent).
+type user struct {
+	name  string
+	agent int
 }
 
 func newLogger(w io.Writer) *logger {
 	if w == nil {
 		w = io.Discard
 	}
-	return &logger{w: w, names: map[string]string{}, violations: map[string]uint64{}, fatal: make(chan struct{})}
+	return &logger{w: w, users: map[string]user{}, count: func(int, string) {}, limit: newLimiter(),
+		now: time.Now, fatal: make(chan struct{})}
 }
 
 // nkeyLabel matches the server's "nkey:U..." label and bare public user keys.
 var nkeyLabel = regexp.MustCompile(`(nkey:)?U[A-Z2-7]{55}`)
 
-// learn adds the users of c to the names known; departed users keep
-// theirs, so the lines about their disconnection still name them.
-func (l *logger) learn(names map[string]string) {
+// learn adds users to those known; departed users keep their names, so
+// the lines about their disconnection still name them.
+func (l *logger) learn(users map[string]user) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	maps.Copy(l.names, names)
-}
-
-func (l *logger) violationsByUser() map[string]uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return maps.Clone(l.violations)
+	maps.Copy(l.users, users)
 }
 
 // fatalError is the first fatal message, or "" if none came yet.
@@ -52,25 +62,134 @@ func (l *logger) fatalError() string {
 	return l.fatalMsg
 }
 
+// serverKinds are the violations the server reports, by how its line
+// about the client goes on.
+var serverKinds = []struct{ prefix, kind string }{
+	{"Publish Violation - ", wire.ViolationPublish},
+	{"Subscription Violation - ", wire.ViolationSubscribe},
+}
+
 func (l *logger) line(level, format string, v []any) {
-	msg := strings.ReplaceAll(fmt.Sprintf(format, v...), "\n", " ")
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var who string
-	msg = nkeyLabel.ReplaceAllStringFunc(msg, func(m string) string {
-		name, ok := l.names[strings.TrimPrefix(m, "nkey:")]
-		if !ok {
-			return m
-		}
-		if who == "" {
-			who = name
-		}
-		return name
-	})
-	if who != "" && (strings.Contains(msg, "Publish Violation") || strings.Contains(msg, "Subscription Violation")) {
-		l.violations[who]++
+	cf := clientFormat(format, v)
+	label, rest, isClient := clientLine(cf)
+	if isClient && cf == format {
+		// The client's name is in the format: its % must print as itself,
+		// not take the line's arguments (a subject) into the name.
+		run := format[:len(format)-len(rest)]
+		format = run[:strings.Index(run, " - cid:")] + " - cid:" + strings.ReplaceAll(run[strings.Index(run, " - cid:")+len(" - cid:"):], "%", "%%") + rest
 	}
+	var key *limitKey
+	if isClient {
+		k := limitKey{who: anonymous, kind: otherKind}
+		if nkey, ok := strings.CutPrefix(label, "nkey:"); ok {
+			if u, known := l.users[nkey]; known {
+				k.who, k.agent = u.name, u.agent
+			} else if label != "" {
+				k.who = label // authenticated, but not a user we know: its own bucket
+			}
+		}
+		for _, sk := range serverKinds {
+			if strings.HasPrefix(rest, sk.prefix) {
+				k.kind = sk.kind
+			}
+		}
+		if k.agent > 0 && k.kind != otherKind {
+			l.count(k.agent, k.kind)
+		}
+		key = &k
+	}
+	l.emit(level, key, format, v)
+}
+
+// emit writes the line unless key's window is full; l.mu is held.
+func (l *logger) emit(level string, key *limitKey, format string, v []any) {
+	if key != nil {
+		ok, summary := l.limit.allow(*key, l.now())
+		if summary != "" {
+			fmt.Fprintf(l.w, "[WRN] %s\n", summary)
+		}
+		if !ok {
+			return
+		}
+	}
+	msg := nkeyLabel.ReplaceAllStringFunc(strings.ReplaceAll(fmt.Sprintf(format, v...), "\n", " "), func(m string) string {
+		if u, ok := l.users[strings.TrimPrefix(m, "nkey:")]; ok {
+			return u.name
+		}
+		return m
+	})
 	fmt.Fprintf(l.w, "%s %s\n", level, msg)
+}
+
+// agentLine is a line about what agent did (kind: a wire.Violation* kind
+// or otherKind), limited as the server's lines about it are.
+func (l *logger) agentLine(agent int, kind, level, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.emit(level, &limitKey{who: spec.UserName(agent), agent: agent, kind: kind}, format, v)
+}
+
+// closeWindows writes what the windows over at now held back (all: every
+// window, at shutdown).
+func (l *logger) closeWindows(all bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.limit.closed(l.now(), all) {
+		fmt.Fprintf(l.w, "[WRN] %s\n", s)
+	}
+}
+
+// clientFormat is the format of a line as it reads with a leading client
+// argument spelled out: nats-server's rate-limited lines pass the client
+// as "%s" (RateLimitErrorf), its other client lines put it in the format.
+func clientFormat(format string, v []any) string {
+	if rest, ok := strings.CutPrefix(format, "%s - "); ok && len(v) > 0 {
+		if c, ok := v[0].(fmt.Stringer); ok {
+			return c.String() + " - " + rest
+		}
+	}
+	return format
+}
+
+// clientLine reads the client the server's line is about:
+//
+//	<addr> - cid:<n>[ - "<lang:version:name>"][ - "<account>/<user>"] - <what>
+//
+// label is the user the server authenticated ("nkey:U...", "" before
+// authentication), rest the <what>. It reads the format, not the line:
+// the client's name is the client's choice and may hold quotes, verbs
+// and anything that looks like another user, but the server quotes it
+// (%q), so strconv.QuotedPrefix steps over it exactly; and the account
+// and user the server adds after it is always the last quoted part.
+// Subjects come later, in the arguments, and are never read here.
+func clientLine(format string) (label, rest string, ok bool) {
+	const cid = " - cid:"
+	i := strings.Index(format, cid)
+	if i < 0 || strings.ContainsAny(format[:i], `" `) {
+		return "", "", false
+	}
+	s := format[i+len(cid):]
+	n := len(s) - len(strings.TrimLeft(s, "0123456789"))
+	if n == 0 {
+		return "", "", false
+	}
+	s = s[n:]
+	var last string
+	for strings.HasPrefix(s, ` - "`) {
+		q, err := strconv.QuotedPrefix(s[3:])
+		if err != nil {
+			break
+		}
+		last, _ = strconv.Unquote(q)
+		s = s[3+len(q):]
+	}
+	rest = strings.TrimPrefix(s, " - ")
+	if j := strings.LastIndex(last, "/"); j >= 0 && strings.HasPrefix(last[j+1:], "nkey:") {
+		label = last[j+1:]
+	}
+	return label, rest, true
 }
 
 // Levels are tagged as nats-server tags them (and serve its own lines), so

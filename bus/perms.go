@@ -33,6 +33,9 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	if longest > 0 {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
+	if key, ok := keys[ProxyName]; ok {
+		c.Users = append(c.Users, User{Name: ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects}, Subscribe: []string{}})
+	}
 	if key, ok := keys[OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
 	}
@@ -52,35 +55,20 @@ func agentUser(a spec.Agent, name, key string) User {
 	}
 	switch a.Role {
 	case spec.RoleWorker:
+		// Tasks come from the bus's task desk, asked on agent.N.task.*
+		// (under its own name), and the answers to its inbox: a worker
+		// touches no JetStream subject at all (desk.go).
 		u.Subscribe = append(u.Subscribe, wire.Broadcast)
-		// Results are stored through JetStream (the answer, a PubAck,
-		// comes to the worker's inbox).
-		u.Publish = append(u.Publish, wire.ResultSubject)
-		u.Publish = append(u.Publish, pullGrants(wire.RoleConsumer(string(spec.RoleWorker)))...)
-		u.Publish = append(u.Publish, pullGrants(wire.AgentConsumer(a.ID))...)
 	case spec.RoleOrchestrator:
 		u.Publish = append(u.Publish, wire.TasksAll, wire.Broadcast)
 		u.Subscribe = append(u.Subscribe, wire.ResultSubject, wire.AllEvents)
 	case spec.RoleMonitor:
-		u.Subscribe = append(u.Subscribe, wire.AllHeartbeats, wire.AllEvents)
+		// Monitors hear every decision of the egress proxy too.
+		u.Subscribe = append(u.Subscribe, wire.AllHeartbeats, wire.AllEvents, wire.EgressSubjects)
 	}
 	u.Publish = sorted(append(u.Publish, a.Subjects.Publish...))
 	u.Subscribe = sorted(append(u.Subscribe, a.Subjects.Subscribe...))
 	return u
-}
-
-// pullGrants is what pulling tasks from consumer takes, and nothing more:
-// reading the consumer's info (binding to it), asking for the next
-// message (the answer comes to the worker's inbox), and acknowledging
-// what it was handed (the $JS.ACK reply of each message, under the
-// consumer's name). No stream API: a worker cannot create, delete or purge
-// a stream or consumer, nor read a stream's messages directly.
-func pullGrants(consumer string) []string {
-	return []string{
-		"$JS.API.CONSUMER.INFO." + wire.TasksStream + "." + consumer,
-		"$JS.API.CONSUMER.MSG.NEXT." + wire.TasksStream + "." + consumer,
-		"$JS.ACK." + wire.TasksStream + "." + consumer + ".>",
-	}
 }
 
 func sorted(l []string) []string {

@@ -2,7 +2,9 @@ package bus
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +14,11 @@ import (
 )
 
 // TestJetStreamAttacks checks what agents may do with the bus's streams,
-// against a real server: a worker pulls and acknowledges through its own
-// consumers and stores results; it may not read another agent's consumer,
-// acknowledge what another consumer handed out, create or delete a
+// against a real server: a worker touches no JetStream subject at all (its
+// tasks come through the bus's task desk, desk.go), so it may not bind to
+// or pull from any consumer, its own included, acknowledge, nak or end any
+// delivery (the one it holds included: the ack subject is in its lease,
+// and guessable), store a result around the desk, create or delete a
 // consumer, delete or purge a stream, or read a stream directly; an
 // orchestrator may store tasks and nothing else of JetStream. Each refusal
 // is the server's (the agent is told), and the streams are as before.
@@ -22,7 +26,7 @@ import (
 // Tier: unit (no root).
 func TestJetStreamAttacks(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
-	s := taskBus(t, ids, Options{}, nil)
+	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
 	op := connect(t, s, ids, OperatorName)
 	orch, w2, w4, mon := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4"), connect(t, s, ids, "flock-3")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -36,29 +40,22 @@ func TestJetStreamAttacks(t *testing.T) {
 	}
 
 	// Controls: the orchestrator stores two tasks for agent 4 and one for
-	// any worker; agent 4 takes the first of its own; agent 2 binds to its
-	// consumers and stores a result.
+	// any worker; agent 4 takes the first of its own from the desk.
 	for _, subj := range []string{wire.AgentTasks(4), wire.AgentTasks(4), wire.RoleTasks("worker")} {
 		if _, err := jsOf(orch).Publish(ctx, subj, []byte("task")); err != nil {
 			t.Fatalf("control: the orchestrator stores a task on %s: %v", subj, err)
 		}
 	}
-	mine, err := jsOf(w4).Consumer(ctx, wire.TasksStream, wire.AgentConsumer(4))
+	held, ok := ask(t, w4, 4, time.Second)
+	if !ok {
+		t.Fatal("control: agent 4 is handed its task")
+	}
+	enc, _, _ := strings.Cut(held.Lease, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
-		t.Fatalf("control: agent 4 binds to its consumer: %v", err)
+		t.Fatal(err)
 	}
-	held, err := mine.Next(jetstream.FetchMaxWait(5 * time.Second))
-	if err != nil {
-		t.Fatalf("control: agent 4 pulls its task: %v", err)
-	}
-	for _, name := range []string{wire.RoleConsumer("worker"), wire.AgentConsumer(2)} {
-		if _, err := jsOf(w2).Consumer(ctx, wire.TasksStream, name); err != nil {
-			t.Fatalf("control: agent 2 binds to %s: %v", name, err)
-		}
-	}
-	if _, err := jsOf(w2).Publish(ctx, wire.ResultSubject, []byte(`{"task_id":"x"}`)); err != nil {
-		t.Fatalf("control: agent 2 stores a result: %v", err)
-	}
+	ackSubject := string(raw)
 	before := jsState(t, ctx, op)
 
 	const refused = "Permissions Violation for Publish to "
@@ -70,8 +67,14 @@ func TestJetStreamAttacks(t *testing.T) {
 	}{
 		{"a worker binds to another agent's consumer", w2, "$JS.API.CONSUMER.INFO.TASKS.agent-4", ""},
 		{"a worker pulls from another agent's consumer", w2, "$JS.API.CONSUMER.MSG.NEXT.TASKS.agent-4", `{"batch":1}`},
-		{"a worker acknowledges what another consumer handed out", w2, held.Reply(), "+ACK"},
-		{"a worker ends another consumer's task", w2, held.Reply(), "+TERM"},
+		{"a worker binds to its own consumer", w4, "$JS.API.CONSUMER.INFO.TASKS.agent-4", ""},
+		{"a worker pulls from its own consumer", w4, "$JS.API.CONSUMER.MSG.NEXT.TASKS.agent-4", `{"batch":1}`},
+		{"a worker pulls from the shared consumer", w2, "$JS.API.CONSUMER.MSG.NEXT.TASKS.worker", `{"batch":1}`},
+		{"a worker acknowledges another worker's task", w2, ackSubject, "+ACK"},
+		{"a worker gives another worker's task back", w2, ackSubject, "-NAK"},
+		{"a worker ends another worker's task", w2, ackSubject, "+TERM"},
+		{"a worker acknowledges its task around the desk", w4, ackSubject, "+ACK"},
+		{"a worker stores a result around the desk", w2, wire.ResultSubject, `{"task_id":"seq-1","ok":true}`},
 		{"a worker creates a consumer", w2, "$JS.API.CONSUMER.CREATE.TASKS.mine.tasks.agent.4", `{"stream_name":"TASKS","config":{"durable_name":"mine","filter_subject":"tasks.agent.4","ack_policy":"explicit"}}`},
 		{"a worker changes the shared consumer", w2, "$JS.API.CONSUMER.CREATE.TASKS.worker.tasks.worker", `{"stream_name":"TASKS","config":{"durable_name":"worker","filter_subject":"tasks.worker","ack_policy":"explicit","max_deliver":1}}`},
 		{"a worker creates a durable consumer (old API)", w2, "$JS.API.CONSUMER.DURABLE.CREATE.TASKS.mine", `{"stream_name":"TASKS","config":{"durable_name":"mine"}}`},
@@ -114,9 +117,9 @@ func TestJetStreamAttacks(t *testing.T) {
 	if after := jsState(t, ctx, op); !after.equal(before) {
 		t.Errorf("the streams changed under refused requests:\n before %+v\n after  %+v", before, after)
 	}
-	// And the task held stays agent 4's: it acknowledges it.
-	if err := held.DoubleAck(ctx); err != nil {
-		t.Errorf("control: agent 4 acknowledges its task: %v", err)
+	// And the task held stays agent 4's: it hands in the result.
+	if got := say(t, w4, 4, wire.DeskResult, held.Lease, resultBody(wire.Result{OK: true})); got != "" {
+		t.Errorf("control: agent 4 hands in its result: refused %q", got)
 	}
 }
 

@@ -43,7 +43,15 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "worker reads every inbox", agent: 2, sub: "_INBOX.>", probe: "_INBOX.flock-1.y", want: refused + `Subscription to "_INBOX.>"`},
 		{name: "worker publishes its heartbeat", agent: 2, pub: "agent.2.heartbeat"},
 		{name: "worker publishes its events", agent: 2, pub: "agent.2.events"},
-		{name: "worker publishes a result", agent: 2, pub: wire.ResultSubject},
+		// Results, acknowledgements and pulls go through the bus's task
+		// desk (desk.go), asked under the worker's own name: a worker
+		// touches no JetStream subject, so it cannot store a result for a
+		// task it does not hold, nor ack, nak or end another's delivery.
+		{name: "worker publishes a result", agent: 2, pub: wire.ResultSubject, want: refused + `Publish to "task.result"`},
+		{name: "worker acknowledges a task", agent: 2, pub: "$JS.ACK.TASKS.worker.1.1.1.1.0", want: refused + `Publish to "$JS.ACK.TASKS.worker.1.1.1.1.0"`},
+		{name: "worker ends a task", agent: 2, pub: "$JS.ACK.TASKS.agent-2.1.1.1.1.0", want: refused + `Publish to "$JS.ACK.TASKS.agent-2.1.1.1.1.0"`},
+		{name: "worker pulls from the shared consumer", agent: 2, pub: "$JS.API.CONSUMER.MSG.NEXT.TASKS.worker", want: refused + `Publish to "$JS.API.CONSUMER.MSG.NEXT.TASKS.worker"`},
+		{name: "worker asks another agent's desk", agent: 2, pub: wire.Desk(1, wire.DeskResult), want: refused + `Publish to "agent.1.task.result"`},
 		{name: "worker publishes its granted subject", agent: 2, pub: "reports.daily"},
 		{name: "worker hands out tasks", agent: 2, pub: "tasks.worker", want: refused + `Publish to "tasks.worker"`},
 		{name: "worker answers a request it never got", agent: 2, pub: "_INBOX.flock-1.never", want: refused + `Publish to "_INBOX.flock-1.never"`},

@@ -3,6 +3,7 @@ package bus
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,13 +36,17 @@ func (s *Server) connectSelf() error {
 		return fmt.Errorf("the bus's own JetStream client: %w", err)
 	}
 	for subj, h := range map[string]nats.MsgHandler{
-		wire.AllHeartbeats: s.onHeartbeat,
-		wire.StatusSubject: s.onStatus,
-		wire.ReloadSubject: s.onReload,
+		wire.AllHeartbeats:      s.onHeartbeat,
+		wire.StatusSubject:      s.onStatus,
+		wire.ReloadSubject:      s.onReload,
+		wire.PermissionsSubject: s.onPermissions,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)
 		}
+	}
+	if err := s.desk.start(nc); err != nil {
+		return err
 	}
 	// Subscriptions are in place once the server answered a ping.
 	if err := nc.Flush(); err != nil {
@@ -57,21 +62,28 @@ type heartbeat struct {
 	at  time.Time
 }
 
-// warnLimit lets one warning a minute through for an agent.
-type warnLimit struct {
-	last       time.Time
-	suppressed int
-}
+// A flood is more heartbeats from one agent in floodWindow than
+// floodBeats: a heartbeat a second is ten times what any agent needs
+// (spec heartbeat is seconds at the least), and the bus reads every one.
+// Counted once per window, as one violation of kind flood.
+const (
+	floodWindow = 10 * time.Second
+	floodBeats  = 100
+)
 
-// heartbeatWarnEvery bounds the warnings about one agent's unreadable
-// heartbeats: an agent sending them fast must not drown the bus's log,
-// whose violation lines status counts.
-const heartbeatWarnEvery = time.Minute
+// rate is one agent's heartbeats in its current flood window.
+type rate struct {
+	start   time.Time
+	n       int
+	flooded bool // counted for this window already
+}
 
 // onHeartbeat keeps the last heartbeat of each agent. Any message on
 // agent.N.heartbeat is agent N's heartbeat at the time the bus received
 // it (the seed contract: a client of any language heartbeats by
-// publishing there); its body is read leniently. The agent is the one in
+// publishing there); its body is read leniently, and one it cannot read
+// at all is a malformed message (counted, logged within the agent's
+// limit: a flood of them writes a line a minute). The agent is the one in
 // the subject, which only it may publish on; the body's claim is not
 // trusted. Never answered: the reply subject is the publisher's choice, and
 // answering would let it make the bus publish there.
@@ -85,20 +97,20 @@ func (s *Server) onHeartbeat(m *nats.Msg) {
 	now := time.Now()
 	s.mu.Lock()
 	s.beats[id] = heartbeat{msg: hb, at: now}
-	var warn bool
-	var suppressed int
-	if err != nil {
-		w := s.unread[id]
-		if warn = now.Sub(w.last) >= heartbeatWarnEvery; warn {
-			suppressed, w = w.suppressed, warnLimit{last: now}
-		} else {
-			w.suppressed++
-		}
-		s.unread[id] = w
+	r := s.rates[id]
+	if now.Sub(r.start) >= floodWindow {
+		r = rate{start: now}
 	}
+	r.n++
+	flood := r.n > floodBeats && !r.flooded
+	r.flooded = r.flooded || flood
+	s.rates[id] = r
 	s.mu.Unlock()
-	if warn {
-		s.log.Warnf("agent %d sent a heartbeat whose body could not be read (%v); it counts as a heartbeat all the same (%d more like it in the minute before; at most one warning a minute per agent)", id, err, suppressed)
+	if flood {
+		s.Violation(id, wire.ViolationFlood, fmt.Sprintf("more than %d heartbeats within %s", floodBeats, floodWindow))
+	}
+	if err != nil {
+		s.Violation(id, wire.ViolationMalformed, fmt.Sprintf("a heartbeat whose body could not be read (%v); it counts as a heartbeat all the same", err))
 	}
 }
 
@@ -149,4 +161,19 @@ func (s *Server) respond(m *nats.Msg, data []byte) {
 	if err := m.Respond(data); err != nil {
 		s.log.Warnf("answering %s: %v", m.Subject, err)
 	}
+}
+
+// isWorker reports whether agent takes tasks in the config in force.
+func (s *Server) isWorker(agent int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := slices.BinarySearch(s.cfg.Tasks.Workers, agent)
+	return ok
+}
+
+// ackWait is the config's ack wait.
+func (s *Server) ackWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Tasks.withDefaults().AckWait
 }

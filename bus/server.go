@@ -34,6 +34,9 @@ type Options struct {
 	// StoreDir holds the tasks, results and dead letters (JetStream's
 	// files, under jetstream/): flock.service's StateDirectory.
 	StoreDir string
+	// Violation, if set, is told of each request of an agent the task
+	// desk refused as a violation; else they are counted and logged here.
+	Violation Violation
 }
 
 // Server is the embedded NATS server and the bus's own client on it.
@@ -50,16 +53,24 @@ type Server struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream // nc's JetStream API: the bus keeps its streams with it
 	givenUp jetstream.ConsumeContext
+	desk    *desk
 	// storeLimit is the server's bound on the store: store_max, or more
 	// while streams made for a larger store_max shrink (raiseStoreLimit).
 	storeLimit int64
 
 	reloadMu sync.Mutex // one Reload at a time
 
-	mu     sync.Mutex
-	cfg    Config
-	beats  map[int]heartbeat // last heartbeat by agent id
-	unread map[int]warnLimit // unreadable heartbeat bodies by agent id
+	// ledger counts violations per agent and kind (violations.go);
+	// keepLedger writes it until stopLedger is closed.
+	ledger     *ledger
+	stopLedger chan struct{}
+	ledgerDone chan struct{}
+	ledgerOnce sync.Once
+
+	mu    sync.Mutex
+	cfg   Config
+	beats map[int]heartbeat // last heartbeat by agent id
+	rates map[int]rate      // heartbeats per agent in the current flood window
 }
 
 // Start starts nats-server in this process and returns once it accepts
@@ -76,9 +87,27 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, unread: map[int]warnLimit{},
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{},
 		storeLimit: c.Tasks.withDefaults().StoreMax}
-	s.log.learn(s.names(c))
+	s.log.learn(s.users(c))
+	key, err := loadLeaseKey(o.StoreDir)
+	if err != nil {
+		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	report := o.Violation
+	if report == nil {
+		report = s.Violation
+	}
+	s.desk = newDesk(s, key, report)
+	if err := loadReleased(releasedPath(o.StoreDir), s.desk.held); err != nil {
+		s.log.Errorf("%v", err)
+	}
+	s.ledger, err = loadLedger(ledgerPath(o.StoreDir), agentsOf(c))
+	if err != nil {
+		s.log.Errorf("%v", err)
+	}
+	s.log.count = s.ledger.add
+	s.stopLedger, s.ledgerDone = make(chan struct{}), make(chan struct{})
 	so, err := s.serverOptions(c)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -101,6 +130,7 @@ func Start(c Config, o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("starting the bus on %s: not accepting connections after %s", c.Listen, readyTimeout)
 	}
+	go s.keepLedger(s.stopLedger, s.ledgerDone)
 	if err := s.connectSelf(); err != nil {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -172,11 +202,14 @@ const selfInbox = "_INBOX.flock-bus"
 // comes after it: so the bus may also publish to inboxes, where clients
 // take answers. It keeps the streams and consumers (the whole JetStream
 // API), hears when a task ran out of deliveries, and moves such a task to
-// the dead letters with a failed result.
+// the dead letters with a failed result. As the task desk it hears the
+// workers' requests, pulls and acknowledges tasks for them and stores
+// their results.
 func selfUser(pub string) User {
 	return User{Name: selfName, Nkey: pub,
-		Publish:     []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", wire.DeadSubject, wire.ResultSubject},
-		Subscribe:   []string{wire.AllHeartbeats, "flock.bus.>", selfInbox + ".>"},
+		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
+			wire.DeadSubject, wire.ResultSubject},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", selfInbox + ".>"},
 		ResponseTTL: time.Minute}
 }
 
@@ -196,11 +229,11 @@ func permissions(u User) *server.Permissions {
 	return p
 }
 
-// names maps the public keys of c (and the bus's own) to user names.
-func (s *Server) names(c Config) map[string]string {
-	m := map[string]string{s.selfPub: selfName}
+// users maps the public keys of c (and the bus's own) to their users.
+func (s *Server) users(c Config) map[string]user {
+	m := map[string]user{s.selfPub: {name: selfName}}
 	for _, u := range c.Users {
-		m[u.Nkey] = u.Name
+		m[u.Nkey] = user{name: u.Name, agent: u.Agent}
 	}
 	return m
 }
@@ -231,7 +264,7 @@ func (s *Server) Reload(c Config) error {
 	if err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
 	}
-	s.log.learn(s.names(c))
+	s.log.learn(s.users(c))
 	if err := s.ns.ReloadOptions(so); err != nil {
 		return fmt.Errorf("reloading the bus's users: %w", err)
 	}
@@ -243,6 +276,7 @@ func (s *Server) Reload(c Config) error {
 	s.mu.Lock()
 	s.cfg = c
 	s.mu.Unlock()
+	s.ledger.prune(agentsOf(c))
 	return nil
 }
 
@@ -250,14 +284,24 @@ func (s *Server) Reload(c Config) error {
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
 // Shutdown closes every connection and stops the server; what is stored
-// stays in StoreDir for the next Start.
+// (tasks, results, violations) stays in StoreDir for the next Start.
+// Calling it again does nothing more.
 func (s *Server) Shutdown() {
 	if s.givenUp != nil {
 		s.givenUp.Stop()
 	}
 	if s.nc != nil {
+		// The desk's last acknowledgements and answers reach the server
+		// before it stops (the desk does not wait for each ack's reply).
+		s.desk.stop()
+		_ = s.nc.FlushTimeout(2 * time.Second)
 		s.nc.Close()
 	}
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	// Last, so what the server said while it stopped is counted too.
+	s.ledgerOnce.Do(func() {
+		close(s.stopLedger)
+		<-s.ledgerDone
+	})
 }

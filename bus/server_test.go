@@ -34,7 +34,7 @@ func TestViolationsLoggedByName(t *testing.T) {
 	if _, err := worker.SubscribeSync("_INBOX.flock-1.>"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two violations of agent 2", func() bool { return s.Status().Agents[2].Violations == 2 })
+	waitFor(t, "two violations of agent 2", func() bool { return s.Status().Agents[2].ViolationsTotal == 2 })
 
 	for _, want := range []string{`Publish Violation - Subject "agent.1.heartbeat"`, `Subscription Violation - Subject "_INBOX.flock-1.>"`} {
 		var line string
@@ -51,7 +51,7 @@ func TestViolationsLoggedByName(t *testing.T) {
 	if strings.Contains(log.String(), pub) {
 		t.Errorf("the log shows the worker's nkey:\n%s", log.String())
 	}
-	if st := s.Status(); st.Agents[1].Violations != 0 || st.Agents[3].Violations != 0 {
+	if st := s.Status(); st.Agents[1].ViolationsTotal != 0 || st.Agents[3].ViolationsTotal != 0 {
 		t.Errorf("violations counted against the wrong agent: %+v", st.Agents)
 	}
 }
@@ -78,7 +78,7 @@ func TestStatus(t *testing.T) {
 
 	st := s.Status()
 	hb.Agent = 2
-	if got := st.Agents[2]; got.Connections != 2 || *got.LastHeartbeat != hb || got.Violations != 0 {
+	if got := st.Agents[2]; got.Connections != 2 || *got.LastHeartbeat != hb || got.ViolationsTotal != 0 {
 		t.Errorf("agent 2: %+v, heartbeat %+v; want 2 connections and %+v", got, got.LastHeartbeat, hb)
 	}
 	if got := st.Agents[3]; got.Connections != 1 || got.LastHeartbeat != nil {

@@ -8,7 +8,8 @@ import (
 
 // Status is what the bus knows of each agent: open connections (from the
 // server, mapping each authenticated nkey back to its user), the last
-// heartbeat, and permission violations (counted from the log).
+// heartbeat, the violations the bus counted (violations.go), and the
+// tasks it holds and asks it has waiting at the task desk.
 func (s *Server) Status() wire.BusStatus {
 	st := wire.BusStatus{Started: s.started, Agents: map[int]wire.AgentOnBus{}}
 	s.mu.Lock()
@@ -21,10 +22,10 @@ func (s *Server) Status() wire.BusStatus {
 	}
 	s.mu.Unlock()
 
-	byKey, byName := map[string]int{}, map[string]int{}
+	byKey := map[string]int{}
 	for _, u := range cfg.Users {
 		if u.Agent > 0 {
-			byKey[u.Nkey], byName[u.Name] = u.Agent, u.Agent
+			byKey[u.Nkey] = u.Agent
 		}
 	}
 	connz, err := s.ns.Connz(&server.ConnzOptions{Username: true, State: server.ConnOpen, Limit: 1 << 20})
@@ -39,10 +40,24 @@ func (s *Server) Status() wire.BusStatus {
 			}
 		}
 	}
-	for name, n := range s.log.violationsByUser() {
-		if id, ok := byName[name]; ok {
+	holding, waiting := s.desk.counts()
+	for id, n := range holding {
+		a := st.Agents[id]
+		a.Holding = n
+		st.Agents[id] = a
+	}
+	for id, n := range waiting {
+		a := st.Agents[id]
+		a.Waiting = n
+		st.Agents[id] = a
+	}
+	for _, id := range byKey {
+		if kinds := s.ledger.of(id); len(kinds) > 0 {
 			a := st.Agents[id]
-			a.Violations = n
+			a.Violations = kinds
+			for _, n := range kinds {
+				a.ViolationsTotal += n
+			}
 			st.Agents[id] = a
 		}
 	}

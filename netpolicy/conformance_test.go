@@ -8,6 +8,7 @@ package netpolicy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -21,6 +22,9 @@ type firewallUnderTest struct {
 	// foreignIntact fails t if the foreign tables changed; nil when the
 	// implementation has none (the fake).
 	foreignIntact func(t *testing.T)
+	// send is n packets of uid to a destination no allowance covers, sent
+	// at once; it returns how many the table refused.
+	send func(t *testing.T, uid uint32, n int) (refused int)
 }
 
 func TestFirewallConformance(t *testing.T) {
@@ -28,7 +32,16 @@ func TestFirewallConformance(t *testing.T) {
 		name string
 		make func(t *testing.T) firewallUnderTest
 	}{
-		{"Fake", func(t *testing.T) firewallUnderTest { return firewallUnderTest{fw: NewFake()} }},
+		{"Fake", func(t *testing.T) firewallUnderTest {
+			f := NewFake()
+			return firewallUnderTest{fw: f, send: func(_ *testing.T, uid uint32, n int) int {
+				if _, agent := slices.BinarySearch(testPolicy().AgentUIDs, uid); !agent {
+					return 0
+				}
+				f.Refuse(uid, uint64(n))
+				return n
+			}}
+		}},
 		{"NFT", func(t *testing.T) firewallUnderTest {
 			requireRoot(t)
 			ns := newNetNS(t)
@@ -42,6 +55,13 @@ func TestFirewallConformance(t *testing.T) {
 				if after := list(t); after != before {
 					t.Errorf("foreign tables changed:\n%s\nwas:\n%s", after, before)
 				}
+			}, send: func(t *testing.T, uid uint32, n int) int {
+				t.Helper()
+				r := ns.probeN(t, int(uid), "flood", "udp", "127.0.0.1:9", n)
+				if !r.OK {
+					t.Fatalf("uid %d sending %d datagrams: %s", uid, n, r.Err)
+				}
+				return r.N
 			}}
 		}},
 	} {
@@ -85,16 +105,50 @@ func firewallConformance(t *testing.T, newFirewall func(t *testing.T) firewallUn
 		do      func(ctx context.Context) error
 		wantErr error // nil: none; errAnyFW: any error
 		matches []match
+		// rulesOf, when set, is the policy RulesFor must read back as
+		// in force (a zero Policy: no table, no rules).
+		rulesOf *Policy
+		// refused, when set, checks what Refused reads after the step.
+		refused func(t *testing.T, got map[uint32]Refusals)
 	}{
 		{name: "no table: Matches is false, Remove is not an error",
 			do:      func(ctx context.Context) error { return fw.Remove(ctx) },
 			matches: []match{{"p", p, false}, {"no agents", noAgents, false}}},
 		{name: "Ensure writes the policy",
 			do:      func(ctx context.Context) error { return fw.Ensure(ctx, p) },
-			matches: []match{{"p", p, true}, {"p reordered", reordered, true}, {"an extra uid", extraUID, false}, {"another bus port", otherPort, false}}},
+			matches: []match{{"p", p, true}, {"p reordered", reordered, true}, {"an extra uid", extraUID, false}, {"another bus port", otherPort, false}},
+			rulesOf: &p},
 		{name: "Ensure again changes nothing",
 			do:      func(ctx context.Context) error { return fw.Ensure(ctx, p) },
-			matches: []match{{"p", p, true}, {"an extra uid", extraUID, false}}},
+			matches: []match{{"p", p, true}, {"an extra uid", extraUID, false}},
+			refused: none},
+		// The log limit is per agent: agent 1 sending refused packets as
+		// fast as it can gets its first few logged and the rest counted,
+		// and agent 2's single refusal is still logged. What the packet
+		// path writes into the table is not drift.
+		{name: "refusals are counted, and their logging limited, per agent",
+			do: func(context.Context) error {
+				for _, x := range []struct{ uid, n, refused uint32 }{{agent1, 1000, 1000}, {agent2, 1, 1}, {nobody, 10, 0}} {
+					if got := sub.send(t, x.uid, int(x.n)); got != int(x.refused) {
+						return fmt.Errorf("uid %d sent %d: %d refused, want %d", x.uid, x.n, got, x.refused)
+					}
+				}
+				return nil
+			},
+			matches: []match{{"p", p, true}},
+			refused: func(t *testing.T, got map[uint32]Refusals) {
+				a, b := got[agent1], got[agent2]
+				t.Logf("agent 1: %+v, agent 2: %+v", a, b)
+				if a.Refused != 1000 || a.Logged < 1 || a.Logged > logBurst+1 {
+					t.Errorf("agent 1 flooded 1000: got %+v, want 1000 refused and 1..%d logged", a, logBurst+1)
+				}
+				if b != (Refusals{Refused: 1, Logged: 1}) {
+					t.Errorf("agent 2 sent 1 after agent 1's flood: got %+v, want it refused and logged", b)
+				}
+				if len(got) != 2 {
+					t.Errorf("Refused = %+v, want agents 1 and 2 only", got)
+				}
+			}},
 		{name: "Ensure of an invalid policy is refused and changes nothing",
 			do: func(ctx context.Context) error { return fw.Ensure(ctx, bad) }, wantErr: errAnyFW,
 			matches: []match{{"p", p, true}}},
@@ -103,7 +157,11 @@ func firewallConformance(t *testing.T, newFirewall func(t *testing.T) firewallUn
 			matches: []match{{"p", p, true}}},
 		{name: "Ensure replaces the table",
 			do:      func(ctx context.Context) error { return fw.Ensure(ctx, otherPort) },
-			matches: []match{{"another bus port", otherPort, true}, {"p", p, false}}},
+			matches: []match{{"another bus port", otherPort, true}, {"p", p, false}},
+			refused: none},
+		{name: "a cancelled Refused is an error",
+			do: func(context.Context) error { _, err := fw.Refused(cancelled); return err }, wantErr: context.Canceled,
+			matches: []match{{"another bus port", otherPort, true}}},
 		{name: "Ensure of a policy with no agents",
 			do:      func(ctx context.Context) error { return fw.Ensure(ctx, noAgents) },
 			matches: []match{{"no agents", noAgents, true}, {"another bus port", otherPort, false}}},
@@ -118,10 +176,12 @@ func firewallConformance(t *testing.T, newFirewall func(t *testing.T) firewallUn
 			matches: []match{{"no agents", noAgents, true}}},
 		{name: "Remove deletes the table",
 			do:      func(ctx context.Context) error { return fw.Remove(ctx) },
-			matches: []match{{"no agents", noAgents, false}, {"p", p, false}}},
+			matches: []match{{"no agents", noAgents, false}, {"p", p, false}},
+			rulesOf: &Policy{}},
 		{name: "Remove again is not an error",
 			do:      func(ctx context.Context) error { return fw.Remove(ctx) },
-			matches: []match{{"no agents", noAgents, false}}},
+			matches: []match{{"no agents", noAgents, false}},
+			refused: none},
 	} {
 		if !t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -139,12 +199,38 @@ func firewallConformance(t *testing.T, newFirewall func(t *testing.T) firewallUn
 					t.Errorf("Matches(%s) = %v, %v; want %v, nil", m.name, ok, err, m.want)
 				}
 			}
+			if s.rulesOf != nil {
+				for _, uid := range []uint32{agent1, agent2, nobody} {
+					got, err := fw.RulesFor(ctx, uid)
+					var want []string
+					if s.rulesOf.BusPort != 0 {
+						want, _ = PlannedRulesFor(*s.rulesOf, uid)
+					}
+					if err != nil || !slices.Equal(got, want) {
+						t.Errorf("RulesFor(%d) = %q, %v; want %q", uid, got, err, want)
+					}
+				}
+			}
+			if s.refused != nil {
+				got, err := fw.Refused(ctx)
+				if err != nil {
+					t.Fatalf("Refused: %v", err)
+				}
+				s.refused(t, got)
+			}
 			if sub.foreignIntact != nil {
 				sub.foreignIntact(t)
 			}
 		}) {
 			t.FailNow()
 		}
+	}
+}
+
+// none is Refused of a table no packet was denied by, or of no table.
+func none(t *testing.T, got map[uint32]Refusals) {
+	if len(got) != 0 {
+		t.Errorf("Refused = %+v, want none", got)
 	}
 }
 

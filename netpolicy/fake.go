@@ -3,6 +3,8 @@ package netpolicy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -15,6 +17,11 @@ type Fake struct {
 	present bool
 	policy  Policy
 	ensures int
+	refused map[uint32]Refusals
+	extra   []struct {
+		uid  uint32
+		rule string
+	}
 
 	// Err, when set, is returned by every method: an unreachable kernel.
 	Err error
@@ -37,7 +44,7 @@ func (f *Fake) Ensure(ctx context.Context, p Policy) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("nftables: replacing table inet %s: %w", Table, err)
 	}
-	f.present, f.policy = true, p.canonical()
+	f.present, f.policy, f.extra, f.refused = true, p.canonical(), nil, nil
 	f.ensures++
 	return nil
 }
@@ -51,7 +58,7 @@ func (f *Fake) Remove(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("nftables: removing table inet %s: %w", Table, err)
 	}
-	f.present, f.policy = false, Policy{}
+	f.present, f.policy, f.extra, f.refused = false, Policy{}, nil, nil
 	return nil
 }
 
@@ -84,3 +91,71 @@ func (f *Fake) Ensures() int {
 	defer f.mu.Unlock()
 	return f.ensures
 }
+
+// RulesFor renders the table the last Ensure asked for, as NFT reads it
+// back; AddRule's extra rules (drift) come after ours.
+func (f *Fake) RulesFor(ctx context.Context, uid uint32) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	if !f.present {
+		return nil, nil
+	}
+	rules, err := PlannedRulesFor(f.policy, uid)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: reading table inet %s: %w", Table, err)
+	}
+	for _, x := range f.extra {
+		if x.uid == uid {
+			rules = append(rules, x.rule)
+		}
+	}
+	return rules, nil
+}
+
+// AddRule is drift: a rule for uid added by hand, as RulesFor prints it.
+func (f *Fake) AddRule(uid uint32, rule string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra = append(f.extra, struct {
+		uid  uint32
+		rule string
+	}{uid, rule})
+}
+
+// Refused is what Refuse recorded since the last Ensure.
+func (f *Fake) Refused(ctx context.Context) (map[uint32]Refusals, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("nftables: reading table inet %s: %w", Table, err)
+	}
+	return maps.Clone(f.refused), nil
+}
+
+// Refuse is traffic: n denied packets of uid, sent faster than the log
+// limit refills, so only the first FakeLogBurst of them since the last
+// Ensure are logged. As in the kernel, only agents' packets are counted,
+// and only while there is a table.
+func (f *Fake) Refuse(uid uint32, n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, agent := slices.BinarySearch(f.policy.AgentUIDs, uid); !f.present || !agent {
+		return
+	}
+	if f.refused == nil {
+		f.refused = map[uint32]Refusals{}
+	}
+	r := f.refused[uid]
+	r.Refused, r.Logged = r.Refused+n, min(r.Logged+n, max(r.Logged, FakeLogBurst))
+	f.refused[uid] = r
+}
+
+// FakeLogBurst is the log limit's burst in the table: how many refusals of
+// one agent a sudden flood gets logged.
+const FakeLogBurst = logBurst

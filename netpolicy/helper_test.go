@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"syscall"
@@ -24,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const helperEnv = "FLOCK_NETPOLICY_HELPER" // dial | ping | listen
+const helperEnv = "FLOCK_NETPOLICY_HELPER" // dial | ping | send | flood | listen
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
@@ -39,6 +40,7 @@ type probeResult struct {
 	Errno string // unix error name of the failure, if it was one
 	Err   string
 	MS    int64 // time from the first syscall to success or failure
+	N     int   // flood: how many datagrams were refused
 }
 
 func runHelper(mode string) int {
@@ -54,6 +56,10 @@ func runHelper(mode string) int {
 		err = dial(os.Getenv("NP_NET"), os.Getenv("NP_ADDR"))
 	case "ping":
 		err = ping(os.Getenv("NP_ADDR"))
+	case "send":
+		err = send(os.Getenv("NP_ADDR"))
+	case "flood":
+		r.N, err = flood(os.Getenv("NP_ADDR"), os.Getenv("NP_COUNT"))
 	case "listen":
 		return listen(os.Getenv("NP_ADDR"))
 	default:
@@ -155,6 +161,56 @@ func ping(addr string) error {
 		return fmt.Errorf("ping: not an echo reply: % x", buf[:n])
 	}
 	return nil
+}
+
+// send sends one UDP datagram to an IPv4 addr (multicast and broadcast
+// included: the socket may broadcast) and expects no answer: success is
+// the kernel taking it. An output hook that rejects it fails the sendto.
+func send(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return fmt.Errorf("send: %q is not an IPv4 address and port", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
+	if err != nil {
+		return fmt.Errorf("udp socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); err != nil {
+		return err
+	}
+	if err := unix.Sendto(fd, []byte("flok"), 0, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+		return fmt.Errorf("sendto: %w", err)
+	}
+	return nil
+}
+
+// flood sends count UDP datagrams to addr as fast as it can and says how
+// many the output hook refused at sendto (EPERM).
+func flood(addr, count string) (refused int, err error) {
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return 0, fmt.Errorf("flood: count %q: %w", count, err)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return 0, fmt.Errorf("flood: %q is not an IPv4 address and port", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDP)
+	if err != nil {
+		return 0, fmt.Errorf("udp socket: %w", err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	for i := range n {
+		switch err := unix.Sendto(fd, []byte("flok"), 0, to); {
+		case errors.Is(err, unix.EPERM):
+			refused++
+		case err != nil:
+			return refused, fmt.Errorf("sendto %d of %d: %w", i+1, n, err)
+		}
+	}
+	return refused, nil
 }
 
 // listen serves a banner on addr until stdin closes; "ready" on stdout says

@@ -215,6 +215,12 @@ func TestKernel(t *testing.T) {
 				ns.nft(t, "delete", "element", "inet", "flock", AgentsSet, fmt.Sprintf("{ %d }", agent1))
 			}},
 			{"nft add element", func(t *testing.T) { ns.nft(t, "add", "element", "inet", "flock", AgentsSet, "{ 12345 }") }},
+			{"nft delete a host block", func(t *testing.T) {
+				ns.nft(t, "delete", "element", "inet", "flock", Host4Set, "{ 127.0.0.0/8 }")
+			}},
+			{"nft delete a host type", func(t *testing.T) {
+				ns.nft(t, "delete", "element", "inet", "flock", HostTypesSet, "{ local }")
+			}},
 			{"nft delete rule", func(t *testing.T) {
 				ns.nft(t, "delete", "rule", "inet", "flock", Chain, "handle", ruleHandle(t, ns, `comment "bus"`))
 			}},
@@ -286,6 +292,23 @@ func TestKernelErrors(t *testing.T) {
 // TestKernelRoundTrip: every golden policy is accepted by the kernel, reads
 // back as exactly what was sent (Matches), and is readable nft syntax.
 func TestKernelRoundTrip(t *testing.T) {
+	eachGoldenInNetNS(t, func(t *testing.T, ctx context.Context, ns *netNS, fw *NFT, p Policy) {
+		if ok, err := fw.Matches(ctx, p); !ok || err != nil {
+			cur, _, _ := fw.Current(ctx)
+			want, _ := Render(p)
+			t.Errorf("Matches = %v, %v\n%s", ok, err, golden.LineDiff(want, cur))
+		}
+		out := ns.nft(t, "list", "table", "inet", "flock")
+		if !strings.Contains(out, "flock policy "+p.Hash()) {
+			t.Errorf("nft list does not show the policy hash:\n%s", out)
+		}
+		t.Logf("nft list table inet flock:\n%s", out)
+	})
+}
+
+// eachGoldenInNetNS puts every golden policy in force in one new network
+// namespace, one after the other, and checks each in a subtest.
+func eachGoldenInNetNS(t *testing.T, check func(t *testing.T, ctx context.Context, ns *netNS, fw *NFT, p Policy)) {
 	requireRoot(t)
 	ctx := context.Background()
 	ns := newNetNS(t)
@@ -295,16 +318,7 @@ func TestKernelRoundTrip(t *testing.T) {
 			if err := fw.Ensure(ctx, p); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := fw.Matches(ctx, p); !ok || err != nil {
-				cur, _, _ := fw.Current(ctx)
-				want, _ := Render(p)
-				t.Errorf("Matches = %v, %v\n%s", ok, err, golden.LineDiff(want, cur))
-			}
-			out := ns.nft(t, "list", "table", "inet", "flock")
-			if !strings.Contains(out, "flock policy "+p.Hash()) {
-				t.Errorf("nft list does not show the policy hash:\n%s", out)
-			}
-			t.Logf("nft list table inet flock:\n%s", out)
+			check(t, ctx, ns, fw, p)
 		})
 	}
 }

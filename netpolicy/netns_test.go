@@ -167,8 +167,14 @@ func (ns *netNS) serveUDP(t *testing.T, addr string) {
 // probe runs one helper attempt as uid inside the namespace.
 func (ns *netNS) probe(t *testing.T, uid int, mode, network, addr string) probeResult {
 	t.Helper()
+	return ns.probeN(t, uid, mode, network, addr, 1)
+}
+
+// probeN is probe with a count, for the flood mode.
+func (ns *netNS) probeN(t *testing.T, uid int, mode, network, addr string, n int) probeResult {
+	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns.name, ns.exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, fmt.Sprintf("NP_UID=%d", uid), "NP_NET="+network, "NP_ADDR="+addr)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, fmt.Sprintf("NP_UID=%d", uid), "NP_NET="+network, "NP_ADDR="+addr, fmt.Sprintf("NP_COUNT=%d", n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

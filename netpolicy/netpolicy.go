@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -25,7 +26,13 @@ const (
 	Table         = "flock"       // the only nftables table flock creates (family inet)
 	Chain         = "output"      // the output-hook filter chain
 	AgentsSet     = "agents"      // set of agent uids (type uid)
+	Host4Set      = "host4"       // IPv4 host blocks (spec.HostBlocks), refused by wide allowances
+	Host6Set      = "host6"       // IPv6 host blocks
+	HostTypesSet  = "hosttypes"   // fib address types that are this host (local, broadcast, anycast)
 	DeniedCounter = "denied"      // named counter of every denied agent packet
+	RefusedSet    = "refused"     // per agent uid: counter of its denied packets
+	DenyLogSet    = "denylog"     // per agent uid: the limit on logging its denied packets
+	LoggedSet     = "logged"      // per agent uid: counter of its denied packets that were logged
 	LogPrefix     = "flock-deny " // kernel log prefix of denied agent packets
 )
 
@@ -39,7 +46,10 @@ type Policy struct {
 	Egress map[uint32][]Allow
 }
 
-// Allow is one extra destination an agent may reach.
+// Allow is one extra destination an agent may reach. A wide one (a range
+// not inside a host block, see spec.Wide) reaches only addresses outside
+// this host; a single address or a range inside a host block is allowed
+// as written.
 type Allow struct {
 	Prefix netip.Prefix // 10.1.2.3/32, 10.0.0.0/8, 2001:db8::/64; host bits are ignored
 	Port   uint16       // 0: any port of Proto
@@ -57,6 +67,21 @@ type Firewall interface {
 	// Matches reports whether table inet flock exists and is exactly what p
 	// asks for (absent: false, nil).
 	Matches(ctx context.Context, p Policy) (bool, error)
+	// RulesFor is every rule of table inet flock that applies to packets
+	// of uid, in chain order, each as `nft list` prints it (no table:
+	// none).
+	RulesFor(ctx context.Context, uid uint32) ([]string, error)
+	// Refused is, per agent uid with any, how many of its packets the
+	// table denied and how many of those it logged since the table was
+	// last replaced (no table: none).
+	Refused(ctx context.Context) (map[uint32]Refusals, error)
+}
+
+// Refusals are one agent's denied packets: Refused counted, Logged of them
+// written to the kernel log; the rest were over the agent's own log limit.
+type Refusals struct {
+	Refused uint64 `json:"refused"`
+	Logged  uint64 `json:"logged"`
 }
 
 // ForFlock is the policy a spec asks for. Pure. The spec is validated by its
@@ -74,8 +99,18 @@ func ForFlock(f *spec.Flock) Policy {
 	for _, a := range f.Agents {
 		uid := f.UID(a.ID)
 		p.AgentUIDs = append(p.AgentUIDs, uid)
+		names := false
 		for _, e := range a.Egress {
+			if e.IsName() {
+				names = true // names go through the proxy, not the firewall
+				continue
+			}
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: e.Prefix, Port: e.Port, Proto: e.Proto})
+		}
+		if names {
+			// The proxy, on loopback, for this agent only.
+			l := netip.MustParseAddrPort(proxy.DefaultListen)
+			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
 		}
 	}
 	return p.canonical()
@@ -100,6 +135,9 @@ func (p Policy) Validate() error {
 		for _, a := range c.Egress[uid] {
 			if !a.Prefix.IsValid() {
 				return fmt.Errorf("netpolicy: egress allowance of uid %d has no destination prefix", uid)
+			}
+			if a.Prefix.IsSingleIP() && a.Prefix.Addr().IsUnspecified() {
+				return fmt.Errorf("netpolicy: egress allowance of uid %d to %s: the unspecified address means this host; name the address, or use %s/0 for any address outside this host", uid, a.Prefix.Addr(), a.Prefix.Addr())
 			}
 			if a.Proto != "tcp" && a.Proto != "udp" {
 				return fmt.Errorf("netpolicy: egress allowance of uid %d to %s: protocol %q is neither tcp nor udp", uid, a.Prefix, a.Proto)
@@ -183,7 +221,10 @@ func (p Policy) String() string {
 
 // rulesetVersion changes whenever the rules generated for a policy change,
 // so a table written by an older flockctl is seen as drift and replaced.
-const rulesetVersion = "v1"
+//
+// v2: wide allowances refuse this host (the host sets and the fib check).
+// v3: denied packets are counted, and their logging limited, per uid.
+const rulesetVersion = "v3"
 
 // Hash identifies p (and the rule generator's version); it is written into
 // the table as a rule comment, where `nft list` shows it.

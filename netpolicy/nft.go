@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +50,7 @@ func (n *NFT) Ensure(ctx context.Context, p Policy) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %s: %w", what, err)
 	}
-	c, err := n.conn()
+	c, err := nftables.New(append(n.opts[:len(n.opts):len(n.opts)], nftables.WithSockOptions(batchBuffers(rs)))...)
 	if err != nil {
 		return wrap(what, err)
 	}
@@ -70,6 +72,46 @@ func (n *NFT) Ensure(ctx context.Context, p Policy) error {
 		}
 	}
 	return wrap(what, c.Flush())
+}
+
+// batchBuffers sizes the netlink socket for one batch of rs: the kernel
+// refuses a message longer than the send buffer (EMSGSIZE; the default
+// 208 KiB holds about 300 allowances) and drops acknowledgements that
+// overflow the receive buffer (ENOBUFS), one per rule. The sizes are
+// generous estimates (a guarded rule is about 700 bytes on the wire, an
+// ack under 1 KiB of buffer); the kernel only charges what is used. The
+// FORCE options pass net.core.wmem_max and rmem_max; Ensure needs
+// CAP_NET_ADMIN anyway, which they require.
+func batchBuffers(rs *ruleset) nftables.SockOption {
+	msgs, wire := 16, 64<<10
+	for _, rules := range rs.rules {
+		for _, r := range rules {
+			msgs++
+			wire += 256 + 64*len(r.Exprs)
+		}
+	}
+	for _, el := range rs.elems {
+		wire += 64 * len(el)
+	}
+	return func(c *netlink.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return nil // no socket to size: the library's test dialer
+		}
+		var serr error
+		err = raw.Control(func(fd uintptr) {
+			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, max(wire, 256<<10)); serr == nil {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, max(2<<10*msgs, 256<<10))
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("sizing the netlink socket for the batch: %w", serr)
+		}
+		return nil
+	}
 }
 
 // Remove deletes table inet flock and only it. The batch adds the table
@@ -132,6 +174,37 @@ func (n *NFT) Denied(ctx context.Context) (packets, bytes uint64, err error) {
 		}
 	}
 	return 0, 0, fmt.Errorf("nftables: %s: the table has no such counter", what)
+}
+
+// Refused reads the per-uid counters of sets refused and logged. A table
+// from before they existed has neither: none, no error.
+func (n *NFT) Refused(ctx context.Context) (map[uint32]Refusals, error) {
+	rs, ok, err := n.current(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return refusals(rs), nil
+}
+
+// refusals reads the counters the deny rule keeps per uid.
+func refusals(rs *ruleset) map[uint32]Refusals {
+	out := map[uint32]Refusals{}
+	for _, set := range []string{RefusedSet, LoggedSet} {
+		for _, e := range rs.elems[set] {
+			if len(e.Key) != 4 || e.Counter == nil {
+				continue
+			}
+			uid := binaryutil.NativeEndian.Uint32(e.Key)
+			r := out[uid]
+			if set == RefusedSet {
+				r.Refused = e.Counter.Packets
+			} else {
+				r.Logged = e.Counter.Packets
+			}
+			out[uid] = r
+		}
+	}
+	return out
 }
 
 // current reads the whole table: chains and their rules, sets and their

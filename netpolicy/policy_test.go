@@ -83,6 +83,10 @@ func TestValidate(t *testing.T) {
 		{"no bus port", func(p *Policy) { p.BusPort = 0 }, "bus port"},
 		{"egress of a non-agent", func(p *Policy) { p.Egress = map[uint32][]Allow{11: {allow("10.0.0.1/32", 1, "tcp")}} }, "not an agent uid"},
 		{"egress without prefix", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {{Port: 1, Proto: "tcp"}}} }, "no destination prefix"},
+		{"egress to 0.0.0.0", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {allow("0.0.0.0/32", 1, "tcp")}} }, "unspecified address"},
+		{"egress to ::", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {allow("::/128", 1, "tcp")}} }, "unspecified address"},
+		{"egress to ::ffff:0.0.0.0", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {allow("::ffff:0.0.0.0/128", 1, "tcp")}} }, "unspecified address"},
+		{"egress to 0.0.0.0/0", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {allow("0.0.0.0/0", 1, "tcp")}} }, ""},
 		{"egress of icmp", func(p *Policy) { p.Egress = map[uint32][]Allow{10: {allow("10.0.0.1/32", 0, "icmp")}} }, "neither tcp nor udp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,5 +115,21 @@ func TestHashIgnoresOrderNotContent(t *testing.T) {
 	c.BusPort = 4223
 	if c.Hash() == b.Hash() {
 		t.Errorf("different bus port, same hash")
+	}
+}
+
+// A name rule is the proxy's to carry: the firewall opens the proxy's
+// port to that agent, and nothing else for the name.
+func TestForFlockLeavesNamesToTheProxy(t *testing.T) {
+	name, err := spec.ParseEgress("api.example.com:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: 4222}, UIDBase: 1000,
+		Agents: []spec.Agent{{ID: 1, Egress: []spec.Egress{name, egress("10.1.2.3/32", 443, "tcp")}}}}
+	p := ForFlock(f)
+	want := []Allow{{Prefix: netip.MustParsePrefix("10.1.2.3/32"), Port: 443, Proto: "tcp"}, {Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: 4230, Proto: "tcp"}}
+	if got := p.Egress[1001]; !reflect.DeepEqual(got, want) {
+		t.Errorf("egress of uid 1001 = %+v, want %+v (its address rule and the proxy)", got, want)
 	}
 }

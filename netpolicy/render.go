@@ -48,6 +48,9 @@ func render(rs *ruleset) string {
 	slices.SortFunc(sets, func(a, b *nftables.Set) int { return strings.Compare(a.Name, b.Name) })
 	for _, s := range sets {
 		fmt.Fprintf(&b, "  set %s { type %s%s }\n", s.Name, s.KeyType.Name, setFlags(s))
+		if s.Dynamic {
+			continue // its elements are the packet path's (counts), not the policy's
+		}
 		var keys []string
 		for _, e := range rs.elems[s.Name] {
 			keys = append(keys, element(s, e))
@@ -96,16 +99,30 @@ func setFlags(s *nftables.Set) string {
 			f = append(f, x.name)
 		}
 	}
-	if len(f) == 0 {
-		return ""
+	var out string
+	if len(f) > 0 {
+		out = "; flags " + strings.Join(f, ",")
 	}
-	return "; flags " + strings.Join(f, ",")
+	if s.Timeout != 0 {
+		out += fmt.Sprintf("; timeout %v", s.Timeout)
+	}
+	if s.Size != 0 {
+		out += fmt.Sprintf("; size %d", s.Size)
+	}
+	return out
 }
 
 func element(s *nftables.Set, e nftables.SetElement) string {
 	k := "0x" + hex.EncodeToString(e.Key)
-	if s.KeyType.Name == nftables.TypeUID.Name && len(e.Key) == 4 {
+	switch {
+	case s.KeyType.Name == nftables.TypeUID.Name && len(e.Key) == 4:
 		k = fmt.Sprintf("%d", binaryutil.NativeEndian.Uint32(e.Key))
+	case s.KeyType.Name == nftables.TypeIPAddr.Name || s.KeyType.Name == nftables.TypeIP6Addr.Name:
+		if a, ok := netip.AddrFromSlice(e.Key); ok {
+			k += " (" + a.String() + ")"
+		}
+	case s.KeyType.Name == nftables.TypeFIBAddr.Name && len(e.Key) == 4:
+		k += " (" + fibTypeName(binaryutil.NativeEndian.Uint32(e.Key)) + ")"
 	}
 	if len(e.Val) > 0 || e.IntervalEnd || e.Timeout != 0 {
 		k += fmt.Sprintf(" val 0x%x interval-end %v timeout %v", e.Val, e.IntervalEnd, e.Timeout)
@@ -207,6 +224,19 @@ func (st *regState) expr(e expr.Any) string {
 			s += " inverted"
 		}
 		return s
+	case *expr.Fib:
+		st.loaded = ""
+		var what []string
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{e.FlagSADDR, "saddr"}, {e.FlagDADDR, "daddr"}, {e.FlagMARK, "mark"}, {e.FlagIIF, "iif"}, {e.FlagOIF, "oif"},
+			{e.FlagPRESENT, "present"}, {e.ResultOIF, "oif"}, {e.ResultOIFNAME, "oifname"}, {e.ResultADDRTYPE, "type"}} {
+			if f.on {
+				what = append(what, f.name)
+			}
+		}
+		return fmt.Sprintf("fib %s => reg %d", strings.Join(what, " "), e.Register)
 	case *expr.Objref:
 		return fmt.Sprintf("objref type %d name %s", e.Type, e.Name)
 	case *expr.Counter:
@@ -237,6 +267,21 @@ func (st *regState) expr(e expr.Any) string {
 		return s
 	case *expr.Immediate:
 		return fmt.Sprintf("immediate reg %d 0x%x", e.Register, e.Data)
+	case *expr.Dynset:
+		s := fmt.Sprintf("dynset %s reg_key %d set %s", dynsetOp(e.Operation), e.SrcRegKey, e.SetName)
+		if e.SrcRegData != 0 {
+			s += fmt.Sprintf(" sreg_data %d", e.SrcRegData)
+		}
+		if e.Timeout != 0 {
+			s += fmt.Sprintf(" timeout %v", e.Timeout)
+		}
+		if e.Invert {
+			s += " inverted"
+		}
+		for _, x := range e.Exprs {
+			s += " expr [ " + (&regState{}).expr(x) + " ]"
+		}
+		return s
 	}
 	return fmt.Sprintf("%T %+v", e, e)
 }
@@ -325,6 +370,13 @@ func rejectName(e *expr.Reject) string {
 	return ""
 }
 
+func dynsetOp(op uint32) string {
+	if n, ok := map[uint32]string{unix.NFT_DYNSET_OP_ADD: "add", unix.NFT_DYNSET_OP_UPDATE: "update"}[op]; ok {
+		return n
+	}
+	return fmt.Sprintf("op(%d)", op)
+}
+
 func verdictName(k expr.VerdictKind) string {
 	if n, ok := map[expr.VerdictKind]string{expr.VerdictAccept: "accept", expr.VerdictDrop: "drop",
 		expr.VerdictReturn: "return", expr.VerdictJump: "jump", expr.VerdictGoto: "goto",
@@ -332,4 +384,12 @@ func verdictName(k expr.VerdictKind) string {
 		return n
 	}
 	return fmt.Sprintf("verdict(%d)", k)
+}
+
+func fibTypeName(t uint32) string {
+	if n, ok := map[uint32]string{unix.RTN_UNICAST: "unicast", unix.RTN_LOCAL: "local", unix.RTN_BROADCAST: "broadcast",
+		unix.RTN_ANYCAST: "anycast", unix.RTN_MULTICAST: "multicast"}[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type %d", t)
 }

@@ -3,12 +3,15 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"github.com/flockrun/flock/spec"
 )
 
 // ruleset is table inet flock as nftables objects: what Ensure sends, what
@@ -27,9 +30,15 @@ type ruleset struct {
 // The rules, in chain order, for packets whose socket belongs to an agent:
 //
 //  1. to the bus (BusHost, tcp BusPort): accept;
-//  2. each allowance: accept, for its own uid only;
-//  3. anything else: count (named counter "denied"), log at most 5/minute
-//     with the socket's uid in the line (log flags skuid), then
+//  2. each allowance: accept, for its own uid only; a wide one (a range
+//     such as 0.0.0.0/0 or 10.0.0.0/8) only when the destination is not
+//     this host: not in set host4/host6 (loopback, link-local, multicast)
+//     and not of a fib address type in set hosttypes (the kernel's answer,
+//     at packet time, to "is this one of my addresses or a broadcast?");
+//  3. anything else: count (named counter "denied", and per uid in set
+//     refused), log at most 5/minute per uid with the socket's uid in the
+//     line (log flags skuid; the per-uid limit lives in set denylog, what
+//     was logged is counted per uid in set logged), then
 //  4. tcp: reject with a reset, so connect() fails at once with ECONNREFUSED;
 //  5. the rest (udp including DNS, icmp, both IP versions): reject with
 //     icmpx admin-prohibited; the sending syscall itself gets EPERM.
@@ -70,10 +79,17 @@ func build(p Policy) (*ruleset, error) {
 			// nft prints (and parses, e.g. in `nft delete element`) the
 			// uids byte-swapped. Filtering does not depend on it.
 			KeyByteOrder: binaryutil.NativeEndian,
-			// A fixed transaction id keeps the batch (and its golden file)
-			// stable; ids only need to be unique inside one batch.
-			ID: 1,
-		}},
+			ID:           setIDs[AgentsSet],
+		}, {
+			Table: t, Name: Host4Set, KeyType: nftables.TypeIPAddr, Interval: true, ID: setIDs[Host4Set],
+		}, {
+			Table: t, Name: Host6Set, KeyType: nftables.TypeIP6Addr, Interval: true, ID: setIDs[Host6Set],
+		}, {
+			// fib writes the type in host byte order, as nft declares it.
+			Table: t, Name: HostTypesSet, KeyType: nftables.TypeFIBAddr, KeyByteOrder: binaryutil.NativeEndian, ID: setIDs[HostTypesSet],
+		},
+			uidSet(t, RefusedSet, 0), uidSet(t, DenyLogSet, time.Minute), uidSet(t, LoggedSet, 0),
+		},
 		elems: map[string][]nftables.SetElement{},
 		chains: []*nftables.Chain{{
 			Table: t, Name: Chain, Type: nftables.ChainTypeFilter,
@@ -85,6 +101,10 @@ func build(p Policy) (*ruleset, error) {
 	for _, uid := range p.AgentUIDs {
 		// meta skuid loads the uid in host byte order, so the set keys are too.
 		rs.elems[AgentsSet] = append(rs.elems[AgentsSet], nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uid)})
+	}
+	rs.elems[Host4Set], rs.elems[Host6Set] = hostElements()
+	for _, typ := range hostTypes {
+		rs.elems[HostTypesSet] = append(rs.elems[HostTypesSet], nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(typ)})
 	}
 	ch := rs.chains[0]
 	add := func(comment string, exprs ...[]expr.Any) {
@@ -106,22 +126,32 @@ func build(p Policy) (*ruleset, error) {
 			if a.Port != 0 {
 				port = dport(a.Port)
 			}
-			add(fmt.Sprintf("egress of uid %d", uid), skuidIs(uid), daddr(a.Prefix), l4(a.Proto), port, accept())
+			var guard []expr.Any
+			comment := fmt.Sprintf("egress of uid %d", uid)
+			if spec.Wide(a.Prefix) {
+				guard, comment = notHost(a.Prefix.Addr().Is6()), comment+", outside this host"
+			}
+			add(comment, skuidIs(uid), daddr(a.Prefix), guard, l4(a.Proto), port, accept())
 		}
 	}
-	add("deny: count, log", agents, []expr.Any{
-		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter},
-		// The limit sits after the counter: every denied packet is counted,
-		// only the first few a minute are logged, and a packet over the
-		// limit simply falls through to the rejects below.
-		&expr.Limit{Type: expr.LimitTypePkts, Rate: 5, Unit: expr.LimitTimeMinute, Burst: 5},
-		&expr.Log{
+	add("deny: count, log", agents,
+		[]expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter}},
+		// Every denied packet is counted for its uid; then the log limit,
+		// one token bucket per uid (an element of denylog, made by the
+		// first refusal and expiring after a minute of quiet, by when its
+		// bucket would be full again anyway): a packet over its own uid's
+		// limit ends the rule and falls through to the rejects below, so
+		// one agent's flood cannot spend another's log budget. Packets
+		// that pass are counted as logged, then logged.
+		perUID(RefusedSet, &expr.Counter{}),
+		perUID(DenyLogSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst}),
+		perUID(LoggedSet, &expr.Counter{}),
+		[]expr.Any{&expr.Log{
 			Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
 			Data:  []byte(LogPrefix),
 			Level: expr.LogLevelWarning,
 			Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
-		},
-	})
+		}})
 	add("deny tcp: reset", agents, l4("tcp"), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
 	add("deny the rest: admin-prohibited; flock policy "+p.Hash(), agents, []expr.Any{
 		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
@@ -130,6 +160,94 @@ func build(p Policy) (*ruleset, error) {
 }
 
 func ref[T any](v T) *T { return &v }
+
+// setIDs are the sets' transaction ids, by which rules in the same batch
+// refer to them. Fixed ids keep the batch (and its golden file) stable;
+// they only need to be unique inside one batch.
+var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7}
+
+// logRate and logBurst are each agent's log limit on its denied packets:
+// per minute, and at once.
+const logRate, logBurst = 5, 5
+
+// dynSetSize is the element limit nft gives a dynamic set when none is
+// named; only agent uids ever reach these sets, so it is never near.
+const dynSetSize = 65535
+
+// uidSet is a set of uids the packet path fills (flags dynamic), each
+// element carrying the state of the statement that made it (a counter, a
+// limit); with a timeout, an element idle that long is dropped.
+func uidSet(t *nftables.Table, name string, timeout time.Duration) *nftables.Set {
+	return &nftables.Set{
+		Table: t, Name: name, KeyType: nftables.TypeUID, KeyByteOrder: binaryutil.NativeEndian,
+		Dynamic: true, HasTimeout: timeout != 0, Timeout: timeout, Size: dynSetSize, ID: setIDs[name],
+	}
+}
+
+// perUID is `update @set { meta skuid stmt }`: the packet's uid is added
+// to set (if not there yet) and stmt, which the element keeps, is
+// evaluated; a limit over its rate ends the rule.
+func perUID(set string, stmt expr.Any) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
+		&expr.Dynset{SrcRegKey: 1, SetName: set, SetID: setIDs[set], Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{stmt}},
+	}
+}
+
+// hostTypes are the fib address types of destinations that are this host:
+// its own addresses on any interface (local), IPv4 broadcasts, which the
+// kernel loops back to the host's own sockets (and 0.0.0.0/8), and IPv6
+// anycast addresses the host answers itself. Asking the kernel per packet
+// keeps the rule true when the host's addresses change; multicast needs no
+// type, its ranges are in the host sets.
+var hostTypes = []uint32{unix.RTN_LOCAL, unix.RTN_BROADCAST, unix.RTN_ANYCAST}
+
+// hostElements are spec.HostBlocks as interval-set elements, the way nft
+// writes them: an interval end at the zero address first, then each
+// range's start and the address after its end (none when the range runs
+// to the top of the address space).
+func hostElements() (v4, v6 []nftables.SetElement) {
+	v4 = []nftables.SetElement{{Key: make([]byte, 4), IntervalEnd: true}}
+	v6 = []nftables.SetElement{{Key: make([]byte, 16), IntervalEnd: true}}
+	for _, b := range spec.HostBlocks {
+		start := b.Prefix.Masked().Addr()
+		el := []nftables.SetElement{{Key: start.AsSlice()}}
+		if next := lastAddr(b.Prefix).Next(); next.IsValid() {
+			el = append(el, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+		}
+		if start.Is4() {
+			v4 = append(v4, el...)
+		} else {
+			v6 = append(v6, el...)
+		}
+	}
+	return v4, v6
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(a)*8; i++ {
+		a[i/8] |= 0x80 >> (i % 8)
+	}
+	last, _ := netip.AddrFromSlice(a)
+	return last
+}
+
+// notHost is the host guard of a wide allowance, after daddr has checked
+// the IP version: the destination is in neither the host set of its
+// version nor of a host fib type.
+func notHost(v6 bool) []expr.Any {
+	set, off, n := Host4Set, uint32(16), uint32(4)
+	if v6 {
+		set, off, n = Host6Set, 24, 16
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Lookup{SourceRegister: 1, SetName: set, SetID: setIDs[set], Invert: true},
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Lookup{SourceRegister: 1, SetName: HostTypesSet, SetID: setIDs[HostTypesSet], Invert: true},
+	}
+}
 
 // The expression helpers below generate what nft itself generates for the
 // same statements (checked with `nft --debug=netlink`), so `nft list` prints

@@ -42,6 +42,12 @@ var steps = []step{
 	{[]Kind{InstallBus}, installBus},
 	{[]Kind{StartBus}, startBus},
 	{[]Kind{ReloadBus}, reloadBus},
+	// The proxy is up before an agent that needs it starts.
+	{[]Kind{WriteProxyConf}, writeProxyConfig},
+	{[]Kind{InstallProxy}, installProxy},
+	{[]Kind{StartProxy}, startProxy},
+	{[]Kind{ReloadProxy}, reloadProxy},
+	{[]Kind{RemoveProxy}, removeProxy},
 	{[]Kind{Firewall}, replaceFirewall},
 	// One step, so new and changed agents start in parallel together.
 	{[]Kind{StartUnit, RestartUnit}, startUnits},
@@ -183,14 +189,14 @@ func createIdentities(ctx context.Context, x applier, cs []Change) error {
 }
 
 func installBus(ctx context.Context, x applier, _ []Change) error {
-	if err := x.h.Units.InstallService(ctx, x.d.Service); err != nil {
+	if err := x.h.Units.InstallService(ctx, units.BusUnit, x.d.Service); err != nil {
 		return fmt.Errorf("installing %s: %w", units.BusUnit, err)
 	}
 	return nil
 }
 
 func startBus(ctx context.Context, x applier, _ []Change) error {
-	if err := x.h.Units.RestartService(ctx); err != nil {
+	if err := x.h.Units.RestartService(ctx, units.BusUnit); err != nil {
 		return fmt.Errorf("starting the bus: %w", err)
 	}
 	return nil
@@ -201,6 +207,45 @@ func reloadBus(ctx context.Context, x applier, _ []Change) error {
 		return fmt.Errorf("reloading the bus: %w", err)
 	}
 	return nil
+}
+
+func writeProxyConfig(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Proxy.WriteConfig(ctx, x.d.ProxyConfig); err != nil {
+		return fmt.Errorf("writing the proxy config: %w", err)
+	}
+	return nil
+}
+
+func installProxy(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.InstallService(ctx, units.ProxyUnit, x.d.ProxyService); err != nil {
+		return fmt.Errorf("installing %s: %w", units.ProxyUnit, err)
+	}
+	return nil
+}
+
+func startProxy(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.RestartService(ctx, units.ProxyUnit); err != nil {
+		return fmt.Errorf("starting the proxy: %w", err)
+	}
+	return nil
+}
+
+func reloadProxy(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.ReloadService(ctx, units.ProxyUnit); err != nil {
+		return fmt.Errorf("reloading the proxy: %w", err)
+	}
+	return nil
+}
+
+func removeProxy(ctx context.Context, x applier, _ []Change) error {
+	return removeProxyFrom(ctx, x.h)
+}
+
+func removeProxyFrom(ctx context.Context, h Host) error {
+	if err := h.Units.RemoveService(ctx, units.ProxyUnit); err != nil {
+		return fmt.Errorf("removing %s: %w", units.ProxyUnit, err)
+	}
+	return h.Proxy.RemoveConfig(ctx)
 }
 
 func replaceFirewall(ctx context.Context, x applier, _ []Change) error {

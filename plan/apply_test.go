@@ -19,7 +19,8 @@ import (
 
 // allKinds is every kind of change there is.
 var allKinds = []Kind{StopUnit, RemoveUser, RemoveIdentity, CreateUser, EnsurePath, CreateIdentity,
-	WriteBusConfig, InstallBus, StartBus, ReloadBus, Firewall, StartUnit, RestartUnit}
+	WriteBusConfig, InstallBus, StartBus, ReloadBus, WriteProxyConf, InstallProxy, StartProxy, ReloadProxy, RemoveProxy,
+	Firewall, StartUnit, RestartUnit}
 
 func TestEveryKindHasOneStep(t *testing.T) {
 	seen := map[Kind]int{}
@@ -61,13 +62,13 @@ func (u recUnits) Start(ctx context.Context, un units.Unit) error {
 	u.r.log("units.Start")
 	return u.Manager.Start(ctx, un)
 }
-func (u recUnits) InstallService(ctx context.Context, b []byte) error {
+func (u recUnits) InstallService(ctx context.Context, name string, b []byte) error {
 	u.r.log("units.InstallService")
-	return u.Manager.InstallService(ctx, b)
+	return u.Manager.InstallService(ctx, name, b)
 }
-func (u recUnits) RestartService(ctx context.Context) error {
+func (u recUnits) RestartService(ctx context.Context, name string) error {
 	u.r.log("units.RestartService")
-	return u.Manager.RestartService(ctx)
+	return u.Manager.RestartService(ctx, name)
 }
 
 type recUsers struct {
@@ -122,7 +123,7 @@ func (f recFirewall) Ensure(ctx context.Context, p netpolicy.Policy) error {
 
 func recording(h Host) (Host, *recorder) {
 	r := &recorder{}
-	return Host{Users: recUsers{h.Users, r}, Units: recUnits{h.Units, r}, Firewall: recFirewall{h.Firewall, r}, Bus: recBus{h.Bus, r}}, r
+	return Host{Users: recUsers{h.Users, r}, Units: recUnits{h.Units, r}, Firewall: recFirewall{h.Firewall, r}, Bus: recBus{h.Bus, r}, Proxy: h.Proxy}, r
 }
 
 // everyKind is a plan with one change of each kind, in the apply order,

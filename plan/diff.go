@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -28,6 +29,9 @@ type Current struct {
 	// ("" when it is not running or does not answer: LoadedErr says why).
 	BusLoaded string
 	LoadedErr error
+	// ProxyConfig is the proxy's config file as installed (nil: none).
+	ProxyConfig  []byte
+	ProxyService units.ServiceStatus
 }
 
 // Observe reads the host's side of everything d describes.
@@ -74,7 +78,13 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 	if c.BusConfig, err = h.Bus.Config(ctx); err != nil {
 		return c, fmt.Errorf("reading the bus config: %w", err)
 	}
-	if c.Service, err = h.Units.Service(ctx); err != nil {
+	if c.Service, err = h.Units.Service(ctx, units.BusUnit); err != nil {
+		return c, err
+	}
+	if c.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
+		return c, err
+	}
+	if c.ProxyService, err = h.Units.Service(ctx, units.ProxyUnit); err != nil {
 		return c, err
 	}
 	if c.Service.ActiveState == "active" {
@@ -113,6 +123,11 @@ const (
 	InstallBus     Kind = "install bus"
 	StartBus       Kind = "(re)start bus"
 	ReloadBus      Kind = "reload bus"
+	WriteProxyConf Kind = "write proxy config"
+	InstallProxy   Kind = "install proxy"
+	StartProxy     Kind = "(re)start proxy"
+	ReloadProxy    Kind = "reload proxy"
+	RemoveProxy    Kind = "remove proxy"
 	Firewall       Kind = "replace firewall"
 	StartUnit      Kind = "start unit"
 	RestartUnit    Kind = "restart unit"
@@ -240,6 +255,7 @@ func Diff(d Desired, c Current) Plan {
 		}
 	}
 	newID := diffBus(d, c, add)
+	diffProxy(d, c, newID[bus.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
 	}
@@ -320,6 +336,40 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
+}
+
+// diffProxy lists the egress proxy's changes: its config and unit while
+// an agent has a name in its egress, their removal once none has. A new
+// config reaches a running proxy by reload (open tunnels go on).
+func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, string)) {
+	if d.ProxyConfig == nil {
+		if c.ProxyConfig != nil || c.ProxyService.File != nil {
+			add(RemoveProxy, units.ProxyUnit, "no agent has a name in its egress")
+		}
+		return
+	}
+	cfgChanged := !bytes.Equal(c.ProxyConfig, d.ProxyConfig)
+	if cfgChanged {
+		why := "agents or names changed"
+		if c.ProxyConfig == nil {
+			why = "missing"
+		}
+		add(WriteProxyConf, proxy.ConfigPath, why)
+	}
+	fileChanged := !bytes.Equal(c.ProxyService.File, d.ProxyService)
+	if fileChanged || c.ProxyService.Enabled != "enabled" {
+		add(InstallProxy, units.ProxyUnit, "unit file missing, changed or not enabled")
+	}
+	switch {
+	case c.ProxyService.ActiveState != "active":
+		add(StartProxy, units.ProxyUnit, "not running")
+	case fileChanged:
+		add(StartProxy, units.ProxyUnit, "unit file changed")
+	case newIdentity:
+		add(StartProxy, units.ProxyUnit, "its bus identity is new")
+	case cfgChanged:
+		add(ReloadProxy, units.ProxyUnit, "agents or names changed")
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -6,6 +6,7 @@ package plan
 import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -24,6 +25,10 @@ type Desired struct {
 	// computed from them at diff and apply time (BusConfig).
 	Identities []string
 	Service    []byte // flock.service
+	// ProxyConfig is the egress proxy's config file and ProxyService its
+	// unit; both nil when no agent has a name in its egress.
+	ProxyConfig  []byte
+	ProxyService []byte
 }
 
 // BusConfig is the bus configuration of d given the identities' keys.
@@ -43,8 +48,18 @@ func Build(f *spec.Flock, uo units.Options) Desired {
 		d.Units = append(d.Units, units.ForAgent(f, a, uo))
 		d.Identities = append(d.Identities, spec.UserName(a.ID))
 	}
-	d.Identities = append(d.Identities, bus.OperatorName)
 	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath)
+	if pc := proxy.ConfigFor(f); len(pc.Policy.Agents) > 0 {
+		// The proxy publishes its decisions on the bus as itself.
+		d.Identities = append(d.Identities, bus.ProxyName)
+		b, err := pc.Encode()
+		if err != nil {
+			panic(err) // strings and numbers only
+		}
+		d.ProxyConfig = b
+		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(bus.ProxyName))
+	}
+	d.Identities = append(d.Identities, bus.OperatorName)
 	return d
 }
 
@@ -54,6 +69,7 @@ type Host struct {
 	Units    units.Manager
 	Firewall netpolicy.Firewall
 	Bus      bus.Host
+	Proxy    proxy.Host
 }
 
 // AgentView is one agent as the plan has it: its unit and its bus

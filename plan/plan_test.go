@@ -11,6 +11,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
@@ -21,11 +22,12 @@ type fakes struct {
 	units *units.Fake
 	fw    *netpolicy.Fake
 	bus   *bus.FakeHost
+	proxy *proxy.Fake
 }
 
 func newFakes() (Host, fakes) {
-	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost()}
-	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus}, f
+	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost(), proxy: &proxy.Fake{}}
+	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus, Proxy: f.proxy}, f
 }
 
 // busService is the fake units whose flock.service, when it starts, has
@@ -35,11 +37,13 @@ type busService struct {
 	bus *bus.FakeHost
 }
 
-func (s busService) RestartService(ctx context.Context) error {
-	if err := s.Fake.RestartService(ctx); err != nil {
+func (s busService) RestartService(ctx context.Context, name string) error {
+	if err := s.Fake.RestartService(ctx, name); err != nil {
 		return err
 	}
-	s.bus.Started()
+	if name == units.BusUnit {
+		s.bus.Started()
+	}
 	return nil
 }
 
@@ -236,7 +240,7 @@ func TestBusIsPlannedAroundTheAgents(t *testing.T) {
 	if cfg == nil || !cfg.Equal(bus.ForFlock(f, keys)) || len(cfg.Users) != 4 {
 		t.Fatalf("installed config %+v", cfg)
 	}
-	if st, _ := fk.units.Service(ctx); st.ActiveState != "active" || st.Enabled != "enabled" {
+	if st, _ := fk.units.Service(ctx, units.BusUnit); st.ActiveState != "active" || st.Enabled != "enabled" {
 		t.Errorf("bus service %+v", st)
 	}
 
@@ -310,7 +314,7 @@ func TestRemoveAllLeavesNothing(t *testing.T) {
 	if cfg, _ := fk.bus.Config(ctx); cfg != nil {
 		t.Errorf("bus config left: %+v", cfg)
 	}
-	if st, _ := fk.units.Service(ctx); st.File != nil {
+	if st, _ := fk.units.Service(ctx, units.BusUnit); st.File != nil {
 		t.Errorf("flock.service left: %+v", st)
 	}
 }
@@ -359,5 +363,91 @@ func TestDriftInAccountsAndACLsIsRepaired(t *testing.T) {
 				t.Fatalf("not converged after repair:\n%s", p)
 			}
 		})
+	}
+}
+
+// The proxy exists while an agent has a name in its egress: installed and
+// started with the agents, reloaded (no agent restarted) when a name is
+// added, removed with the last name.
+func TestProxyFollowsNames(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	provision(t, h, mustParse(t, threeAgents))
+	if fk.proxy.File != nil {
+		t.Fatalf("a flock without names has a proxy config:\n%s", fk.proxy.File)
+	}
+	if st, _ := fk.units.Service(ctx, units.ProxyUnit); st.File != nil {
+		t.Fatal("a flock without names has a proxy unit")
+	}
+
+	withName := mustParse(t, "agents:\n  - id: 1\n    egress: [\"api.example.com:443\"]\n  - id: 2\n  - id: 3\n")
+	p := provision(t, h, withName)
+	for _, k := range []Kind{WriteProxyConf, InstallProxy, StartProxy} {
+		if p.Count(k) != 1 {
+			t.Errorf("%s: %d changes, want 1\n%s", k, p.Count(k), p)
+		}
+	}
+	if st, _ := fk.units.Service(ctx, units.ProxyUnit); st.ActiveState != "active" || st.Enabled != "enabled" {
+		t.Errorf("proxy unit %+v", st)
+	}
+	c, err := proxy.DecodeConfig(fk.proxy.File)
+	if err != nil || len(c.Policy.Agents) != 1 || c.Policy.Agents[withName.UID(1)].ID != 1 || c.Bus != "nats://127.0.0.1:4222" {
+		t.Errorf("proxy config %+v %v", c, err)
+	}
+	// Its bus user publishes its decisions and nothing else.
+	cfg, _ := fk.bus.Config(ctx)
+	var pu *bus.User
+	for i, u := range cfg.Users {
+		if u.Name == bus.ProxyName {
+			pu = &cfg.Users[i]
+		}
+	}
+	if pu == nil || len(pu.Publish) != 1 || pu.Publish[0] != "flock.egress.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
+		t.Errorf("the proxy's bus user: %+v", pu)
+	}
+	if again := provision(t, h, withName); len(again.Changes) != 0 {
+		t.Errorf("provision again: %s", again)
+	}
+	// A stopped proxy is drift (status prints it), repaired by a start.
+	fk.units.StopStatic(units.ProxyUnit)
+	if p := provision(t, h, withName); p.Count(StartProxy) != 1 || len(p.Changes) != 1 {
+		t.Errorf("proxy stopped by hand: %s", p)
+	}
+
+	more := mustParse(t, "agents:\n  - id: 1\n    egress: [\"api.example.com:443\", \"*.example.org:443\"]\n  - id: 2\n  - id: 3\n")
+	p = provision(t, h, more)
+	if p.Count(WriteProxyConf) != 1 || p.Count(ReloadProxy) != 1 || len(p.Changes) != 2 {
+		t.Errorf("adding a name: want the config written and the proxy reloaded, nothing else:\n%s", p)
+	}
+	if fk.units.Reloads(units.ProxyUnit) != 1 || fk.units.Restarts(units.ProxyUnit) != 2 {
+		t.Errorf("proxy reloads %d restarts %d, want 1 and 2", fk.units.Reloads(units.ProxyUnit), fk.units.Restarts(units.ProxyUnit))
+	}
+
+	// Removing agent 1 (the only one with names) takes the proxy away.
+	rest, err := Remove(ctx, h, more, []int{1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fk.proxy.File != nil {
+		t.Error("proxy config left after its last agent went")
+	}
+	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+		t.Error("the proxy's bus identity left after its last agent went")
+	}
+	if st, _ := fk.units.Service(ctx, units.ProxyUnit); st.File != nil {
+		t.Error("proxy unit left after its last agent went")
+	}
+	if again := provision(t, h, rest); again.Count(RemoveProxy) != 0 || again.Count(StartProxy) != 0 {
+		t.Errorf("after Remove: %s", again)
+	}
+
+	// Names taken out of the spec: the proxy goes.
+	provision(t, h, more)
+	p = provision(t, h, mustParse(t, threeAgents))
+	if p.Count(RemoveProxy) != 1 || fk.proxy.File != nil {
+		t.Errorf("names removed: %s", p)
+	}
+	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+		t.Error("the proxy's bus identity outlived the proxy")
 	}
 }

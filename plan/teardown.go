@@ -6,6 +6,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -34,7 +35,14 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 	if err := stopAll(ctx, h.Units, units); err != nil {
 		return nil, err
 	}
-	if err := forgetIdentities(ctx, h, &rest, names); err != nil {
+	forget := names
+	if len(proxy.ForFlock(&rest).Agents) == 0 {
+		forget = append(forget[:len(forget):len(forget)], bus.ProxyName) // no proxy left to speak
+	}
+	if err := forgetIdentities(ctx, h, &rest, forget); err != nil {
+		return nil, err
+	}
+	if err := forgetProxy(ctx, h, &rest); err != nil {
 		return nil, err
 	}
 	if len(rest.Agents) > 0 {
@@ -55,6 +63,34 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 	return &rest, nil
 }
 
+// forgetProxy takes removed agents off the proxy: the rest's config,
+// reloaded, or no proxy once no agent has a name in its egress.
+func forgetProxy(ctx context.Context, h Host, rest *spec.Flock) error {
+	installed, err := h.Proxy.Config(ctx)
+	if err != nil || installed == nil {
+		return err
+	}
+	pc := proxy.ConfigFor(rest)
+	if len(pc.Policy.Agents) == 0 {
+		return removeProxyFrom(ctx, h)
+	}
+	b, err := pc.Encode()
+	if err != nil {
+		return err
+	}
+	if err := h.Proxy.WriteConfig(ctx, b); err != nil {
+		return fmt.Errorf("writing the proxy config: %w", err)
+	}
+	if st, err := h.Units.Service(ctx, units.ProxyUnit); err != nil {
+		return err
+	} else if st.ActiveState == "active" {
+		if err := h.Units.ReloadService(ctx, units.ProxyUnit); err != nil {
+			return fmt.Errorf("reloading the proxy: %w", err)
+		}
+	}
+	return nil
+}
+
 // forgetIdentities takes names off the bus (the running bus reloads, so
 // their connections close) and then deletes their credentials.
 func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []string) error {
@@ -73,7 +109,7 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 		if err := h.Bus.WriteConfig(ctx, bus.ForFlock(rest, keys)); err != nil {
 			return fmt.Errorf("writing the bus config: %w", err)
 		}
-		st, err := h.Units.Service(ctx)
+		st, err := h.Units.Service(ctx, units.BusUnit)
 		if err != nil {
 			return err
 		}
@@ -104,8 +140,11 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 			return fmt.Errorf("stopping %s: %w", s.Name, err)
 		}
 	}
-	if err := h.Units.RemoveService(ctx); err != nil {
+	if err := h.Units.RemoveService(ctx, units.BusUnit); err != nil {
 		return fmt.Errorf("removing the bus: %w", err)
+	}
+	if err := removeProxyFrom(ctx, h); err != nil {
+		return err
 	}
 	if err := h.Bus.RemoveConfig(ctx); err != nil {
 		return err

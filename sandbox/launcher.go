@@ -23,6 +23,9 @@ type Launcher struct {
 	CommonRW  bool   // common/ is writable for the agent
 	Rootfs    string // the root file system: a directory, or
 	Image     string // an image in podman's local store
+	// Suffix tells a second container of the agent (flockctl audit's)
+	// from its own: it ends the container's name. "" for the agent's.
+	Suffix string
 }
 
 // Args is flock-agent's command line after its name: the mode, the
@@ -39,6 +42,9 @@ func (l Launcher) Args(inner []string) []string {
 		args = append(args, "--rootfs="+l.Rootfs)
 	} else {
 		args = append(args, "--image="+l.Image)
+	}
+	if l.Suffix != "" {
+		args = append(args, "--suffix="+l.Suffix)
 	}
 	return append(append(args, "--"), inner...)
 }
@@ -61,6 +67,7 @@ func ParseLauncher(args []string) (Launcher, []string, error) {
 	common := fs.String("common", "ro", "access to common/: ro or rw")
 	fs.StringVar(&l.Rootfs, "rootfs", "", "the root file system, a directory")
 	fs.StringVar(&l.Image, "image", "", "the root file system, an image in podman's local store")
+	fs.StringVar(&l.Suffix, "suffix", "", "ends the container's name (a second container of the agent)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return l, nil, err
 	}
@@ -120,7 +127,7 @@ func (l Launcher) Config(a Agent, self string, inner []string) (Config, error) {
 	}
 	c := Config{
 		Level: l.Level, ID: a.ID, UID: l.UID, GID: l.GID, SharedGID: l.SharedGID,
-		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: a.Cred,
+		Rootfs: l.Rootfs, Image: l.Image, AgentBin: self, Cred: a.Cred, Suffix: l.Suffix,
 		Env: append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=" + string(l.Level)}, a.Environ...),
 		Cwd: a.Home,
 		Mounts: []Mount{

@@ -18,7 +18,7 @@ func TestLauncherArgsRoundTrip(t *testing.T) {
 	}{
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian"}, []string{"task", "--", "/bin/tr", "a-z", "A-Z"}},
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 8, CommonRW: true, Image: "localhost/agent:1"}, nil},
-		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 1<<32 - 1, GID: 1, SharedGID: 2, Rootfs: "/r"}, []string{"exec", "--", "--level=process", "--"}},
+		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 1<<32 - 1, GID: 1, SharedGID: 2, Rootfs: "/r", Suffix: "-audit"}, []string{"exec", "--", "--level=process", "--"}},
 	} {
 		args := tc.l.Args(tc.inner)
 		l, inner, err := ParseLauncher(args)

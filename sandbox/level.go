@@ -36,8 +36,12 @@ type Driver interface {
 	// problem with its fix; "" when they are right.
 	CheckRoot(rootfs, image string) (field, problem string)
 	// RuntimeMapsWX reports whether the runtime itself maps writable and
-	// executable memory (gVisor's Sentry), so the unit cannot forbid it.
+	// executable memory (gVisor's Sentry), so the unit cannot forbid it
+	// (flock-agent's filter still does, for the agent's program).
 	RuntimeMapsWX() bool
+	// Gaps are the walls of level process this level cannot close on
+	// host h, with the reason; none for a level no weaker than process.
+	Gaps(h Host) []Gap
 	// Launch runs c in the unit, as root: the launcher's last step. runtime
 	// is the Runtime's path on this host, run the unit's runtime directory.
 	Launch(c Config, runtime, run string) error
@@ -119,10 +123,11 @@ func (l Level) Label() string {
 	return "unknown level " + string(l)
 }
 
-// DeniesWX reports whether an agent at l, with jit as its spec says, runs
-// under MemoryDenyWriteExecute: always, unless it runs a JIT or the
-// level's runtime maps W+X itself.
+// DeniesWX reports whether an agent at l, with jit as its spec says, is
+// refused memory both writable and executable: at every level unless it
+// runs a JIT, by flock-agent's filter (agent.Walls), and by the unit's
+// MemoryDenyWriteExecute too where the runtime does not map W+X itself.
 func (l Level) DeniesWX(jit bool) bool {
-	d, ok := Lookup(l)
-	return !jit && ok && !d.RuntimeMapsWX()
+	_, ok := Lookup(l)
+	return ok && !jit
 }

@@ -78,3 +78,7 @@ func PodmanArgs(c Config) []string {
 	}
 	return append(args, c.Argv...)
 }
+
+// Gaps: podman runs the agent on the host's network namespace (so
+// flock's uid-keyed table applies), and so shares its abstract sockets.
+func (podman) Gaps(h Host) []Gap { return hostNetGaps(h) }

@@ -29,3 +29,5 @@ func (process) CheckRoot(rootfs, image string) (string, string) {
 func (process) Launch(Config, string, string) error {
 	return errors.New("sandbox: level process has no launcher: its unit runs the agent itself")
 }
+
+func (process) Gaps(h Host) []Gap { return hostNetGaps(h) }

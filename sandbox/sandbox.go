@@ -17,7 +17,8 @@
 //   - the same directories (its own rw, its log, common per grant) at the
 //     same paths, its bus credential, nothing else of the host;
 //   - a read-only root, no capabilities, no new privileges, a seccomp
-//     filter (podman's default, or gVisor's own kernel);
+//     filter (podman's default, or gVisor's own kernel), and flock-agent's own
+//     (agent.Walls), loaded before it execs the agent's program;
 //   - the unit's cgroup: neither runtime makes a cgroup of its own, so the
 //     unit's MemoryMax, CPUQuota and TasksMax bound the container.
 package sandbox
@@ -73,10 +74,11 @@ type Config struct {
 	Env       []string // KEY=VALUE, as the agent sees it
 	Cwd       string
 	Argv      []string // run inside: AgentPath and its mode
+	Suffix    string   // ends Name: a second container of the agent (Launcher.Suffix)
 }
 
 // Name is the container's name (podman) or id (runsc).
-func (c Config) Name() string { return "flock-agent-" + strconv.Itoa(c.ID) }
+func (c Config) Name() string { return "flock-agent-" + strconv.Itoa(c.ID) + c.Suffix }
 
 // binds are every bind mount of the container, in mount order.
 func (c Config) binds() []Mount {

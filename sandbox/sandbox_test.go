@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,5 +91,35 @@ func TestMountPointsAreMadeNeverThroughSymlinks(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(evil); len(entries) != 0 {
 		t.Errorf("created %v behind the symlink", entries)
+	}
+}
+
+// Tier: unit. The walls each level cannot close: abstract sockets at the
+// levels on the host's network namespace, on a kernel without Landlock
+// scopes only; none at gvisor.
+func TestGaps(t *testing.T) {
+	for _, tc := range []struct {
+		level  Level
+		scopes bool
+		want   []string
+	}{
+		{Process, false, []string{"abstract UNIX sockets"}},
+		{Process, true, nil},
+		{Podman, false, []string{"abstract UNIX sockets"}},
+		{Podman, true, nil},
+		{GVisor, false, nil},
+		{GVisor, true, nil},
+	} {
+		d, _ := Lookup(tc.level)
+		var got []string
+		for _, g := range d.Gaps(Host{IPCScopes: tc.scopes}) {
+			if g.Why == "" {
+				t.Errorf("%s: gap %q has no reason", tc.level, g.Wall)
+			}
+			got = append(got, g.Wall)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s, scopes %v: gaps %q, want %q", tc.level, tc.scopes, got, tc.want)
+		}
 	}
 }

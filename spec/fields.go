@@ -291,10 +291,17 @@ func (w *walker) egress(n *yaml.Node, path string) []Egress {
 }
 
 // ParseEgress reads "ADDR[/BITS]:PORT[/PROTO]" ("[V6[/BITS]]:PORT" for
-// IPv6); PORT may be * for any, PROTO is tcp (the default) or udp.
+// IPv6); PORT may be * for any, PROTO is tcp (the default) or udp. It
+// also reads "NAME:PORT" and "*.DOMAIN:PORT", carried by the proxy.
 func ParseEgress(s string) (Egress, error) {
 	bad := func(why string) (Egress, error) {
-		return Egress{}, fmt.Errorf("%q %s; write an address or CIDR with a port, e.g. 10.1.2.3:443, 192.0.2.0/24:53/udp or [2001:db8::1]:443", s, why)
+		return Egress{}, fmt.Errorf("%q %s; write an address or CIDR with a port, e.g. 10.1.2.3:443, 192.0.2.0/24:53/udp or [2001:db8::1]:443, or a name, %s", s, why, nameExample)
+	}
+	if scheme, _, ok := strings.Cut(s, "://"); ok {
+		if strings.EqualFold(scheme, "http") {
+			return Egress{}, fmt.Errorf("%q is plain HTTP, which the proxy does not carry: without TLS it cannot check which name the client reaches; write the https name with its port, %s", s, nameExample)
+		}
+		return bad("has a scheme; write the name and port alone")
 	}
 	e := Egress{Proto: "tcp"}
 	rest := s
@@ -314,6 +321,9 @@ func ParseEgress(s string) (Egress, error) {
 	} else if strings.Contains(host, ":") {
 		return bad("is an IPv6 address without brackets")
 	}
+	if isNameish(host) {
+		return parseNameRule(s, host, port, e.Proto)
+	}
 	if port != "*" {
 		p, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || p == 0 {
@@ -324,7 +334,7 @@ func ParseEgress(s string) (Egress, error) {
 	if strings.Contains(host, "/") {
 		pfx, err := netip.ParsePrefix(host)
 		if err != nil {
-			return bad("is not an address (host names are not resolved)")
+			return bad("is not an address or CIDR")
 		}
 		if pfx.Masked() != pfx {
 			return bad("has host bits set in its CIDR; write " + pfx.Masked().String())
@@ -334,14 +344,23 @@ func ParseEgress(s string) (Egress, error) {
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil || addr.Zone() != "" {
-		return bad("is not an address (host names are not resolved)")
+		return bad("is not an address")
 	}
-	e.Prefix = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+	addr = addr.Unmap()
+	if addr.IsUnspecified() {
+		// connect() to 0.0.0.0 or :: reaches this host's loopback.
+		e.Prefix = netip.PrefixFrom(addr, 0)
+		return Egress{}, fmt.Errorf("%q is the unspecified address, which the kernel sends to this host itself; write the address to reach, or %s for any address outside this host", s, e)
+	}
+	e.Prefix = netip.PrefixFrom(addr, addr.BitLen())
 	return e, nil
 }
 
 // String writes e the way a spec does.
 func (e Egress) String() string {
+	if e.Name != "" {
+		return e.Name + ":" + strconv.Itoa(int(e.Port))
+	}
 	host := e.Prefix.String()
 	if e.Prefix.IsSingleIP() {
 		host = e.Prefix.Addr().String()

@@ -104,9 +104,9 @@ agents:
 		TaskTimeout: 5 * time.Minute, MaxOutput: 256 << 10, Heartbeat: 10 * time.Second,
 		Subjects: Subjects{Publish: []string{"reports.>"}, Subscribe: []string{"reports.*.done"}},
 		Egress: []Egress{
-			{netip.MustParsePrefix("10.1.2.3/32"), 443, "tcp"},
-			{netip.MustParsePrefix("192.0.2.0/24"), 53, "udp"},
-			{netip.MustParsePrefix("2001:db8::1/128"), 443, "tcp"},
+			{Prefix: netip.MustParsePrefix("10.1.2.3/32"), Port: 443, Proto: "tcp"},
+			{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Port: 53, Proto: "udp"},
+			{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443, Proto: "tcp"},
 		},
 	}
 	if !reflect.DeepEqual(a7, want7) {
@@ -117,7 +117,7 @@ agents:
 		ID: 8, Role: RoleMonitor, Level: LevelProcess, Common: AccessRO,
 		Limits:      Limits{MemoryBytes: 1 << 30, CPUPercent: 50, Tasks: 80},
 		TaskTimeout: 5 * time.Minute, MaxOutput: 256 << 10, Heartbeat: 10 * time.Second,
-		Egress: []Egress{{netip.MustParsePrefix("10.0.0.0/8"), 0, "tcp"}},
+		Egress: []Egress{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Port: 0, Proto: "tcp"}},
 	}
 	if !reflect.DeepEqual(a8, want8) {
 		t.Errorf("agent 8 (defaults):\n got %+v\nwant %+v", a8, want8)
@@ -129,7 +129,7 @@ agents:
 }
 
 func TestEgressRoundTrips(t *testing.T) {
-	for _, s := range []string{"10.1.2.3:443/tcp", "192.0.2.0/24:53/udp", "[2001:db8::1]:443/tcp", "[2001:db8::/32]:*/udp"} {
+	for _, s := range []string{"10.1.2.3:443/tcp", "192.0.2.0/24:53/udp", "[2001:db8::1]:443/tcp", "[2001:db8::/32]:*/udp", "api.example.com:443", "*.githubusercontent.com:443", "a-1.b2.example:8443"} {
 		e, err := ParseEgress(s)
 		if err != nil {
 			t.Errorf("%s: %v", s, err)

@@ -142,8 +142,11 @@ type Subjects struct {
 }
 
 // Egress is one destination an agent may reach besides the bus, written
-// "10.1.2.3:443", "192.0.2.0/24:53/udp" or "[2001:db8::1]:443" in a spec.
+// "10.1.2.3:443", "192.0.2.0/24:53/udp" or "[2001:db8::1]:443" in a spec
+// (opened in the firewall), or "api.example.com:443", "*.example.com:443"
+// (carried by flock's proxy, TLS only).
 type Egress struct {
+	Name   string       // a host name, lower case, maybe "*.": Prefix is then zero
 	Prefix netip.Prefix // a single address is a /32 or /128
 	Port   uint16       // 0: any port
 	Proto  string       // "tcp" or "udp"

@@ -5,8 +5,11 @@ package test
 // credentials, the real nftables table, and agents trying to get round it.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +17,21 @@ import (
 	"github.com/flockrun/flock/test/harness"
 )
 
-// busSpec: agent 1 is the hostile probe, 2 a worker that upper-cases its
-// task, 3 a monitor (flock-agent's own program), 4 a worker whose task can
-// hang or flood its output. Heartbeats every 2 s so the test sees them without waiting 30 s.
+// busSpec: agent 1 is the hostile probe, holding the widest allowance an
+// operator can write (which must still not open this host), 2 a worker
+// that upper-cases its task, 3 a monitor (flock-agent's own program), 4 a
+// worker whose task can hang or flood its output. Heartbeats every 2 s so
+// the test sees them without waiting 30 s. Agents 1 and 2 have names in
+// their egress, so the flock runs its proxy.
 const busSpec = `defaults:
   heartbeat: 2s
 agents:
   - id: 1
     exec: ["/usr/local/bin/probe", "serve"]
+    egress: ["0.0.0.0/0:*", "[::/0]:*", "0.0.0.0/0:*/udp", "[::/0]:*/udp", "api.flock.test:443", "rebind.flock.test:443"]
   - id: 2
     command: ["/usr/bin/tr", "a-z", "A-Z"]
+    egress: ["other.flock.test:443"]
   - id: 3
     role: monitor
   - id: 4
@@ -31,6 +39,12 @@ agents:
     task_timeout: 2s
     max_output: 1K
 `
+
+// madeUpLease is a lease for a guessed delivery of the shared queue's
+// first task, with a MAC of zeros: what a worker that never held the task
+// could send.
+var madeUpLease = base64.RawURLEncoding.EncodeToString([]byte("$JS.ACK.TASKS.worker.1.1.1.1.0")) + "." +
+	base64.RawURLEncoding.EncodeToString(make([]byte, 16))
 
 func TestBus(t *testing.T) {
 	// Tier: root + nspawn (+ the nats CLI, which make deps installs).
@@ -177,7 +191,13 @@ func TestBus(t *testing.T) {
 
 			{"connect without a credential", map[string]any{"op": "nats-anon"}, false, "Authorization Violation"},
 			{"publish as another agent", map[string]any{"op": "nats-pub", "name": "agent.2.heartbeat"}, false, "Permissions Violation for Publish"},
-			{"publish a result", map[string]any{"op": "nats-pub", "name": "task.result"}, true, "accepted"}, // workers publish results
+			// Results are handed to the bus's task desk with the lease of a
+			// task held; a worker touches no JetStream subject.
+			{"store a result around the desk", map[string]any{"op": "nats-pub", "name": "task.result"}, false, "Permissions Violation for Publish"},
+			{"acknowledge a task around the desk", map[string]any{"op": "nats-pub", "name": "$JS.ACK.TASKS.worker.1.1.1.1.0"}, false, "Permissions Violation for Publish"},
+			{"pull a task around the desk", map[string]any{"op": "nats-pub", "name": "$JS.API.CONSUMER.MSG.NEXT.TASKS.worker"}, false, "Permissions Violation for Publish"},
+			{"hand in a result with a lease it made up", map[string]any{"op": "desk", "name": "agent.1.task.result", "data": madeUpLease}, false, "refused (forged-lease)"},
+			{"hand in a result as another agent", map[string]any{"op": "nats-pub", "name": "agent.2.task.result"}, false, "Permissions Violation for Publish"},
 			{"subscribe to another agent's inbox", map[string]any{"op": "nats-sub", "name": "_INBOX.flock-2.>"}, false, "Permissions Violation for Subscription"},
 			{"subscribe to every subject", map[string]any{"op": "nats-sub", "name": ">"}, false, "Permissions Violation for Subscription"},
 			{"ask the bus to reload", map[string]any{"op": "nats-pub", "name": "flock.bus.reload"}, false, "Permissions Violation for Publish"},
@@ -201,10 +221,160 @@ func TestBus(t *testing.T) {
 				t.Logf("%-50s %s in %.1f ms", tc.name, map[bool]string{true: "allowed", false: "refused"}[tc.allowed], r.ElapsedMS)
 			}
 		}
-		// Root's controls: the credential the agent could not read exists.
+		// Root's controls: the credential the agent could not read exists,
+		// and the monitoring port it could not reach (with 0.0.0.0/0:*)
+		// is listening.
 		if b, err := m.ReadFile("/var/lib/flock/creds/flock-2.nk"); err != nil || !strings.HasPrefix(string(b), "SU") {
 			t.Errorf("control: root reads agent 2's seed: %v", err)
 		}
+		if out, errOut, err := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8222"}`); err != nil || !strings.Contains(out, `"ok":true`) {
+			t.Errorf("control: root connects to the monitoring port: %v %s %s", err, out, errOut)
+		}
+	})
+
+	t.Run("egress by name: the proxy knows the agent by its uid", func(t *testing.T) {
+		start := time.Now()
+		tlsUpstream(t, m)
+		show := mustRun(t, m, "systemctl", "show", "-p", "Type", "-p", "DynamicUser", "-p", "UnitFileState", "-p", "ActiveState", "flock-proxy.service")
+		for _, want := range []string{"Type=notify", "DynamicUser=yes", "UnitFileState=enabled", "ActiveState=active"} {
+			if !strings.Contains(show, want) {
+				t.Errorf("flock-proxy.service: want %s in\n%s", want, show)
+			}
+		}
+		invocation := func() string {
+			return strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "InvocationID", "--value", "flock-agent@1.service"))
+		}
+		before := invocation()
+
+		// The operator hears every decision on the bus.
+		mustRun(t, m, "systemd-run", "--unit=flock-test-egress-sub", "--collect",
+			"-p", "StandardOutput=append:/run/egress-events", "-p", "StandardError=append:/run/egress-events",
+			"-E", "NATS_URL=nats://127.0.0.1:4222", "-E", "NATS_NKEY=/var/lib/flock/creds/operator.nk",
+			"/usr/local/bin/nats", "sub", "flock.egress.>")
+		defer run(t, m, "systemctl", "stop", "flock-test-egress-sub.service")
+		m.Eventually(t, 10*time.Second, func() error {
+			if b, _ := m.ReadFile("/run/egress-events"); !strings.Contains(string(b), "Subscribing on") {
+				return fmt.Errorf("the operator's subscription is not up: %q", b)
+			}
+			return nil
+		})
+
+		connect := func(target, sni string) map[string]any {
+			return map[string]any{"op": "proxy-connect", "addr": target, "name": sni}
+		}
+		for _, tc := range []struct {
+			name    string
+			req     map[string]any
+			allowed bool
+			want    string
+		}{
+			{"the allowed name", connect("api.flock.test:443", "api.flock.test"), true, "hello from api.flock.test"},
+			{"another name", connect("evil.flock.test:443", "evil.flock.test"), false, `403 Forbidden: flock proxy: agent 1: refused: CONNECT evil.flock.test:443: not in its egress; add "evil.flock.test:443" to agents[id=1].egress`},
+			{"agent 2's name", connect("other.flock.test:443", "other.flock.test"), false, "403 Forbidden: flock proxy: agent 1: refused"},
+			{"another SNI in the tunnel", connect("api.flock.test:443", "evil.flock.test"), false, "TLS through the tunnel"},
+			{"an IP literal", connect("192.0.2.10:443", ""), false, "an address, not a name"},
+			{"a name resolving to 127.0.0.1", connect("rebind.flock.test:443", "rebind.flock.test"), false, "(it resolves to 127.0.0.1)"},
+			{"the server's address directly", map[string]any{"op": "connect-tcp", "addr": "192.0.2.10:443"}, false, ""},
+		} {
+			r := p.do(t, tc.req)
+			switch {
+			case tc.allowed && (!r.OK || !strings.Contains(r.Detail, tc.want)):
+				t.Errorf("%s: %s; want ok with %q", tc.name, r, tc.want)
+			case !tc.allowed && r.OK:
+				t.Errorf("ESCAPE: %s: %s", tc.name, r)
+			case !tc.allowed && !strings.Contains(r.Err, tc.want):
+				t.Errorf("%s: %s; want %q", tc.name, r, tc.want)
+			case !tc.allowed && r.ElapsedMS > 1000:
+				t.Errorf("%s: refused after %.0f ms", tc.name, r.ElapsedMS)
+			case strings.HasPrefix(r.Err, "403") && r.ElapsedMS > 100:
+				t.Errorf("%s: 403 after %.1f ms, want under 100", tc.name, r.ElapsedMS)
+			default:
+				t.Logf("%-36s %s", tc.name, r)
+			}
+		}
+
+		// DNS from the agent fails: a query (UDP, or TCP) to the machine's
+		// resolvers is refused at once, while the proxy resolved
+		// api.flock.test for it above. A stand-in resolver on 127.0.0.53
+		// answers root, so the agent's refusal is the wall, not a silent port.
+		dnsStart := time.Now()
+		mustRun(t, m, "systemd-run", "--unit=flock-test-resolver", "--collect", probeBin, "echo-serve", "127.0.0.53:53")
+		defer run(t, m, "systemctl", "stop", "flock-test-resolver.service")
+		m.Eventually(t, 10*time.Second, func() error {
+			for _, op := range []string{"exchange-udp", "connect-tcp"} {
+				out, _, _ := run(t, m, probeBin, "attempt", `{"op":"`+op+`","addr":"127.0.0.53:53"}`)
+				if !strings.Contains(out, `"ok":true`) {
+					return fmt.Errorf("control: the stand-in resolver does not answer root (%s): %s", op, out)
+				}
+			}
+			return nil
+		})
+		resolvers := []string{"127.0.0.53"}
+		conf, err := m.ReadFile("/etc/resolv.conf")
+		if err != nil {
+			t.Logf("no /etc/resolv.conf in the machine (%v): only 127.0.0.53", err)
+		}
+		for _, l := range strings.Split(string(conf), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "nameserver" && !slices.Contains(resolvers, f[1]) {
+				resolvers = append(resolvers, f[1])
+			}
+		}
+		for _, ns := range resolvers {
+			for _, op := range []string{"exchange-udp", "connect-tcp"} {
+				r := p.do(t, map[string]any{"op": op, "addr": net.JoinHostPort(ns, "53")})
+				switch {
+				case r.OK:
+					t.Errorf("ESCAPE: DNS from agent 1: %s to %s:53: %s", op, ns, r)
+				case r.ElapsedMS > 1000:
+					t.Errorf("DNS from agent 1: %s to %s:53 refused only after %.0f ms", op, ns, r.ElapsedMS)
+				default:
+					t.Logf("DNS %-12s to %-15s %s", op, ns, r)
+				}
+			}
+		}
+		t.Logf("DNS checks took %s", time.Since(dnsStart).Round(time.Millisecond))
+
+		// Every decision is in the journal, with the agent's id, and on
+		// the bus.
+		m.Eventually(t, 10*time.Second, func() error {
+			out, _, err := run(t, m, "journalctl", "-u", "flock-proxy.service", "-o", "json", "--no-pager", "AGENT_ID=1")
+			if err != nil {
+				return err
+			}
+			for _, reason := range []string{"allowed", "no-rule", "sni-mismatch", "ip-literal", "resolves-to-private"} {
+				if !strings.Contains(out, `"REASON":"`+reason+`"`) {
+					return fmt.Errorf("no journal entry with AGENT_ID=1 REASON=%s", reason)
+				}
+			}
+			if !strings.Contains(out, `"NAME":"api.flock.test"`) || !strings.Contains(out, `"ADDR":"192.0.2.10"`) {
+				return fmt.Errorf("the allowed tunnel's entry lacks NAME or ADDR")
+			}
+			return nil
+		})
+
+		m.Eventually(t, 10*time.Second, func() error {
+			b, _ := m.ReadFile("/run/egress-events")
+			for _, want := range []string{`Received on "flock.egress.1"`, `"decision":"allow","reason":"allowed","name":"api.flock.test","port":443,"addr":"192.0.2.10"`, `"reason":"sni-mismatch"`, `"reason":"resolves-to-private"`} {
+				if !strings.Contains(string(b), want) {
+					return fmt.Errorf("no %s on the bus in:\n%s", want, b)
+				}
+			}
+			return nil
+		})
+
+		// A name added to the spec works at once, with no restart.
+		provision(t, m, strings.Replace(busSpec, `"rebind.flock.test:443"]`, `"rebind.flock.test:443", "evil.flock.test:443"]`, 1))
+		m.Eventually(t, 10*time.Second, func() error {
+			if r := p.do(t, connect("evil.flock.test:443", "evil.flock.test")); !r.OK || !strings.Contains(r.Detail, "hello from evil.flock.test") {
+				return fmt.Errorf("added name: %s", r)
+			}
+			return nil
+		})
+		if after := invocation(); after != before {
+			t.Errorf("agent 1 restarted (InvocationID %s, was %s)", after, before)
+		}
+		provision(t, m, busSpec)
+		t.Logf("egress by name: %.1f s", time.Since(start).Seconds())
 	})
 
 	t.Run("each agent's credential is in its unit alone", func(t *testing.T) {
@@ -252,7 +422,7 @@ func TestBus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, want := range []string{`Publish Violation`, `Subscription Violation`} {
+			for _, want := range []string{`Publish Violation`, `Subscription Violation`, `forged-lease violation`} {
 				if !hasLineWith(out, "flock-1", want) {
 					return fmt.Errorf("no line naming flock-1 with %q in journalctl -u flock.service", want)
 				}
@@ -264,6 +434,74 @@ func TestBus(t *testing.T) {
 				t.Errorf("flockctl status counts %d violations for agent 1, want at least 3", s.Violations)
 			}
 		}
+	})
+
+	const flood = 10000
+	var afterFlood map[string]uint64 // agent 1's violations by kind once its flood was counted
+	t.Run("one agent's flood neither drowns the log nor hides another's", func(t *testing.T) {
+		start := time.Now()
+		was := map[int]agentStatus{}
+		for _, s := range status(t, m) {
+			was[s.ID] = s
+		}
+		cursor := journalCursor(t, m)
+		for _, req := range []map[string]any{
+			{"op": "nats-flood", "name": "agent.1.heartbeat", "data": "{not json", "count": flood},
+			{"op": "nats-flood", "name": "agent.2.heartbeat", "count": flood},
+		} {
+			if r := p.do(t, req); !r.OK {
+				t.Fatalf("agent 1's flood %v: %s", req, r)
+			}
+		}
+		// Agent 2's one violation, with its own credential (from outside
+		// its unit: the bus knows it by its key).
+		out, _, _ := run(t, m, "env", "NATS_URL=nats://127.0.0.1:4222", "NATS_NKEY=/var/lib/flock/creds/flock-2.nk",
+			"/usr/local/bin/probe", "attempt", `{"op":"nats-pub","name":"agent.1.heartbeat"}`)
+		if !strings.Contains(out, "Permissions Violation for Publish") {
+			t.Fatalf("agent 2's publish on agent.1.heartbeat: %s", out)
+		}
+		var a1, a2 agentStatus
+		m.Eventually(t, 15*time.Second, func() error {
+			for _, s := range status(t, m) {
+				switch s.ID {
+				case 1:
+					a1 = s
+				case 2:
+					a2 = s
+				}
+			}
+			grew := func(kind string) uint64 { return a1.ByKind[kind] - was[1].ByKind[kind] }
+			if grew("malformed") != flood || grew("publish") != flood || grew("flood") < 1 || a2.Violations != was[2].Violations+1 || a2.ByKind["publish"] != was[2].ByKind["publish"]+1 {
+				return fmt.Errorf("agent 1 %v (was %v), agent 2 %v (was %v): want %d more malformed and publish and a flood of agent 1's, one publish more of agent 2's",
+					a1.ByKind, was[1].ByKind, a2.ByKind, was[2].ByKind, flood)
+			}
+			return nil
+		})
+		afterFlood = a1.ByKind
+		var journal string
+		m.Eventually(t, 10*time.Second, func() error {
+			journal = mustRun(t, m, "journalctl", "-u", "flock.service", "--after-cursor", cursor, "--no-pager", "-o", "cat")
+			if !hasLineWith(journal, `"$G/flock-2"`, `Publish Violation - Subject "agent.1.heartbeat"`) {
+				return fmt.Errorf("agent 2's violation is not in the journal:\n%s", journal)
+			}
+			return nil
+		})
+		ofAgent1 := 0
+		for _, l := range strings.Split(journal, "\n") {
+			if strings.Contains(l, "flock-1") || strings.Contains(l, "agent 1") {
+				ofAgent1++
+			}
+		}
+		if ofAgent1 > 5 {
+			t.Errorf("agent 1's %d messages wrote %d lines to the journal, want a handful:\n%s", 2*flood, ofAgent1, tailOf(journal, 2000))
+		}
+		// journald did not have to drop anything of flock.service's.
+		if all := mustRun(t, m, "journalctl", "--after-cursor", cursor, "--no-pager", "-o", "cat"); hasLineWith(all, "Suppressed", "flock.service") {
+			t.Errorf("journald suppressed flock.service's lines:\n%s", tailOf(all, 2000))
+		}
+		t.Logf("agent 1's %d messages: %d journal lines about agent 1, agent 1 now %v; agent 2's one violation logged and counted; took %s",
+			2*flood, ofAgent1, a1.ByKind, time.Since(start).Round(time.Millisecond))
+		t.Logf("flockctl status:\n%s", mustRun(t, m, "flockctl", "status"))
 	})
 
 	t.Run("agents ride out a stopped bus and heartbeat again when it is back", func(t *testing.T) {
@@ -292,6 +530,14 @@ func TestBus(t *testing.T) {
 		t.Logf("all agents back on the bus %s after it started again", back.Sub(restarted).Round(time.Millisecond))
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after the restart")); out != "AFTER THE RESTART" {
 			t.Errorf("flockctl send after the restart: %q", out)
+		}
+	})
+
+	t.Run("violations are kept across the bus's restart", func(t *testing.T) {
+		for _, s := range status(t, m) {
+			if s.ID == 1 && (afterFlood == nil || s.ByKind["malformed"] < afterFlood["malformed"] || s.ByKind["publish"] < afterFlood["publish"]) {
+				t.Errorf("agent 1's violations after the bus restarted: %v, before: %v", s.ByKind, afterFlood)
+			}
 		}
 	})
 
@@ -335,6 +581,17 @@ func waitBus(t testing.TB, m *harness.Machine, since time.Time, ids ...int) time
 		return nil
 	})
 	return time.Now()
+}
+
+// journalCursor is the journal's end now: lines after it are new.
+func journalCursor(t testing.TB, m *harness.Machine) string {
+	t.Helper()
+	out := mustRun(t, m, "journalctl", "--show-cursor", "-n", "0", "--no-pager")
+	_, c, ok := strings.Cut(out, "-- cursor: ")
+	if !ok {
+		t.Fatalf("journalctl --show-cursor: %q", out)
+	}
+	return strings.TrimSpace(c)
 }
 
 func hasLineWith(text string, parts ...string) bool {
@@ -382,4 +639,11 @@ func TestBootBringsTheFlockBack(t *testing.T) {
 	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(out, "nothing to do") {
 		t.Errorf("provision after the reboot is not a no-op:\n%s", out)
 	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

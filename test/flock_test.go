@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	probeop "github.com/flockrun/flock/audit/probe"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -68,19 +69,22 @@ func provision(t testing.TB, m *harness.Machine, spec string) {
 
 // agentStatus is one row of `flockctl status --output json`.
 type agentStatus struct {
-	ID            int        `json:"id"`
-	User          string     `json:"user"`
-	UID           uint32     `json:"uid"`
-	Unit          string     `json:"unit"`
-	State         string     `json:"state"`
-	Level         string     `json:"level"`
-	Label         string     `json:"label"`
-	Bus           string     `json:"bus"`
-	LastHeartbeat *time.Time `json:"last_heartbeat"`
-	Violations    uint64     `json:"violations"`
-	Drift         string     `json:"drift"`
-	Restarts      uint32     `json:"restarts"`
-	LastExit      string     `json:"last_exit"`
+	ID            int               `json:"id"`
+	User          string            `json:"user"`
+	UID           uint32            `json:"uid"`
+	Unit          string            `json:"unit"`
+	State         string            `json:"state"`
+	Level         string            `json:"level"`
+	Label         string            `json:"label"`
+	Bus           string            `json:"bus"`
+	LastHeartbeat *time.Time        `json:"last_heartbeat"`
+	Violations    uint64            `json:"violations"`
+	ByKind        map[string]uint64 `json:"violations_by_kind"`
+	Drift         string            `json:"drift"`
+	Refused       uint64            `json:"refused_packets"`
+	RefusedLogged uint64            `json:"refused_logged"`
+	Restarts      uint32            `json:"restarts"`
+	LastExit      string            `json:"last_exit"`
 	Diagnosis     *struct {
 		Wall, Why, Fix string
 	} `json:"diagnosis"`
@@ -255,20 +259,9 @@ func startedProbe(t *testing.T, m *harness.Machine, id int) *probe {
 	return &probe{m: m, id: id, pid: info.PID}
 }
 
-// probeResult is what the probe reports for one request.
-type probeResult struct {
-	OK        bool    `json:"ok"`
-	Err       string  `json:"err"`
-	Detail    string  `json:"detail"`
-	ElapsedMS float64 `json:"elapsed_ms"`
-}
-
-func (r probeResult) String() string {
-	if r.OK {
-		return fmt.Sprintf("ok in %.1f ms: %s", r.ElapsedMS, r.Detail)
-	}
-	return fmt.Sprintf("refused in %.1f ms: %s", r.ElapsedMS, r.Err)
-}
+// probeResult is what the probe reports for one request: the probe's own
+// type, so the two ends of the file it answers in read it the same way.
+type probeResult = probeop.Result
 
 // do has the agent run req from inside its unit and returns the result.
 // Requests are written beside the inbox and renamed in, so the probe never

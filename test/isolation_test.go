@@ -145,6 +145,27 @@ func TestIsolation(t *testing.T) {
 		{name: "kill(pid, SIGTERM)", req: map[string]any{"op": "kill", "pid": pid, "sig": 15}, noControl: true},
 	}
 
+	// Before any attack (and before root's controls make the colluder's
+	// listeners answer, which the wall refuses too): the firewall's
+	// refusals are counted for the agent that sent them, and only it.
+	t.Run("refusals are counted per agent", func(t *testing.T) {
+		before := status(t, m)
+		r := attacker.do(t, map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:9001"})
+		if r.OK {
+			t.Fatalf("agent 1 connected to agent 2's tcp port: %s", r)
+		}
+		after := status(t, m)
+		for i, row := range after {
+			t.Logf("agent %d: refused %d -> %d, logged %d -> %d", row.ID, before[i].Refused, row.Refused, before[i].RefusedLogged, row.RefusedLogged)
+			switch {
+			case row.ID == 1 && (row.Refused <= before[i].Refused || row.RefusedLogged == 0):
+				t.Errorf("agent 1's refused connect: refused_packets %d -> %d, refused_logged %d; want more, and logged", before[i].Refused, row.Refused, row.RefusedLogged)
+			case row.ID == 2 && row.Refused != 0:
+				t.Errorf("agent 2 sent nothing the wall refuses, yet refused_packets = %d", row.Refused)
+			}
+		}
+	})
+
 	t.Run("private dir and log stay private after chmod", func(t *testing.T) {
 		tryAll(t, m, attacker, pid, closed, private)
 	})

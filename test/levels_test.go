@@ -6,12 +6,17 @@ package test
 // each trying the same escapes from inside its unit (and its container).
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/explain"
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -23,9 +28,9 @@ type level struct {
 
 var levels = []level{{"process", 1, 2}, {"podman", 3, 4}, {"gvisor", 5, 6}}
 
-// levelsSpec gives each level a probe (its own program) and a worker
-// whose command runs inside the same kind of sandbox; containers run on
-// the harness's busybox rootfs.
+// levelsSpec gives each level a probe (its own program, allowed one name
+// through the proxy) and a worker whose command runs inside the same kind
+// of sandbox; containers run on the harness's busybox rootfs.
 func levelsSpec() string {
 	var b strings.Builder
 	b.WriteString("defaults:\n  heartbeat: 2s\nagents:\n")
@@ -34,7 +39,7 @@ func levelsSpec() string {
 		if l.name != "process" {
 			root = fmt.Sprintf("    level: %s\n    rootfs: %s\n", l.name, harness.Rootfs)
 		}
-		fmt.Fprintf(&b, "  - id: %d\n%s    exec: [\"/usr/local/bin/probe\", \"serve\"]\n", l.probe, root)
+		fmt.Fprintf(&b, "  - id: %d\n%s    exec: [\"/usr/local/bin/probe\", \"serve\"]\n    egress: [\"api.flock.test:443\"]\n", l.probe, root)
 		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/bin/sh\", \"-c\", \"tr a-z A-Z\"]\n", l.worker, root)
 	}
 	return b.String()
@@ -58,12 +63,29 @@ func TestLevels(t *testing.T) {
 	waitBus(t, m, time.Time{}, 2, 4, 6)
 	status := mustRun(t, m, "flockctl", "status")
 	t.Logf("flockctl status:\n%s", status)
-	explain := mustRun(t, m, "flockctl", "explain", "-f", specPath)
+	spec := mustRun(t, m, "flockctl", "explain", "-f", specPath)
 	for _, label := range []string{"process isolation with guardrails", "sandboxed (podman)", "sandboxed (gVisor)"} {
-		if !strings.Contains(status, label) || !strings.Contains(explain, label) {
+		if !strings.Contains(status, label) || !strings.Contains(spec, label) {
 			t.Errorf("flockctl status or explain does not say %q", label)
 		}
 	}
+	// explain ID at every level: the live unit is as planned (a contained
+	// level's properties too), systemd rates it.
+	t0 := time.Now()
+	for _, l := range levels {
+		var r explain.Report
+		out := mustRun(t, m, "flockctl", "explain", strconv.Itoa(l.probe), "--output", "json")
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("explain %d: %v\n%s", l.probe, err, out)
+		}
+		if r.Level != l.name || len(r.Drift) != 0 || len(r.Unread) != 0 || r.Exposure.Score == nil {
+			t.Errorf("explain %d (level %s): level %s, drift %+v, unread %v, exposure %+v", l.probe, l.name, r.Level, r.Drift, r.Unread, r.Exposure)
+		}
+		if r.Exposure.Score != nil {
+			t.Logf("explain %d: level %s, exposure %.1f %s, %d rules, %d properties", l.probe, r.Level, *r.Exposure.Score, r.Exposure.Rating, len(r.Firewall), len(r.Unit.Properties))
+		}
+	}
+	t.Logf("explain at three levels took %v", time.Since(t0).Round(time.Millisecond))
 	// A secret in every agent's directory that only that agent may read,
 	// written world-readable so only the isolation stops the others.
 	for _, id := range ids {
@@ -71,9 +93,26 @@ func TestLevels(t *testing.T) {
 	}
 	m.WriteFile("/srv/flock/common/shared", []byte("for everyone"), 0o640)
 	mustRun(t, m, "chgrp", "flock", "/srv/flock/common/shared")
+	t.Run("the wall probes work where no wall is (root, outside every unit)", func(t *testing.T) {
+		for name, req := range wallProbes {
+			if r := rootAttempt(t, m, req); !r.OK {
+				t.Errorf("%s as root on the machine: %s; the refusals inside the agents would prove nothing", name, r)
+			}
+		}
+	})
 	for _, l := range levels {
 		t.Run(l.name, func(t *testing.T) { levelSuite(t, m, l) })
 	}
+	t.Run("egress by name: the same proxy knows each level's agent by its uid", func(t *testing.T) {
+		egressByName(t, m)
+	})
+	t.Run("abstract sockets: closed, or explain names the gap", func(t *testing.T) {
+		abstractSockets(t, m, spec)
+	})
+
+	t.Run("flockctl audit: clean at every level, weakenings caught", func(t *testing.T) {
+		auditLevels(t, m)
+	})
 
 	t.Run("changing a level restarts that agent alone", func(t *testing.T) {
 		before := invocations(t, m, ids)
@@ -94,6 +133,89 @@ func TestLevels(t *testing.T) {
 			}
 		}
 	})
+}
+
+// abstractSockets: the process-level probe listens on an abstract socket
+// (the host's namespace); each level's probe tries to connect to it. It
+// must be refused unless the level's driver names the gap on this kernel,
+// and explain must print exactly those gaps. Root on the machine, outside
+// every Landlock domain, connects as the control.
+func abstractSockets(t *testing.T, m *harness.Machine, explain string) {
+	const name = "@flock-levels-abstract"
+	if r := startedProbe(t, m, levels[0].probe).do(t, map[string]any{"op": "listen-unix", "addr": name}); !r.OK {
+		t.Fatalf("listen on %s at level process: %s", name, r)
+	}
+	if r := rootAttempt(t, m, map[string]any{"op": "connect-unix", "addr": name}); !r.OK {
+		t.Fatalf("root on the machine cannot connect to %s: %s; the refusals would prove nothing", name, r)
+	}
+	host := sandbox.Host{IPCScopes: agent.IPCScopesSupported()}
+	for _, l := range levels[1:] {
+		d, _ := sandbox.Lookup(sandbox.Level(l.name))
+		gap := len(d.Gaps(host)) > 0
+		r := startedProbe(t, m, l.probe).do(t, map[string]any{"op": "connect-unix", "addr": name})
+		t.Logf("level %s connects to the host's %s: %s (gap named: %v)", l.name, name, r, gap)
+		switch {
+		case r.OK && !gap:
+			t.Errorf("ESCAPE at level %s: connected to an abstract socket outside its container, and no gap is named: %s", l.name, r)
+		case !r.OK && gap:
+			t.Errorf("level %s: refused (%s), yet its driver names the abstract-socket gap on this kernel", l.name, r.Err)
+		}
+		if named := strings.Contains(explain, "# OPEN at level "+l.name+" on this host: abstract UNIX sockets"); named != gap {
+			t.Errorf("flockctl explain names the gap at level %s: %v, want %v", l.name, named, gap)
+		}
+	}
+}
+
+// egressByName: each level's probe reaches its allowed name through the
+// proxy and gets 403 for another, at once, naming its own id: the proxy
+// found the agent's uid on the connection, whether it came from the
+// probe itself, from inside podman or from gVisor's Sentry.
+func egressByName(t *testing.T, m *harness.Machine) {
+	start := time.Now()
+	tlsUpstream(t, m)
+	for _, l := range levels {
+		p := startedProbe(t, m, l.probe)
+		ok := p.do(t, map[string]any{"op": "proxy-connect", "addr": "api.flock.test:443", "name": "api.flock.test"})
+		if !ok.OK || !strings.Contains(ok.Detail, "hello from api.flock.test") {
+			t.Errorf("level %s: the allowed name through the proxy: %s", l.name, ok)
+		}
+		no := p.do(t, map[string]any{"op": "proxy-connect", "addr": "evil.flock.test:443", "name": "evil.flock.test"})
+		want := fmt.Sprintf("403 Forbidden: flock proxy: agent %d: refused: CONNECT evil.flock.test:443", l.probe)
+		switch {
+		case no.OK:
+			t.Errorf("ESCAPE at level %s: another name through the proxy: %s", l.name, no)
+		case !strings.Contains(no.Err, want):
+			t.Errorf("level %s: another name: %s; want %q", l.name, no, want)
+		case no.ElapsedMS > 100:
+			t.Errorf("level %s: 403 after %.1f ms, want under 100", l.name, no.ElapsedMS)
+		}
+		t.Logf("level %-7s allowed: %.1f ms %s; refused: %.1f ms", l.name, ok.ElapsedMS, ok.Detail, no.ElapsedMS)
+	}
+	t.Logf("egress by name at three levels: %.1f s", time.Since(start).Seconds())
+}
+
+// wallProbes are the escapes agent.Walls closes, as probe requests; the
+// setuid probe's path is per agent in levelSuite.
+var wallProbes = map[string]map[string]any{
+	"netlink-route": {"op": "netlink-route"},
+	"mmap-rwx":      {"op": "mmap-rwx"},
+	"setuid-bit":    {"op": "setuid-bit", "path": "/var/tmp/flock-setuid-control"},
+}
+
+// rootAttempt runs a probe request as root on the machine, outside every
+// unit: a control.
+func rootAttempt(t *testing.T, m *harness.Machine, req map[string]any) probeResult {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, m, probeBin, "attempt", string(body))
+	var r probeResult
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		t.Fatalf("root control %s: %v\n%s\n%s", body, errors.Join(err, jerr), out, errOut)
+	}
+	return r
 }
 
 // invocations are the units' systemd invocation ids: a restart changes one.
@@ -141,6 +263,11 @@ func levelSuite(t *testing.T, m *harness.Machine, l level) {
 		{"connect without a credential", map[string]any{"op": "nats-anon"}, false, "Authorization Violation", false, nil},
 		{"publish as another agent", map[string]any{"op": "nats-pub", "name": fmt.Sprintf("agent.%d.heartbeat", other)}, false, "Permissions Violation for Publish", false, nil},
 		{"subscribe to every subject", map[string]any{"op": "nats-sub", "name": ">"}, false, "Permissions Violation for Subscription", false, nil},
+		// The walls of level process, at every level (agent.Walls; root
+		// controls in TestLevels show each op works where they are absent).
+		{"open a netlink route socket", wallProbes["netlink-route"], false, "address family not supported", false, nil},
+		{"set the setuid bit on its own file", map[string]any{"op": "setuid-bit", "path": fmt.Sprintf("%s/%d/suid", agentsDir, l.probe)}, false, "operation not permitted", false, nil},
+		{"map memory writable and executable", wallProbes["mmap-rwx"], false, "operation not permitted", false, nil},
 	}
 	if l.name != "process" {
 		tries = append(tries,

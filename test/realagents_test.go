@@ -28,7 +28,8 @@ const (
 )
 
 // realAgentsSpec: agents 2 and 6 lack the jit: they needs and must be
-// diagnosed; 9 runs Node in gVisor, whose kernel maps W+X itself; 11 is a
+// diagnosed; 9 runs Node in gVisor (jit: true too: flock-agent's filter
+// refuses W+X there, though the Sentry maps it itself); 11 is a
 // probe that publishes heartbeats with the nats CLI; 12 is flock-agent
 // alone, the baseline.
 var realAgentsSpec = fmt.Sprintf(`defaults:
@@ -58,6 +59,7 @@ agents:
     level: gvisor
     rootfs: %[3]s
     exec: ["/usr/bin/node", %[1]q]
+    jit: true
   - id: 11
     role: monitor
     exec: ["/usr/local/bin/probe", "serve"]

@@ -2,16 +2,19 @@ package test
 
 // Tier: root + nspawn. The operator's other verbs on a booted systemd
 // machine: --dry-run, --agents, status, logs, deprovision -f, and the one
-// sentence a host that cannot be changed gets.
+// sentence a host that cannot be changed gets; explain ID from the live
+// host.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -86,6 +89,72 @@ func TestOperatorVerbs(t *testing.T) {
 		if !strings.Contains(table, "flock-agent@4.service  active/running") {
 			t.Errorf("status table:\n%s", table)
 		}
+	})
+
+	t.Run("explain ID reads the live host and names drift", func(t *testing.T) {
+		t0 := time.Now()
+		text := mustRun(t, m, "flockctl", "explain", "2")
+		t.Logf("flockctl explain 2:\n%s", text)
+		for _, want := range []string{
+			"state: active/running", "ProtectSystem=strict", "UMask=0077", "User=flock-2", // the unit as systemd has it
+			`meta skuid @agents ip daddr 127.0.0.1 tcp dport 4222 accept comment "bus"`, // its uid's rules
+			"directory 0700 flock-2:flock-2",                                            // its paths
+			"publish:   allow ",                                                         // the running bus's permissions
+			"none: the host is as planned",
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("explain 2 lacks %q:\n%s", want, text)
+			}
+		}
+		live := func() explain.Report {
+			t.Helper()
+			var r explain.Report
+			out := mustRun(t, m, "flockctl", "explain", "2", "--output", "json")
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("explain json: %v\n%s", err, out)
+			}
+			return r
+		}
+		r := live()
+		if r.Exposure.Score == nil || *r.Exposure.Score <= 0 || *r.Exposure.Score >= 10 {
+			t.Errorf("exposure %+v, want systemd-analyze's number", r.Exposure)
+		}
+		if !slices.Contains(r.Paths, explain.Path{Path: "/srv/flock/agents/2", Present: true, Type: "directory", Mode: "0700",
+			UID: 2000000002, GID: 2000000002, Owner: "flock-2:flock-2"}) {
+			t.Errorf("paths %+v lack agent 2's directory, 0700", r.Paths)
+		}
+		if r.Bus == nil || !slices.Contains(r.Bus.Publish.Allow, "agent.2.>") {
+			t.Errorf("bus permissions %+v lack agent.2.>", r.Bus)
+		}
+		if len(r.Drift) != 0 || len(r.Unread) != 0 || len(r.Firewall) != 4 {
+			t.Errorf("a fresh flock: drift %+v, unread %v, bus %v, rules %q", r.Drift, r.Unread, r.Bus, r.Firewall)
+		}
+		mustRun(t, m, "chmod", "0755", "/srv/flock/agents/2")
+		defer mustRun(t, m, "chmod", "0700", "/srv/flock/agents/2")
+		want := explain.Drift{Kind: "path", What: "/srv/flock/agents/2 mode", Want: "0700", Have: "0755"}
+		if r := live(); len(r.Drift) != 1 || r.Drift[0] != want {
+			t.Errorf("after chmod 0755: drift %+v, want %+v", r.Drift, want)
+		}
+		mustRun(t, m, "chmod", "0700", "/srv/flock/agents/2")
+		// An accept rule for its uid added by hand: not planned.
+		added := "meta skuid 2000000002 ip daddr 127.0.0.1 tcp dport 8222 accept"
+		echo := mustRun(t, m, "nft", "--echo", "--handle", "insert", "rule", "inet", "flock", "output", added)
+		_, handle, ok := strings.Cut(strings.TrimSpace(echo), "# handle ")
+		if !ok {
+			t.Fatalf("nft --echo printed no handle: %q", echo)
+		}
+		want = explain.Drift{Kind: "firewall", What: added, Have: added}
+		if r := live(); len(r.Drift) != 1 || r.Drift[0] != want {
+			t.Errorf("after a rule added by hand: drift %+v, want %+v", r.Drift, want)
+		}
+		mustRun(t, m, "nft", "delete", "rule", "inet", "flock", "output", "handle", handle)
+		if r := live(); len(r.Drift) != 0 {
+			t.Errorf("restored: drift %+v", r.Drift)
+		}
+		if _, errOut, err := run(t, m, "flockctl", "explain", "9"); err == nil || !strings.Contains(errOut, "no such agent in the provisioned flock") {
+			t.Errorf("explain of an unknown agent: %v %s", err, errOut)
+		}
+		t.Logf("took %v", time.Since(t0).Round(time.Millisecond))
 	})
 
 	t.Run("logs shows the journal and the log file", func(t *testing.T) {

@@ -80,16 +80,20 @@ func Diagnose(a spec.Agent, st Status, journal string) (d Diagnosis, ok bool) {
 		return Diagnosis{}, false
 	}
 	mdwe := a.Level.DeniesWX(a.JIT) // the unit sets MemoryDenyWriteExecute
-	signal := st.LastExit.Code != "exited"
+	signal, sig := st.LastExit.Code != "exited", st.LastExit.Status
+	if !signal && a.Level.Contained() && sig > 128 && sig <= 128+64 {
+		// podman and runsc exit 128+n when the agent dies of signal n.
+		signal, sig = true, sig-128
+	}
 	switch {
 	case mdwe && (wxRefused.MatchString(journal) ||
-		signal && (st.LastExit.Status == int(syscall.SIGTRAP) || st.LastExit.Status == int(syscall.SIGSEGV))):
+		signal && (sig == int(syscall.SIGTRAP) || sig == int(syscall.SIGSEGV))):
 		return Diagnosis{
 			Wall: "MemoryDenyWriteExecute",
 			Why:  fmt.Sprintf("it %s right after starting, as a JIT (Node's V8, a JVM, .NET, PyPy) does when it cannot make memory executable", st.LastExit),
 			Fix:  fmt.Sprintf("set jit: true on agent %d; its unit then drops that one wall and keeps every other (flockctl explain %d shows the cost)", a.ID, a.ID),
 		}, true
-	case signal && st.LastExit.Status == int(syscall.SIGSYS):
+	case signal && sig == int(syscall.SIGSYS):
 		return Diagnosis{
 			Wall: "SystemCallFilter",
 			Why:  "it was killed by SIGSYS: a system call outside the unit's filter",

@@ -2,6 +2,8 @@ package units
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"sort"
 	"sync"
 )
@@ -10,13 +12,18 @@ import (
 type Fake struct {
 	mu       sync.Mutex
 	units    map[string]Status
+	props    map[string]map[string]any
 	started  []string
-	service  ServiceStatus
-	restarts int
+	services map[string]ServiceStatus // static units; absent: noService
+	restarts map[string]int
+	reloads  map[string]int
 }
 
-// NewFake returns a manager with no units and no BusUnit.
-func NewFake() *Fake { return &Fake{units: map[string]Status{}, service: noService} }
+// NewFake returns a manager with no units and no static units.
+func NewFake() *Fake {
+	return &Fake{units: map[string]Status{}, props: map[string]map[string]any{},
+		services: map[string]ServiceStatus{}, restarts: map[string]int{}, reloads: map[string]int{}}
+}
 
 // noService is what systemd reports of a BusUnit it has no file for.
 var noService = ServiceStatus{ActiveState: "inactive"}
@@ -39,13 +46,46 @@ func (f *Fake) Start(ctx context.Context, u Unit) error {
 	defer f.mu.Unlock()
 	f.units[u.Name] = Status{Name: u.Name, ActiveState: "active", SubState: "running", Hash: HashFromDescription(u.Description)}
 	f.started = append(f.started, u.Name)
+	props := map[string]any{"Id": u.Name, "Description": u.Description}
+	for _, p := range u.Properties {
+		props[p.Name] = p.Value // the Go value, as planned: explain compares both forms
+	}
+	f.props[u.Name] = props
 	return nil
+}
+
+// Properties is what Start was given, plus Id and Description, and any
+// SetProperty since.
+func (f *Fake) Properties(ctx context.Context, name string) (map[string]any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.units[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotLoaded)
+	}
+	p := maps.Clone(f.props[name])
+	p["ActiveState"], p["SubState"] = st.ActiveState, st.SubState
+	return p, nil
+}
+
+// SetProperty is drift: a property changed behind flock's back (as
+// `systemctl set-property` does); nil removes it (a unit started
+// without it).
+func (f *Fake) SetProperty(name, prop string, v any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.props[name]; ok && v == nil {
+		delete(p, prop)
+	} else if ok {
+		p[prop] = v
+	}
 }
 
 func (f *Fake) Stop(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.units, name)
+	delete(f.props, name)
 	return nil
 }
 
@@ -84,47 +124,98 @@ func (f *Fake) Started() []string {
 	return append([]string(nil), f.started...)
 }
 
-func (f *Fake) Service(ctx context.Context) (ServiceStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.service, nil
+func (f *Fake) service(name string) ServiceStatus {
+	if st, ok := f.services[name]; ok {
+		return st
+	}
+	return noService
 }
 
-func (f *Fake) InstallService(ctx context.Context, content []byte) error {
+func (f *Fake) Service(ctx context.Context, name string) (ServiceStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.service.File = append([]byte(nil), content...)
-	f.service.Enabled = "enabled"
+	if err := checkStatic(name); err != nil {
+		return ServiceStatus{}, err
+	}
+	return f.service(name), nil
+}
+
+func (f *Fake) InstallService(ctx context.Context, name string, content []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	st := f.service(name)
+	st.File = append([]byte(nil), content...)
+	st.Enabled = "enabled"
+	f.services[name] = st
 	return nil
 }
 
-func (f *Fake) RestartService(ctx context.Context) error {
+func (f *Fake) RestartService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.service.ActiveState = "active"
-	f.restarts++
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	st := f.service(name)
+	st.ActiveState = "active"
+	f.services[name] = st
+	f.restarts[name]++
 	return nil
 }
 
-func (f *Fake) RemoveService(ctx context.Context) error {
+func (f *Fake) ReloadService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.service = noService
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	if f.service(name).ActiveState != "active" {
+		return fmt.Errorf("ReloadUnit %s: unit not active", name)
+	}
+	f.reloads[name]++
 	return nil
 }
 
-// ServiceRestarts counts RestartService calls.
-func (f *Fake) ServiceRestarts() int {
+func (f *Fake) RemoveService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.restarts
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	delete(f.services, name)
+	return nil
+}
+
+// ServiceRestarts counts RestartService calls of BusUnit.
+func (f *Fake) ServiceRestarts() int { return f.Restarts(BusUnit) }
+
+// Restarts counts RestartService calls of a static unit.
+func (f *Fake) Restarts(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restarts[name]
+}
+
+// Reloads counts ReloadService calls of a static unit.
+func (f *Fake) Reloads(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reloads[name]
 }
 
 // StopService is drift: someone stopped the bus by hand.
-func (f *Fake) StopService() {
+func (f *Fake) StopService() { f.StopStatic(BusUnit) }
+
+// StopStatic is drift: someone stopped a static unit by hand.
+func (f *Fake) StopStatic(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.service.ActiveState = "inactive"
+	st := f.service(name)
+	st.ActiveState = "inactive"
+	f.services[name] = st
 }
 
 func (f *Fake) Close() {}

@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 )
@@ -76,9 +78,10 @@ type (
 // entry per agent (docs/design.md, "Credentials").
 const CredentialPath = "/run/flock-agent/nats"
 
-// landlockSyscalls are what flock-agent needs to scope IPC (docs/design.md, "Hardening at level process");
-// @system-service on systemd 252 does not include them.
-var landlockSyscalls = []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"}
+// landlockSyscalls are what flock-agent needs to scope IPC (docs/design.md,
+// "Hardening at level process"), and seccomp, which loads its walls
+// (agent.Walls); @system-service on systemd 252 does not include them.
+var landlockSyscalls = []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", "seccomp"}
 
 // eperm is errno EPERM: a filtered syscall fails with it instead of killing
 // the agent with SIGSYS, so a tool gets an error it can report.
@@ -91,10 +94,6 @@ func usec(d time.Duration) uint64 { return uint64(d / time.Microsecond) }
 // on nothing but a's own entry and the flock's paths, so adding or changing
 // one agent never changes another's unit.
 func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
-	bin := o.AgentBin
-	if bin == "" {
-		bin = DefaultAgentBin
-	}
 	var mode []string
 	switch {
 	case len(a.Exec) > 0:
@@ -102,11 +101,21 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	case len(a.Command) > 0:
 		mode = append([]string{"task", "--"}, a.Command...)
 	}
+	return forAgent(f, a, o, mode, "")
+}
+
+func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix string) Unit {
+	bin := o.AgentBin
+	if bin == "" {
+		bin = DefaultAgentBin
+	}
 	user := spec.UserName(a.ID)
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
 	args := mode
 	if a.Level.Contained() {
-		args = launcher(f, a, o).Args(mode)
+		l := launcher(f, a, o)
+		l.Suffix = suffix
+		args = l.Args(mode)
 	}
 	argv := append([]string{bin}, agent.UnitArgs(args)...)
 	props := []Property{
@@ -127,19 +136,20 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	}
 	props = append(props,
 		Property{"WorkingDirectory", dir},
-		Property{"Environment", agent.Env{
+		Property{"Environment", append(agent.Env{
 			ID: a.ID, Role: string(a.Role), NATSURL: f.Bus.URL(),
 			NKeyFile: CredentialPath, InboxPrefix: wire.Inbox(a.ID),
 			SharedDir: f.CommonDir(), LogFile: logFile, Home: dir,
 			Heartbeat: a.Heartbeat, TaskTimeout: a.TaskTimeout, MaxOutput: int(a.MaxOutput),
-		}.Environ()},
+			JIT: a.JIT,
+		}.Environ(), proxyEnv(f, a)...)},
 		// Its bus identity: its own seed, bound read-only where it reads
 		// it. Not LoadCredential=: each such unit mounts a directory in
 		// the host's mount namespace, and systemd re-reads the whole
 		// mount table at every change, so each start cost more than the
 		// last (500 units: 155 s against 16.5 s).
 		Property{"BindReadOnlyPaths", []BindPath{{Source: spec.CredPath(user), Destination: CredentialPath}}},
-		Property{"InaccessiblePaths", []string{"-" + spec.StateDir}},
+		Property{"InaccessiblePaths", inaccessible(a)},
 		Property{"UMask", FileMode(0o077)},
 	)
 	if a.Level.Contained() {
@@ -173,6 +183,17 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	u.Hash = hashOf(props, o.AgentBuild)
 	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
 	return u
+}
+
+// inaccessible are the host's paths the agent must not reach: flock's
+// state (credentials), and at level process the system D-Bus, which
+// every uid may otherwise connect to (flockctl audit found it). A
+// container has neither; podman's runtime itself may need D-Bus.
+func inaccessible(a spec.Agent) []string {
+	if a.Level.Contained() {
+		return []string{"-" + spec.StateDir}
+	}
+	return []string{"-" + spec.StateDir, "-/run/dbus"}
 }
 
 // processHardening is level process: the agent's own uid in a unit that
@@ -262,4 +283,21 @@ func HashFromDescription(desc string) string {
 		return m[1]
 	}
 	return ""
+}
+
+// proxyEnv points the HTTP clients of an agent with names in its egress
+// at the proxy (both spellings: curl reads only the lower-case
+// http_proxy, Go and Python either), and keeps the bus off it. Others get
+// nothing: they cannot reach the proxy.
+func proxyEnv(f *spec.Flock, a spec.Agent) []string {
+	if !proxy.HasNames(a) {
+		return nil
+	}
+	url := "http://" + proxy.DefaultListen
+	no := f.Bus.Host + ",localhost"
+	var env []string
+	for _, kv := range [][2]string{{"HTTPS_PROXY", url}, {"HTTP_PROXY", url}, {"NO_PROXY", no}} {
+		env = append(env, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
+	}
+	return env
 }

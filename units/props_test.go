@@ -51,6 +51,8 @@ const goldenSpec = `agents:
     rootfs: /var/lib/flock-rootfs/node
     exec: ["/usr/bin/node", "agent.js"]
     jit: true
+  - id: 11
+    egress: ["api.example.com:443", "*.githubusercontent.com:443", "10.1.2.3:443"]
 `
 
 // The property set of each level, as a reviewer reads it. Any change to
@@ -71,6 +73,7 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-8-podman-image-systemd252.golden", 8, 252},
 		{"agent-9-jit-systemd252.golden", 9, 252},
 		{"agent-10-podman-jit-systemd252.golden", 10, 252},
+		{"agent-11-names-systemd252.golden", 11, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)
@@ -82,6 +85,7 @@ func TestPropertiesGolden(t *testing.T) {
 // flock.service as a reviewer reads it.
 func TestBusServiceGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
+	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk")))
 }
 
 // One agent's unit depends on its own entry only: adding, removing or

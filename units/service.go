@@ -61,7 +61,19 @@ RestartSec=1
 DynamicUser=yes
 User=flock-bus
 StateDirectory=flock-bus
-LimitNOFILE=65536
+` + ownWalls + `PrivateUsers=yes
+ProtectProc=invisible
+` + kernelWalls + `SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+
+[Install]
+WantedBy=multi-user.target
+`))
+
+// ownWalls are the first walls of flock's own services (the bus, the
+// proxy): no capabilities, no new privileges, a read-only system, no home,
+// their own /tmp and no devices.
+const ownWalls = `LimitNOFILE=65536
 UMask=0077
 CapabilityBoundingSet=
 NoNewPrivileges=yes
@@ -69,9 +81,12 @@ ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
 PrivateDevices=yes
-PrivateUsers=yes
-ProtectProc=invisible
-ProtectKernelTunables=yes
+`
+
+// kernelWalls are the walls of flock's own services (the bus, the proxy)
+// that keep them from the kernel's settings, other namespaces and
+// privileged system calls: written once for both unit files.
+const kernelWalls = `ProtectKernelTunables=yes
 ProtectKernelModules=yes
 ProtectKernelLogs=yes
 ProtectControlGroups=yes
@@ -84,12 +99,7 @@ LockPersonality=yes
 MemoryDenyWriteExecute=yes
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
-SystemCallErrorNumber=EPERM
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
-
-[Install]
-WantedBy=multi-user.target
-`))
+`
 
 // BusService is the text of flock.service for a bus reading configPath,
 // run by the flockctl of build id build ("" unknown).
@@ -104,7 +114,20 @@ func BusService(bin, build, configPath string) []byte {
 	return b.Bytes()
 }
 
-func (s *Systemd) unitPath() string { return filepath.Join(s.unitDir(), BusUnit) }
+// StaticUnits are the static units flock installs; nothing else is
+// written, started or removed through the Service methods.
+var StaticUnits = []string{BusUnit, ProxyUnit}
+
+func checkStatic(name string) error {
+	for _, u := range StaticUnits {
+		if u == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not one of flock's static units %v", name, StaticUnits)
+}
+
+func (s *Systemd) unitPath(name string) string { return filepath.Join(s.unitDir(), name) }
 
 func (s *Systemd) unitDir() string {
 	if s.UnitDir != "" {
@@ -113,69 +136,94 @@ func (s *Systemd) unitDir() string {
 	return DefaultUnitDir
 }
 
-func (s *Systemd) Service(ctx context.Context) (ServiceStatus, error) {
+func (s *Systemd) Service(ctx context.Context, name string) (ServiceStatus, error) {
 	var st ServiceStatus
-	data, err := os.ReadFile(s.unitPath())
+	if err := checkStatic(name); err != nil {
+		return st, err
+	}
+	data, err := os.ReadFile(s.unitPath(name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return st, fmt.Errorf("reading %s: %w", s.unitPath(), err)
+		return st, fmt.Errorf("reading %s: %w", s.unitPath(name), err)
 	default:
 		st.File = data
 	}
-	props, err := s.conn.GetUnitPropertiesContext(ctx, BusUnit)
+	props, err := s.conn.GetUnitPropertiesContext(ctx, name)
 	if err != nil {
-		return st, fmt.Errorf("reading %s's state: %w", BusUnit, err)
+		return st, fmt.Errorf("reading %s's state: %w", name, err)
 	}
 	st.Enabled, _ = props["UnitFileState"].(string)
 	st.ActiveState, _ = props["ActiveState"].(string)
 	return st, nil
 }
 
-func (s *Systemd) InstallService(ctx context.Context, content []byte) error {
-	old, err := os.ReadFile(s.unitPath())
+func (s *Systemd) InstallService(ctx context.Context, name string, content []byte) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	path := s.unitPath(name)
+	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", s.unitPath(), err)
+		return fmt.Errorf("reading %s: %w", path, err)
 	}
 	if !bytes.Equal(old, content) {
-		if err := renameio.WriteFile(s.unitPath(), content, 0o644, renameio.WithStaticPermissions(0o644)); err != nil {
-			return fmt.Errorf("writing %s: %w", s.unitPath(), err)
+		if err := renameio.WriteFile(path, content, 0o644, renameio.WithStaticPermissions(0o644)); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
 		}
 		if err := s.conn.ReloadContext(ctx); err != nil {
-			return fmt.Errorf("daemon-reload after writing %s: %w", s.unitPath(), err)
+			return fmt.Errorf("daemon-reload after writing %s: %w", path, err)
 		}
 	}
-	if _, _, err := s.conn.EnableUnitFilesContext(ctx, []string{BusUnit}, false, true); err != nil {
-		return fmt.Errorf("enabling %s: %w", BusUnit, err)
+	if _, _, err := s.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
+		return fmt.Errorf("enabling %s: %w", name, err)
 	}
 	return nil
 }
 
-func (s *Systemd) RestartService(ctx context.Context) error {
-	done := make(chan string, 1)
-	if _, err := s.conn.RestartUnitContext(ctx, BusUnit, "replace", done); err != nil {
-		return fmt.Errorf("RestartUnit %s: %w", BusUnit, err)
-	}
-	return s.waitJob(ctx, BusUnit, "restart", done)
-}
-
-func (s *Systemd) RemoveService(ctx context.Context) error {
-	// Not Stop: an enabled unit with a file stays loaded, so waiting for
-	// systemd to forget it would wait out unloadWait every time.
-	if err := s.stop(ctx, BusUnit); err != nil {
+func (s *Systemd) RestartService(ctx context.Context, name string) error {
+	if err := checkStatic(name); err != nil {
 		return err
 	}
-	if _, err := os.Stat(s.unitPath()); errors.Is(err, fs.ErrNotExist) {
+	done := make(chan string, 1)
+	if _, err := s.conn.RestartUnitContext(ctx, name, "replace", done); err != nil {
+		return fmt.Errorf("RestartUnit %s: %w", name, err)
+	}
+	return s.waitJob(ctx, name, "restart", done)
+}
+
+func (s *Systemd) ReloadService(ctx context.Context, name string) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	done := make(chan string, 1)
+	if _, err := s.conn.ReloadUnitContext(ctx, name, "replace", done); err != nil {
+		return fmt.Errorf("ReloadUnit %s: %w", name, err)
+	}
+	return s.waitJob(ctx, name, "reload", done)
+}
+
+func (s *Systemd) RemoveService(ctx context.Context, name string) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	// Not Stop: an enabled unit with a file stays loaded, so waiting for
+	// systemd to forget it would wait out unloadWait every time.
+	if err := s.stop(ctx, name); err != nil {
+		return err
+	}
+	path := s.unitPath(name)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if _, err := s.conn.DisableUnitFilesContext(ctx, []string{BusUnit}, false); err != nil {
-		return fmt.Errorf("disabling %s: %w", BusUnit, err)
+	if _, err := s.conn.DisableUnitFilesContext(ctx, []string{name}, false); err != nil {
+		return fmt.Errorf("disabling %s: %w", name, err)
 	}
-	if err := os.Remove(s.unitPath()); err != nil {
-		return fmt.Errorf("removing %s: %w", s.unitPath(), err)
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("removing %s: %w", path, err)
 	}
 	if err := s.conn.ReloadContext(ctx); err != nil {
-		return fmt.Errorf("daemon-reload after removing %s: %w", s.unitPath(), err)
+		return fmt.Errorf("daemon-reload after removing %s: %w", path, err)
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type Status struct {
 	LastExit Exit   // how its main process last ended
 }
 
+// ErrNotLoaded means systemd has no such unit loaded.
+var ErrNotLoaded = errors.New("not loaded (no such unit running or failed)")
+
 // ErrNoSystemd means there is no systemd to talk to.
 var ErrNoSystemd = errors.New("no systemd to talk to")
 
@@ -56,15 +59,21 @@ type Manager interface {
 	// Stop stops the named unit and clears a failed state so it is gone.
 	// A unit that does not exist is not an error.
 	Stop(ctx context.Context, name string) error
+	// Properties reads a loaded unit's properties as systemd has them
+	// (name -> value as D-Bus decodes it); ErrNotLoaded when it is not.
+	Properties(ctx context.Context, name string) (map[string]any, error)
 
-	// Service reports BusUnit, the bus's static unit.
-	Service(ctx context.Context) (ServiceStatus, error)
-	// InstallService writes BusUnit's file when it differs (then reloads
-	// systemd) and enables it.
-	InstallService(ctx context.Context, content []byte) error
-	// RestartService (re)starts BusUnit and waits until it is ready.
-	RestartService(ctx context.Context) error
-	// RemoveService stops and disables BusUnit and deletes its file.
-	RemoveService(ctx context.Context) error
+	// Service reports a static unit of flock's (StaticUnits: BusUnit,
+	// ProxyUnit).
+	Service(ctx context.Context, name string) (ServiceStatus, error)
+	// InstallService writes the unit's file when it differs (then
+	// reloads systemd) and enables it.
+	InstallService(ctx context.Context, name string, content []byte) error
+	// RestartService (re)starts the unit and waits until it is ready.
+	RestartService(ctx context.Context, name string) error
+	// ReloadService runs the unit's ExecReload= and waits for it.
+	ReloadService(ctx context.Context, name string) error
+	// RemoveService stops and disables the unit and deletes its file.
+	RemoveService(ctx context.Context, name string) error
 	Close()
 }

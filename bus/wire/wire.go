@@ -123,5 +123,29 @@ type AgentOnBus struct {
 	Connections   int           `json:"connections"`
 	LastHeartbeat *HeartbeatMsg `json:"last_heartbeat,omitempty"` // its body, as far as it could be read
 	HeartbeatAt   *time.Time    `json:"heartbeat_at,omitempty"`   // when the bus received it
-	Violations    uint64        `json:"violations"`               // permission violations since the bus started
+	// ViolationsTotal is every violation the bus counted for the agent
+	// (kept across bus restarts); Violations has them by kind
+	// (ViolationKinds). The total keeps the key "violations" it always
+	// had, so a flockctl and a bus of different versions still agree.
+	ViolationsTotal uint64            `json:"violations"`
+	Violations      map[string]uint64 `json:"violations_by_kind,omitempty"`
+	Holding         int               `json:"holding,omitempty"` // tasks the task desk handed it that it has not finished
+	Waiting         int               `json:"waiting,omitempty"` // its asks for a task the desk holds
 }
+
+// Kinds of violation the bus counts per agent.
+const (
+	ViolationPublish   = "publish"   // published where its permissions do not allow
+	ViolationSubscribe = "subscribe" // subscribed where its permissions do not allow
+	// A result or ack for a task it does not hold: a lease it forged, one
+	// that expired, or a reply to a task delivered to another agent.
+	ViolationForgedLease  = "forged-lease"
+	ViolationStaleLease   = "stale-lease"
+	ViolationForeignReply = "foreign-reply"
+	ViolationFlood        = "flood"     // messages faster than any agent needs (counted once per window)
+	ViolationMalformed    = "malformed" // a message the bus could not read
+)
+
+// ViolationKinds is every kind, in the order status prints them.
+var ViolationKinds = []string{ViolationPublish, ViolationSubscribe, ViolationForgedLease, ViolationStaleLease,
+	ViolationForeignReply, ViolationFlood, ViolationMalformed}

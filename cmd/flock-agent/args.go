@@ -9,6 +9,10 @@ const (
 	modeDefault mode = "default" // connect, heartbeat, log; no tasks
 	modeTask    mode = "task"    // the same, and each task runs argv
 	modeExec    mode = "exec"    // become argv, the agent's own program
+	// modeProbe runs flockctl audit's batch of hostile operations
+	// (argv[0], probe.Batch) as the agent, inside its walls, and prints
+	// the answered batch. Not in the usage: only the audit starts it.
+	modeProbe mode = "probe"
 )
 
 const usage = "usage: flock-agent [task -- COMMAND ARGS... | exec -- COMMAND ARGS...]"
@@ -27,6 +31,8 @@ func parseArgs(args []string) (invocation, error) {
 		return invocation{mode: modeDefault}, nil
 	case args[0] == "--" && len(args) > 1:
 		return invocation{mode: modeExec, argv: args[1:]}, nil
+	case args[0] == string(modeProbe) && len(args) == 2:
+		return invocation{mode: modeProbe, argv: args[1:]}, nil
 	case (args[0] == string(modeTask) || args[0] == string(modeExec)) && len(args) > 2 && args[1] == "--":
 		return invocation{mode: mode(args[0]), argv: args[2:]}, nil
 	}

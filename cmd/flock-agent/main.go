@@ -1,6 +1,7 @@
 // Command flock-agent is the runner of every flock agent. systemd starts it
 // in the agent's unit; it applies what systemd cannot (the Landlock IPC
-// scope) and then, by its arguments:
+// scope, and the seccomp walls that hold at every level: agent.Walls) and
+// then, by its arguments:
 //
 //	flock-agent                    connect to the bus, heartbeat, log; no tasks
 //	flock-agent task -- ARGV...    the same, and run ARGV for each task
@@ -16,9 +17,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"syscall"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/audit/probe"
 	"github.com/flockrun/flock/sandbox"
 )
 
@@ -56,6 +59,9 @@ func run(args []string) error {
 		return err
 	}
 	mark := os.Getenv(scopedMark)
+	if mark != "" && inv.mode == modeProbe {
+		return runProbes(inv.argv[0])
+	}
 	if mark != "" && inv.mode != modeExec {
 		return program(env, inv, mark == "1")
 	}
@@ -66,12 +72,7 @@ func run(args []string) error {
 	if mark != "" { // already in the domain, which exec keeps
 		return execve(path, argv, os.Environ())
 	}
-	err = agent.ScopeIPCThenExec(path, argv, append(os.Environ(), scopedMark+"=1"))
-	if !errors.Is(err, agent.ErrNoScopes) {
-		return err
-	}
-	fmt.Fprintln(os.Stderr, "flock-agent:", err)
-	return execve(path, argv, append(os.Environ(), scopedMark+"=0"))
+	return agent.ConfineThenExec(path, argv, os.Environ(), agent.Walls{JIT: env.JIT}, scopedMark)
 }
 
 // target is what to exec in the scope: the command in exec mode, else
@@ -86,6 +87,24 @@ func target(inv invocation) (path string, argv []string, err error) {
 	}
 	path, err = os.Executable()
 	return path, os.Args, err
+}
+
+// runProbes answers flockctl audit's batch on standard output, which
+// the audit's unit writes to a file only root reads.
+func runProbes(batch string) error {
+	b, err := probe.Decode([]byte(batch), false)
+	if err != nil {
+		return err
+	}
+	b.Results = probe.RunAll(b.Requests)
+	if _, err = os.Stdout.Write(append(b.Encode(), '\n')); err != nil || !b.Hold {
+		return err
+	}
+	// A colluder: serve what it opened until its unit is stopped.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+	return nil
 }
 
 func execve(path string, argv, env []string) error {
@@ -109,5 +128,18 @@ func launch(args []string) error {
 	inside := env
 	inside.NKeyFile = sandbox.CredPath
 	return sandbox.Launch(l, sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir,
-		Cred: env.NKeyFile, Environ: inside.Environ()}, inner)
+		Cred: env.NKeyFile, Environ: append(inside.Environ(), proxyEnviron(os.Getenv)...)}, inner)
+}
+
+// proxyEnviron is the unit's egress proxy variables, which the container
+// gets as they are: contained levels share the host's network, so the
+// proxy on its loopback is reached the same way.
+func proxyEnviron(getenv func(string) string) []string {
+	var out []string
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"} {
+		if v := getenv(k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }

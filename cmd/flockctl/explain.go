@@ -1,54 +1,154 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
 func newExplain() *cobra.Command {
-	var file string
+	var file, output string
 	var count int
+	var specOnly bool
 	cmd := &cobra.Command{
-		Use:   "explain (-f FILE | --agents N) [ID]",
-		Short: "Print the isolation level and the exact unit properties of each agent; changes nothing",
-		Args:  cobra.MaximumNArgs(1),
+		Use:   "explain ID [--output text|json] | explain (-f FILE | --agents N | --spec) [ID]",
+		Short: "Show an agent's walls as the live host has them, and any drift (as root); with a spec, what it would get; changes nothing",
+		Long: `explain ID reads agent ID of the provisioned flock from the live host (as root):
+its unit's properties as systemd has them, the firewall rules of its uid, its
+paths with modes, owners and ACLs, its bus permissions as the running bus has
+them, its egress, limits, level and label, the kernel's Landlock features, its
+systemd-analyze security exposure, and where any of it differs from the plan.
+
+With -f FILE or --agents N (or --spec, the provisioned flock's spec) it prints
+what the spec gives each agent, without root and without reading the host.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := loadFlock(file, count)
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: choose text or json", output)
+			}
+			out := cmd.OutOrStdout()
+			if file != "" || count > 0 || specOnly {
+				if output != "text" {
+					return errors.New("--output json is the live form's (flockctl explain ID, as root); the spec form prints text")
+				}
+				f, err := explainedSpec(file, count)
+				if err != nil {
+					return err
+				}
+				warnSpec(cmd.ErrOrStderr(), f)
+				return explainSpec(out, f, args)
+			}
+			if len(args) != 1 {
+				return errors.New("name the agent: flockctl explain ID (as root), or explain a spec: flockctl explain -f FILE [ID]")
+			}
+			id, err := strconv.Atoi(args[0])
+			if err != nil || id <= 0 {
+				return fmt.Errorf("agent %q: an id is a positive number, as in the spec (flockctl status lists them)", args[0])
+			}
+			if os.Geteuid() != 0 {
+				return errors.New("flockctl explain ID reads the live host and must run as root (try sudo); without root, explain a spec: flockctl explain -f FILE " + args[0])
+			}
+			r, err := explainLive(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, v := range plan.Build(f, units.Options{}).Views() {
-				a, u, p := v.Agent, v.Unit, v.Bus
-				if len(args) == 1 && args[0] != strconv.Itoa(a.ID) {
-					continue
-				}
-				fmt.Fprintf(out, "# %s: user %s (uid %d), role %s, level %s: %s\n",
-					u.Name, spec.UserName(a.ID), v.UID, a.Role, a.Level, a.Level.Label())
-				if a.JIT && a.Level.DeniesWX(false) {
-					fmt.Fprintln(out, "# jit: true: MemoryDenyWriteExecute=no, this wall alone: the agent may map memory writable and then executable,")
-					fmt.Fprintln(out, "#   as its JIT must, so code written into such memory can run. systemd-analyze security weighs it 0.1")
-					fmt.Fprintln(out, "#   (a level-process unit still rates 1.3 OK, measured); every other wall stays.")
-				}
-				fmt.Fprintln(out, units.Render(u))
-				fmt.Fprintf(out, "# bus: nats user %s, nkey %s (its own, 0400, bound read-only at %s in its unit alone)\n", p.Name, spec.CredPath(p.Name), units.CredentialPath)
-				fmt.Fprintf(out, "#   publish:   %s\n#   subscribe: %s\n", strings.Join(p.Publish, " "), strings.Join(p.Subscribe, " "))
-				if p.ResponseTTL > 0 {
-					fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
-				}
-				fmt.Fprintln(out)
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
 			}
+			r.WriteText(out)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec")
-	cmd.Flags().IntVar(&count, "agents", 0, "explain N default agents")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "explain this spec instead of the live host")
+	cmd.Flags().IntVar(&count, "agents", 0, "explain N default agents instead of the live host")
+	cmd.Flags().BoolVar(&specOnly, "spec", false, "explain the provisioned flock's spec, not the live host")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (the live form)")
 	return cmd
 }
+
+func explainedSpec(file string, count int) (*spec.Flock, error) {
+	if file == "" && count == 0 {
+		return appliedFlock()
+	}
+	return loadFlock(file, count)
+}
+
+// explainLive reads agent id of the provisioned flock from the host.
+func explainLive(ctx context.Context, id int) (explain.Report, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	f, err := appliedFlock()
+	if err != nil {
+		return explain.Report{}, err
+	}
+	h, uo, closeHost, err := openHost(ctx)
+	if err != nil {
+		return explain.Report{}, err
+	}
+	defer closeHost()
+	busHost := bus.NewSystem()
+	return explain.Live(ctx, explain.Sources{
+		Units: h.Units, Firewall: h.Firewall, Users: h.Users,
+		Bus:      func(ctx context.Context, id int) (wire.Permissions, error) { return busHost.Permissions(ctx, id) },
+		Kernel:   explain.HostKernel,
+		Exposure: explain.SystemdExposure,
+	}, plan.Build(f, uo), id)
+}
+
+// explainSpec prints what f gives each agent (or agent args[0]).
+func explainSpec(out io.Writer, f *spec.Flock, args []string) error {
+	host := thisHost()
+	for _, v := range plan.Build(f, units.Options{}).Views() {
+		a, u, p := v.Agent, v.Unit, v.Bus
+		if len(args) == 1 && args[0] != strconv.Itoa(a.ID) {
+			continue
+		}
+		fmt.Fprintf(out, "# %s: user %s (uid %d), role %s, level %s: %s\n",
+			u.Name, spec.UserName(a.ID), v.UID, a.Role, a.Level, a.Level.Label())
+		if a.JIT && a.Level.DeniesWX(false) {
+			fmt.Fprintln(out, "# jit: true: no W^X (MemoryDenyWriteExecute=no, and flock-agent's filter allows it), this wall alone: the agent may map memory writable and then executable,")
+			fmt.Fprintln(out, "#   as its JIT must, so code written into such memory can run. systemd-analyze security weighs it 0.1")
+			fmt.Fprintln(out, "#   (a level-process unit still rates 1.3 OK, measured); every other wall stays.")
+		}
+		if d, ok := sandbox.Lookup(a.Level); ok {
+			for _, g := range d.Gaps(host) {
+				fmt.Fprintf(out, "# OPEN at level %s on this host: %s: %s\n", a.Level, g.Wall, g.Why)
+			}
+		}
+		fmt.Fprintln(out, units.Render(u))
+		fmt.Fprintf(out, "# bus: nats user %s, nkey %s (its own, 0400, bound read-only at %s in its unit alone)\n", p.Name, spec.CredPath(p.Name), units.CredentialPath)
+		fmt.Fprintf(out, "#   publish:   %s\n#   subscribe: %s\n", strings.Join(p.Publish, " "), strings.Join(p.Subscribe, " "))
+		if p.ResponseTTL > 0 {
+			fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
+		}
+		if _, names := explain.SplitEgress(a.Egress); len(names) > 0 {
+			fmt.Fprintln(out, explain.NamesLine(names, proxy.DefaultListen))
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+// thisHost is what of the running kernel decides a level's gaps; a
+// variable so tests can give either kernel.
+var thisHost = func() sandbox.Host { return sandbox.Host{IPCScopes: agent.IPCScopesSupported()} }

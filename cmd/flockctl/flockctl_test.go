@@ -6,7 +6,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/flockrun/flock/sandbox"
 )
 
 func TestTailFile(t *testing.T) {
@@ -57,5 +60,110 @@ func TestExplainPrintsTheUnit(t *testing.T) {
 	}
 	if bytes.Contains(out.Bytes(), []byte("flock-agent@1.service")) {
 		t.Errorf("explain 2 printed agent 1 too")
+	}
+}
+
+// explain and provision say when a spec lets an agent reach this host.
+func TestExplainWarnsOfHostAllowances(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "flock.yaml")
+	if err := os.WriteFile(spec, []byte("agents:\n  - id: 3\n    egress: [\"0.0.0.0/0:*\", \"127.0.0.1:8080\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	cmd := newRoot()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"explain", "-f", spec})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := "warning: agent 3 may reach 127.0.0.1:8080/tcp on this host: egress[1] names a loopback address explicitly\n"
+	if errOut.String() != want {
+		t.Errorf("explain's stderr:\n got %q\nwant %q", errOut.String(), want)
+	}
+}
+
+// explain names the walls a level cannot close on the running kernel:
+// abstract sockets at process and podman without Landlock scopes, none at
+// gvisor, none with scopes.
+func TestExplainPrintsGaps(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "flock.yaml")
+	specText := "agents:\n  - id: 1\n  - id: 2\n    level: podman\n    rootfs: /var/lib/flock-rootfs/debian\n" +
+		"  - id: 3\n    level: gvisor\n    rootfs: /var/lib/flock-rootfs/debian\n"
+	if err := os.WriteFile(file, []byte(specText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() sandbox.Host) { thisHost = f }(thisHost)
+	for _, scopes := range []bool{false, true} {
+		thisHost = func() sandbox.Host { return sandbox.Host{IPCScopes: scopes} }
+		var out bytes.Buffer
+		cmd := newRoot()
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"explain", "-f", file})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		for _, level := range []string{"process", "podman", "gvisor"} {
+			line := "# OPEN at level " + level + " on this host: abstract UNIX sockets: the agent shares the host's network namespace"
+			if want := !scopes && level != "gvisor"; bytes.Contains(out.Bytes(), []byte(line)) != want {
+				t.Errorf("scopes %v, level %s: gap printed %v, want %v:\n%s", scopes, level, !want, want, out.String())
+			}
+		}
+	}
+}
+
+// The live form's arguments are checked before the host is read; each
+// refusal names what to type instead.
+func TestExplainRefusesBadArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explain"}, "name the agent: flockctl explain ID"},
+		{[]string{"explain", "x"}, `agent "x": an id is a positive number`},
+		{[]string{"explain", "0"}, `agent "0": an id is a positive number`},
+		{[]string{"explain", "--agents", "2", "--output", "json"}, "--output json is the live form's"},
+		{[]string{"explain", "1", "--output", "yaml"}, `--output "yaml": choose text or json`},
+	} {
+		cmd := newRoot()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The spec form names an agent's names and the proxy they go through,
+// apart from its unit (whose firewall allowances are addresses only); an
+// agent without names gets no such line.
+func TestExplainSpecNames(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "flock.yaml")
+	specText := "agents:\n  - id: 1\n    egress: [\"10.1.2.0/24:443\", \"api.example.com:443\", \"*.example.org:8443\"]\n  - id: 2\n"
+	if err := os.WriteFile(file, []byte(specText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want string // "": no names line
+	}{
+		{"1", "# names (through flock-proxy on 127.0.0.1:4230): api.example.com:443 *.example.org:8443\n"},
+		{"2", ""},
+	} {
+		var out bytes.Buffer
+		cmd := newRoot()
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"explain", "-f", file, tc.id})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.want != "" && !strings.Contains(out.String(), tc.want) {
+			t.Errorf("explain %s lacks %q:\n%s", tc.id, tc.want, out.String())
+		}
+		if tc.want == "" && strings.Contains(out.String(), "# names") {
+			t.Errorf("explain %s (no names) prints names:\n%s", tc.id, out.String())
+		}
 	}
 }

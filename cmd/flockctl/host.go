@@ -10,6 +10,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -75,7 +76,7 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 	uo.AgentBuild, _ = units.BuildID(units.DefaultAgentBin)
 	uo.FlockctlBuild, _ = units.BuildID(units.DefaultFlockctlBin)
 	uo.Runtimes = sandbox.HostRuntimes()
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem()}
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem(), Proxy: proxy.NewSystem()}
 	return h, uo, m.Close, nil
 }
 

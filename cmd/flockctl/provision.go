@@ -39,6 +39,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err != nil {
 				return err
 			}
+			warnSpec(cmd.ErrOrStderr(), f)
 			// A dry run changes nothing, so it may show what a first
 			// provision would do before the programs are installed.
 			if err := installed(); err != nil && !dryRun {

@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
@@ -56,24 +53,7 @@ dropping connections.`,
 				return err
 			}
 			defer srv.Shutdown()
-			// Not under systemd, there is no one to tell: that is fine.
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=bus on "+cfg.Listen)
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			for {
-				select {
-				case <-cmd.Context().Done():
-					_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-					return nil
-				case <-hup:
-					_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-					if err := reload(); err != nil {
-						fmt.Fprintf(os.Stderr, "[ERR] reload: %v\n", err)
-					}
-					_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
-				}
-			}
+			return serveNotified(cmd.Context(), "bus on "+cfg.Listen, nil, reload)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", bus.ConfigPath, "the bus config flockctl provision writes")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -41,8 +43,16 @@ type agentStatus struct {
 	Connections   int        `json:"connections"`
 	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
 	HeartbeatAgeS *float64   `json:"heartbeat_age_s,omitempty"`
-	Violations    uint64     `json:"violations"`
-	Drift         string     `json:"drift,omitempty"`
+	// Violations is every violation the bus counted for the agent (kept
+	// across bus restarts), ViolationsByKind the same by wire kind.
+	Violations       uint64            `json:"violations"`
+	ViolationsByKind map[string]uint64 `json:"violations_by_kind,omitempty"`
+	Drift            string            `json:"drift,omitempty"`
+	// RefusedPackets is the agent's packets the firewall denied since the
+	// table was last written, RefusedLogged how many of them it logged
+	// (the rest were over the agent's own log limit).
+	RefusedPackets uint64 `json:"refused_packets"`
+	RefusedLogged  uint64 `json:"refused_logged"`
 	// Restarts and LastExit are systemd's; Diagnosis names the wall that
 	// likely keeps the agent dying, and the spec change that lifts it.
 	Restarts  uint32           `json:"restarts"`
@@ -74,6 +84,7 @@ func newStatus() *cobra.Command {
 			byAgent, flockWide := driftOf(f, pl.plan)
 			scoped := agent.IPCScopesSupported()
 			onBus, busErr := bus.NewSystem().Status(ctx)
+			refused, fwErr := pl.host.Firewall.Refused(ctx)
 			now := time.Now()
 			sts := make([]units.Status, len(f.Agents))
 			for i := range f.Agents {
@@ -88,6 +99,8 @@ func newStatus() *cobra.Command {
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
 				row.busFields(onBus, now)
+				r := refused[row.UID]
+				row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
 				rows = append(rows, row)
 			}
 			notes := cmd.OutOrStdout()
@@ -105,9 +118,14 @@ func newStatus() *cobra.Command {
 				return enc.Encode(rows)
 			}
 			printTable(cmd.OutOrStdout(), rows)
+			printViolations(cmd.OutOrStdout(), rows)
+			printRefused(cmd.OutOrStdout(), rows)
 			printDiagnoses(cmd.OutOrStdout(), rows)
 			if busErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
+			}
+			if fwErr != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: the firewall's refusal counts could not be read: %v\n", fwErr)
 			}
 			if !scoped {
 				fmt.Fprintln(cmd.OutOrStdout(), "note: this kernel has no Landlock IPC scopes (Linux 6.12+): agents can reach each other's abstract UNIX sockets")
@@ -171,7 +189,8 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 		return
 	}
 	seen := st.Agents[r.ID]
-	r.Bus, r.Connections, r.Violations = "disconnected", seen.Connections, seen.Violations
+	r.Bus, r.Connections = "disconnected", seen.Connections
+	r.Violations, r.ViolationsByKind = seen.ViolationsTotal, seen.Violations
 	if seen.Connections > 0 {
 		r.Bus = "connected"
 	}
@@ -183,7 +202,7 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 
 func printTable(w io.Writer, rows []agentStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tDRIFT")
+	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tVIOLATIONS\tDRIFT")
 	for _, r := range rows {
 		drift, beat := r.Drift, "-"
 		if drift == "" {
@@ -192,10 +211,51 @@ func printTable(w io.Writer, rows []agentStatus) {
 		if r.HeartbeatAgeS != nil {
 			beat = (time.Duration(*r.HeartbeatAgeS * float64(time.Second))).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Restarts, r.Role, r.Level, r.Label, r.Bus, beat, drift)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Restarts, r.Role, r.Level, r.Label, r.Bus, beat, r.Violations, drift)
 	}
 	tw.Flush()
+}
+
+// printViolations names, below the table, the agents with violations and
+// their kinds: "violations: agent 1: 3 publish, 1 subscribe".
+func printViolations(w io.Writer, rows []agentStatus) {
+	for _, r := range rows {
+		if r.Violations == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range append(slices.Clone(wire.ViolationKinds), otherKinds(r.ViolationsByKind)...) {
+			if n := r.ViolationsByKind[k]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, k))
+			}
+		}
+		fmt.Fprintf(w, "violations: agent %d: %s\n", r.ID, strings.Join(parts, ", "))
+	}
+}
+
+// printRefused is a line per agent whose packets the firewall denied.
+func printRefused(w io.Writer, rows []agentStatus) {
+	for _, r := range rows {
+		if r.RefusedPackets == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "refused: agent %d: %d packets denied by the firewall, %d logged (%d over its log limit)\n",
+			r.ID, r.RefusedPackets, r.RefusedLogged, r.RefusedPackets-min(r.RefusedLogged, r.RefusedPackets))
+	}
+}
+
+// otherKinds is the kinds in m that wire.ViolationKinds lacks (a newer
+// bus's), sorted.
+func otherKinds(m map[string]uint64) []string {
+	var out []string
+	for k := range m {
+		if !slices.Contains(wire.ViolationKinds, k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // printDiagnoses says, below the table, which agents keep dying and why.

@@ -23,3 +23,35 @@ func TestPrintDiagnoses(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// Tier: unit. Below the table: each agent with violations, by kind in
+// wire order, a kind this flockctl does not know last.
+func TestPrintViolations(t *testing.T) {
+	var b strings.Builder
+	printViolations(&b, []agentStatus{
+		{ID: 1, Violations: 10004, ViolationsByKind: map[string]uint64{"malformed": 10000, "publish": 3, "flood": 1}},
+		{ID: 2},
+		{ID: 3, Violations: 2, ViolationsByKind: map[string]uint64{"subscribe": 1, "newer-kind": 1}},
+	})
+	want := "violations: agent 1: 3 publish, 1 flood, 10000 malformed\n" +
+		"violations: agent 3: 1 subscribe, 1 newer-kind\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// Tier: unit. Below the table: each agent with refused packets, with how
+// many were logged; none for an agent with none.
+func TestPrintRefused(t *testing.T) {
+	var b strings.Builder
+	printRefused(&b, []agentStatus{
+		{ID: 1, RefusedPackets: 1000, RefusedLogged: 5},
+		{ID: 2},
+		{ID: 3, RefusedPackets: 1, RefusedLogged: 1},
+	})
+	want := "refused: agent 1: 1000 packets denied by the firewall, 5 logged (995 over its log limit)\n" +
+		"refused: agent 3: 1 packets denied by the firewall, 1 logged (0 over its log limit)\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

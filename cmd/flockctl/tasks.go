@@ -20,10 +20,11 @@ func newTasks() *cobra.Command {
 		Use:   "tasks [--limit N] [--output table|json]",
 		Short: "List the tasks the bus holds: pending, running, done and dead-lettered",
 		Long: `tasks lists every task still queued (pending: no worker has it yet;
-running: a worker has it and has not stored its result), then the last
---limit results (done) and the last --limit dead letters (dead: no worker
-finished it within the bus's max_deliveries; a failed result was stored for
-it). Done and dead tasks are newest first.`,
+running: handed to a worker and no result stored yet; HOLDER is the worker
+holding it now, as the bus's task desk says, "-" while it waits to be handed
+out again), then the last --limit results (done) and the last --limit dead
+letters (dead: no worker finished it within the bus's max_deliveries; a
+failed result was stored for it). Done and dead tasks are newest first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -64,7 +65,7 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tAGE\tOUTCOME")
+	fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
 	for _, e := range entries {
 		agent := "-"
 		if e.Agent > 0 {
@@ -72,7 +73,11 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
 		} else if e.State == bus.Done {
 			agent = "bus"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, now.Sub(e.Time).Round(time.Second), outcome(e))
+		holder := "-"
+		if e.Holder > 0 {
+			holder = strconv.Itoa(e.Holder)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
 	}
 	tw.Flush()
 }

@@ -4,10 +4,14 @@
 //   - connect with NATS_URL, the nkey seed in the file NATS_NKEY names
 //     (systemd's credential), and the inbox prefix NATS_INBOX_PREFIX;
 //   - heartbeat on agent.<AGENT_ID>.heartbeat every FLOCK_HEARTBEAT;
-//   - as a worker, pull tasks from its own consumer (agent-<id>) and the
-//     workers' shared one (worker) of the stream TASKS; for each, write its
-//     output under its own directory ($HOME), store the result on
-//     task.result (deduplicated by the task's id) and then acknowledge;
+//   - as a worker, ask the bus's task desk for tasks: a request on
+//     agent.<id>.task.next (answered on its own inbox) hands a task and
+//     its lease (the Flock-Lease header); it says "still working" on
+//     agent.<id>.task.progress, hands the result in on
+//     agent.<id>.task.result, or gives the task back on
+//     agent.<id>.task.release, each with the lease. The bus stores the
+//     result once per task and acknowledges it. For each task this one
+//     writes its output under its own directory ($HOME);
 //   - log JSON lines to FLOCK_LOG_FILE (and stdout, the journal);
 //   - on SIGTERM, give a running task back and drain.
 //
@@ -17,7 +21,7 @@
 
 const fs = require("node:fs");
 const path = require("node:path");
-const { connect, nkeyAuthenticator, headers } = require("nats");
+const { connect, nkeyAuthenticator, headers, createInbox } = require("nats");
 
 const id = Number(process.env.AGENT_ID);
 const role = process.env.AGENT_ROLE || "worker";
@@ -51,16 +55,6 @@ function duration(s, fallbackMs) {
   return ms > 0 ? ms : fallbackMs;
 }
 
-// taskId is the id flock gives a task: its Flock-Task-Id header, else its
-// Nats-Msg-Id, else its place in TASKS.
-function taskId(m) {
-  for (const name of ["Flock-Task-Id", "Nats-Msg-Id"]) {
-    const v = m.headers && m.headers.get(name);
-    if (v) return v;
-  }
-  return `seq-${m.seq}`;
-}
-
 // work is this agent's job: here, upper-case the payload and keep a copy.
 async function work(payload, tid) {
   if (payload.trim() === "fail") throw new Error("asked to fail");
@@ -71,54 +65,87 @@ async function work(payload, tid) {
   return out;
 }
 
-async function handle(js, m) {
-  const tid = taskId(m);
+const inboxPrefix = process.env.NATS_INBOX_PREFIX; // the only inbox it may listen on
+const desk = (verb) => `agent.${id}.task.${verb}`;
+
+// refusal is the desk's "no" in an answer, or null.
+function refusal(m) {
+  const why = m.headers && m.headers.get("Flock-Error");
+  return why ? `${m.headers.get("Flock-Refusal")}: ${why}` : null;
+}
+
+// leased says verb about a task to the desk, with its lease.
+async function leased(nc, task, verb, body) {
+  const h = headers();
+  h.set("Flock-Lease", task.lease);
+  const m = await nc.request(desk(verb), body || "", { timeout: 15_000, headers: h });
+  const no = refusal(m);
+  if (no) throw new Error(`the desk refused ${verb}: ${no}`);
+}
+
+// ask asks the desk for a task and waits for its one answer: a task, or
+// null when none came within wait_ms. Unanswered (a bus restarting forgot
+// the ask), it is withdrawn.
+async function ask(nc) {
+  const inbox = createInbox(inboxPrefix);
+  const sub = nc.subscribe(inbox, { max: 1 });
+  nc.publish(desk("next"), JSON.stringify({ wait_ms: 5000 }), { reply: inbox });
+  const lost = setTimeout(() => {
+    nc.publish(desk("next"), JSON.stringify({ withdraw: inbox }), { reply: createInbox(inboxPrefix) });
+    setTimeout(() => sub.unsubscribe(), 2000);
+  }, 10_000);
+  let m = null;
+  for await (const got of sub) m = got;
+  clearTimeout(lost);
+  if (!m) return null;
+  const no = refusal(m);
+  if (no) throw new Error(`the desk refused a task: ${no}`);
+  const lease = m.headers && m.headers.get("Flock-Lease");
+  if (!lease) return null;
+  return {
+    id: m.headers.get("Flock-Task-Id"),
+    lease,
+    ackWait: Number(m.headers.get("Flock-Ack-Wait")) || 30_000,
+    payload: new TextDecoder().decode(m.data),
+  };
+}
+
+async function handle(nc, task) {
   const t0 = Date.now();
-  const working = setInterval(() => m.working(), 10_000); // still on it
+  const working = setInterval(() => {
+    const h = headers();
+    h.set("Flock-Lease", task.lease);
+    nc.publish(desk("progress"), "", { headers: h }); // still on it
+  }, task.ackWait / 3);
   let res;
   try {
-    const output = await work(new TextDecoder().decode(m.data), tid);
-    res = { task_id: tid, agent: id, ok: true, exit_status: 0, output, truncated: false };
+    const output = await work(task.payload, task.id);
+    res = { ok: true, exit_status: 0, output, truncated: false };
     done++;
   } catch (e) {
-    res = { task_id: tid, agent: id, ok: false, exit_status: 1, output: "", truncated: false, error: e.message };
+    res = { ok: false, exit_status: 1, output: "", truncated: false, error: e.message };
     failed++;
   } finally {
     clearInterval(working);
   }
   res.duration_ms = Date.now() - t0;
-  const h = headers();
-  h.set("Flock-Task-Id", tid);
-  h.set("Flock-Task-Subject", m.subject);
-  // Stored once per task: a second delivery's result is dropped by the bus.
-  await js.publish("task.result", JSON.stringify(res), { msgID: `result-${tid}`, headers: h });
-  await m.ackAck(); // only now is the task done
-  log("INFO", "task done", { task_id: tid, ok: res.ok, duration_ms: res.duration_ms });
+  // The bus stores it under the task's id and this agent's, once per task.
+  await leased(nc, task, "result", JSON.stringify(res));
+  log("INFO", "task done", { task_id: task.id, ok: res.ok, duration_ms: res.duration_ms });
 }
 
 async function serveTasks(nc) {
-  const js = nc.jetstream();
-  let consumers = null;
   while (!stopping) {
     try {
-      consumers = consumers || [
-        await js.consumers.get("TASKS", `agent-${id}`), // tasks for this agent alone
-        await js.consumers.get("TASKS", "worker"), //       tasks for any worker
-      ];
-      let m = null;
-      for (const c of consumers) {
-        m = await c.next({ expires: c === consumers[0] ? 1000 : 5000 });
-        if (m) break;
-      }
-      if (!m) continue;
+      const task = await ask(nc);
+      if (!task) continue;
       if (stopping) {
-        m.nak(); // back to the queue for another worker
+        await leased(nc, task, "release"); // back to the queue for another worker
         break;
       }
-      await handle(js, m);
+      await handle(nc, task);
     } catch (e) {
-      log("WARN", "pulling tasks failed; retrying", { error: e.message });
-      consumers = null; // the bus may have restarted
+      log("WARN", "asking for tasks failed; retrying", { error: e.message });
       await new Promise((r) => setTimeout(r, 1000));
     }
   }
@@ -129,7 +156,7 @@ async function main() {
   const nc = await connect({
     servers: process.env.NATS_URL,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
-    inboxPrefix: process.env.NATS_INBOX_PREFIX, // the only inbox it may listen on
+    inboxPrefix,
     name: `flock-${id}`,
     maxReconnectAttempts: -1,
     waitOnFirstConnect: true,

@@ -250,6 +250,13 @@ func TestTwoMachines(t *testing.T) {
 	if na == "" || na == nb || na == self || nb == self {
 		t.Errorf("network namespaces: host %s, a %s, b %s", self, na, nb)
 	}
+	// Each has cgroups of its own: sharing the caller's, two machines'
+	// systemds would manage one tree (flock-agent@1.service in both).
+	ca, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", a.PID()))
+	cb, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", b.PID()))
+	if !strings.Contains(string(ca), "/flock-harness/"+a.Name()) || !strings.Contains(string(cb), "/flock-harness/"+b.Name()) {
+		t.Errorf("machines share cgroups: a's systemd in\n%s\nb's in\n%s", ca, cb)
+	}
 }
 
 // TestStaleDirSwept fakes the dir of a run that crashed (dead owner, dead

@@ -73,7 +73,10 @@ func (m *Machine) spawn() (*boot, error) {
 		"--system-call-filter=" + allowedSyscalls,
 	}
 	argv = append(argv, m.o.NspawnArgs...)
-	cmd := exec.Command(m.nspawn, argv...)
+	cgroups := machineCgroups(m.name)
+	wrapped := inCgroups(cgroups, append([]string{m.nspawn}, argv...))
+	cmd := exec.Command(wrapped[0], wrapped[1:]...)
+	cmd.Env = append(os.Environ(), cgroupEnv(cgroups))
 	cmd.Stdout, cmd.Stderr = console, console
 	t, err := startTied(cmd, filepath.Join(m.dir, nspawnFile))
 	if err != nil {
@@ -120,6 +123,9 @@ func (m *Machine) stop(b *boot) error {
 	// Signal goes through a pidfd or Wait's bookkeeping: never a reused
 	// PID. "process already finished" is fine.
 	err := b.stop("SIGTERM", func() { _ = b.cmd.Process.Signal(syscall.SIGTERM) }, stopTimeout, b.init)
+	if cerr := removeCgroups(machineCgroups(m.name)); cerr != nil {
+		m.logf("machine %s: cgroups left behind: %v", m.name, cerr)
+	}
 	m.logf("machine %s: nspawn %d stopped in %v (%v)", m.name, b.id.pid, time.Since(t0).Round(time.Millisecond), b.waitErr)
 	return err
 }

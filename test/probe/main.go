@@ -3,7 +3,8 @@
 // protection applied, and does what the test asks through files in its own
 // directory: the colluder opens channels and keeps them open, the attacker
 // tries to use them. Each request gets one result, so every attempt is
-// reported on its own, with how long it took.
+// reported on its own, with how long it took. The operations themselves
+// are package audit/probe, which flockctl audit runs too.
 //
 //	probe serve          watch $HOME/probe/in/*.json, answer in $HOME/probe/out/
 //	probe attempt JSON   run one request now and print its result (root's
@@ -20,7 +21,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,35 +29,17 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/flockrun/flock/audit/probe"
 )
 
-// Request is one operation. Fields beyond Op are per operation.
-type Request struct {
-	Op   string `json:"op"`
-	Addr string `json:"addr,omitempty"` // host:port, or a UNIX path ("@name" is abstract)
-	Path string `json:"path,omitempty"`
-	Data string `json:"data,omitempty"`
-	Mode string `json:"mode,omitempty"` // octal, e.g. "0666"; empty: leave to the umask
-	Key  int    `json:"key,omitempty"`  // SysV IPC key
-	Name string `json:"name,omitempty"` // POSIX mqueue name, e.g. /flock-collude
-	PID  int    `json:"pid,omitempty"`
-	Sig  int    `json:"sig,omitempty"`
-	// Argv is the command of "exec": a program the agent brings, run as
-	// the agent, inside its unit.
-	Argv []string `json:"argv,omitempty"`
-}
+// Request and Result are the probe package's.
+type (
+	Request = probe.Request
+	Result  = probe.Result
+)
 
-// Result is what a request did. For an attack, OK means the channel worked.
-type Result struct {
-	OK        bool    `json:"ok"`
-	Err       string  `json:"err"`
-	Detail    string  `json:"detail"`
-	ElapsedMS float64 `json:"elapsed_ms"`
-}
-
-// attemptTimeout bounds every operation: a hung attempt is a failed one,
-// and the test sees how long it hung.
-const attemptTimeout = 2 * time.Second
+const attemptTimeout = probe.Timeout
 
 func main() {
 	if len(os.Args) < 2 {
@@ -78,10 +60,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "probe: request:", err)
 			os.Exit(2)
 		}
-		out, _ := json.Marshal(run(req))
+		out, _ := json.Marshal(probe.Run(req))
 		fmt.Println(string(out))
-	case "heartbeats", "cgroup", "first-heartbeat":
-		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat}[os.Args[1]]
+	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve":
+		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe}[os.Args[1]]
 		if err := sub(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "probe "+os.Args[1]+":", err)
 			os.Exit(1)
@@ -92,33 +74,8 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR...")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR")
 	os.Exit(2)
-}
-
-// run executes req with a deadline. An operation that outlives it keeps
-// its goroutine (the process is a throw-away probe) but is reported failed.
-func run(req Request) Result {
-	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
-	defer cancel()
-	start := time.Now()
-	done := make(chan Result, 1)
-	go func() {
-		detail, err := dispatch(ctx, req)
-		r := Result{OK: err == nil, Detail: detail}
-		if err != nil {
-			r.Err = err.Error()
-		}
-		done <- r
-	}()
-	var r Result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		r = Result{Err: fmt.Sprintf("timed out after %s", attemptTimeout)}
-	}
-	r.ElapsedMS = float64(time.Since(start).Microseconds()) / 1000
-	return r
 }
 
 // serve answers requests until killed. Requests arrive by rename, so a
@@ -163,7 +120,7 @@ func answer(reqPath, outDir string) {
 	if err != nil {
 		r = Result{Err: "bad request: " + err.Error()}
 	} else {
-		r = run(req)
+		r = probe.Run(req)
 	}
 	b, _ := json.Marshal(r)
 	name := strings.TrimSuffix(filepath.Base(reqPath), ".json")

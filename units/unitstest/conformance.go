@@ -7,6 +7,7 @@ package unitstest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -85,7 +86,7 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
-		if err := m.RemoveService(ctx); err != nil {
+		if err := m.RemoveService(ctx, units.BusUnit); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -101,10 +102,12 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		return func(ctx context.Context, m units.Manager) error { return m.Stop(ctx, name) }
 	}
 	install := func(gen int) func(context.Context, units.Manager) error {
-		return func(ctx context.Context, m units.Manager) error { return m.InstallService(ctx, service(gen)) }
+		return func(ctx context.Context, m units.Manager) error {
+			return m.InstallService(ctx, units.BusUnit, service(gen))
+		}
 	}
-	restart := func(ctx context.Context, m units.Manager) error { return m.RestartService(ctx) }
-	remove := func(ctx context.Context, m units.Manager) error { return m.RemoveService(ctx) }
+	restart := func(ctx context.Context, m units.Manager) error { return m.RestartService(ctx, units.BusUnit) }
+	remove := func(ctx context.Context, m units.Manager) error { return m.RemoveService(ctx, units.BusUnit) }
 
 	steps := []step{
 		{name: "a fresh host has no flock units and no flock.service", units: map[string]string{}, service: none},
@@ -116,6 +119,22 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 			check: func(t *testing.T, ctx context.Context, m units.Manager) {
 				if n, e := m.Exit(ctx, u1); n != 0 || e != (units.Exit{}) {
 					t.Errorf("Exit(%s) = %d, %+v; want 0, %+v", u1, n, e, units.Exit{})
+				}
+			}},
+		{name: "Properties reads a unit as systemd has it", units: map[string]string{u1: hashB, u2: hashC}, service: none,
+			check: func(t *testing.T, ctx context.Context, m units.Manager) {
+				p, err := m.Properties(ctx, u1)
+				if err != nil {
+					t.Fatalf("Properties(%s): %v", u1, err)
+				}
+				want := map[string]any{"Id": u1, "Description": Unit(1, hashB).Description, "Type": "exec"}
+				for k, v := range want {
+					if p[k] != v {
+						t.Errorf("Properties(%s)[%s] = %#v, want %#v", u1, k, p[k], v)
+					}
+				}
+				if _, err := m.Properties(ctx, spec.UnitName(9999)); !errors.Is(err, units.ErrNotLoaded) {
+					t.Errorf("Properties of a unit never started: %v, want ErrNotLoaded", err)
 				}
 			}},
 		{name: "Stop makes a unit gone", do: stop(u1), units: map[string]string{u2: hashC}, service: none},
@@ -179,7 +198,7 @@ func checkList(t *testing.T, ctx context.Context, m units.Manager, want map[stri
 
 func checkService(t *testing.T, ctx context.Context, m units.Manager, want units.ServiceStatus) {
 	t.Helper()
-	got, err := m.Service(ctx)
+	got, err := m.Service(ctx, units.BusUnit)
 	if err != nil {
 		t.Fatalf("Service: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package probe
 
 import (
 	"context"
@@ -34,6 +34,8 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 	switch r.Op {
 	case "pid":
 		return strconv.Itoa(os.Getpid()), nil
+	case "proxy-connect": // Addr: the CONNECT target; Name: the SNI
+		return proxyConnect(ctx, r.Addr, r.Name)
 
 	// The colluder's side: open a channel and keep it open.
 	case "listen-tcp":
@@ -42,7 +44,7 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		hold(l)
-		go acceptEcho(l)
+		go EchoTCP(l, message+":")
 		return l.Addr().String(), nil
 	case "listen-udp":
 		pc, err := net.ListenPacket("udp", r.Addr)
@@ -50,7 +52,7 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		hold(pc)
-		go udpEcho(pc)
+		go EchoUDP(pc, message+":")
 		return pc.LocalAddr().String(), nil
 	case "listen-unix": // Go's "@name" is an abstract socket
 		if !strings.HasPrefix(r.Addr, "@") {
@@ -61,7 +63,7 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		hold(l)
-		go acceptEcho(l)
+		go EchoTCP(l, message+":")
 		if !strings.HasPrefix(r.Addr, "@") {
 			// Open the door as wide as a colluder can.
 			if err := os.Chmod(r.Addr, 0o777); err != nil {
@@ -144,11 +146,22 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		return findPID(r.PID)
 	case "kill":
 		return "", unix.Kill(r.PID, unix.Signal(r.Sig))
+	case "netlink-route":
+		return netlinkRoute()
+	case "setuid-bit":
+		return setuidBit(r.Path)
+	case "mmap-rwx":
+		return mmapRWX()
+	}
+	if detail, err, ok := hostile(r); ok {
+		return detail, err
 	}
 	return busOp(ctx, r)
 }
 
-func acceptEcho(l net.Listener) {
+// EchoTCP answers each connection's first read with prefix and what it
+// read, until l is closed: a colluder's channel, or a stand-in server.
+func EchoTCP(l net.Listener, prefix string) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -158,25 +171,30 @@ func acceptEcho(l net.Listener) {
 			defer c.Close()
 			buf := make([]byte, 512)
 			n, _ := c.Read(buf)
-			c.Write(append([]byte(message+":"), buf[:n]...))
+			c.Write(append([]byte(prefix), buf[:n]...))
 		}()
 	}
 }
 
-func udpEcho(pc net.PacketConn) {
+// EchoUDP answers each datagram with prefix and the datagram, until pc is
+// closed.
+func EchoUDP(pc net.PacketConn, prefix string) {
 	buf := make([]byte, 512)
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
 			return
 		}
-		pc.WriteTo(append([]byte(message+":"), buf[:n]...), from)
+		pc.WriteTo(append([]byte(prefix), buf[:n]...), from)
 	}
 }
 
 func exchange(ctx context.Context, c net.Conn) (string, error) {
+	// Give up on the answer well before the attempt's own deadline: a
+	// server that never answers "ping" (an HTTP port) must read as
+	// "connected, no echo", not race run's timeout into a failure.
 	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
+		c.SetDeadline(dl.Add(-attemptTimeout / 4))
 	}
 	if _, err := c.Write([]byte("ping")); err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package main
+package probe
 
 // The bus from inside an agent: what its own credential allows, and what
 // the server must refuse.
@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -18,7 +19,7 @@ import (
 // NATS_NKEY, NATS_INBOX_PREFIX), or with the seed at seedPath; with anon
 // it offers no credential at all. Permission errors the server sends
 // later arrive on the returned channel.
-func natsConn(seedPath string, anon bool) (*nats.Conn, <-chan error, error) {
+func natsConn(url, seedPath string, anon bool) (*nats.Conn, <-chan error, error) {
 	errs := make(chan error, 8)
 	opts := []nats.Option{
 		nats.Name("probe"), nats.Timeout(attemptTimeout), nats.MaxReconnects(0),
@@ -42,7 +43,10 @@ func natsConn(seedPath string, anon bool) (*nats.Conn, <-chan error, error) {
 		}
 		opts = append(opts, opt)
 	}
-	nc, err := nats.Connect(os.Getenv("NATS_URL"), opts...)
+	if url == "" {
+		url = os.Getenv("NATS_URL")
+	}
+	nc, err := nats.Connect(url, opts...)
 	return nc, errs, err
 }
 
@@ -63,14 +67,14 @@ func refused(nc *nats.Conn, errs <-chan error) error {
 func busOp(ctx context.Context, r Request) (string, error) {
 	switch r.Op {
 	case "nats-connect", "nats-anon":
-		nc, _, err := natsConn(r.Path, r.Op == "nats-anon")
+		nc, _, err := natsConn(r.Addr, r.Path, r.Op == "nats-anon")
 		if err != nil {
 			return "", err
 		}
 		defer nc.Close()
 		return "connected to " + nc.ConnectedServerName() + " as " + nc.ConnectedUrlRedacted(), nil
 	case "nats-pub", "nats-sub":
-		nc, errs, err := natsConn("", false)
+		nc, errs, err := natsConn(r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}
@@ -87,8 +91,27 @@ func busOp(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		return r.Op + " " + r.Name + " accepted", nil
+	case "nats-flood":
+		// Count copies of Data on Name, as fast as the connection takes
+		// them: whatever the server refuses or the bus cannot read, it
+		// must neither log each one nor let them push out another
+		// agent's lines.
+		nc, _, err := natsConn(r.Addr, r.Path, false)
+		if err != nil {
+			return "", err
+		}
+		defer nc.Close()
+		for range r.Count {
+			if err := nc.Publish(r.Name, []byte(r.Data)); err != nil {
+				return "", err
+			}
+		}
+		if err := nc.FlushTimeout(attemptTimeout); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("published %d messages on %s", r.Count, r.Name), nil
 	case "nats-request":
-		nc, _, err := natsConn("", false)
+		nc, _, err := natsConn(r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}
@@ -98,6 +121,25 @@ func busOp(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		return string(msg.Data), nil
+	case "desk":
+		// A request to the bus's task desk on Name with Data as the lease
+		// and a result as body: what a worker hands in.
+		nc, _, err := natsConn(r.Addr, r.Path, false)
+		if err != nil {
+			return "", err
+		}
+		defer nc.Close()
+		m := nats.NewMsg(r.Name)
+		m.Header.Set(wire.LeaseHeader, r.Data)
+		m.Data = []byte(`{"task_id":"t-guessed","agent":2,"ok":true,"output":"forged"}`)
+		ans, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return "", err
+		}
+		if why := ans.Header.Get(wire.ErrorHeader); why != "" {
+			return "", fmt.Errorf("refused (%s): %s", ans.Header.Get(wire.RefusalHeader), why)
+		}
+		return "stored", nil
 	case "exec":
 		if len(r.Argv) == 0 {
 			return "", errors.New("exec: no argv")

@@ -1,0 +1,125 @@
+// Package probe is flock's hostile operations: what an agent would try to
+// reach another agent, the host or the bus. Each op is a function of a
+// Request; its Result says whether the channel worked. flock-agent runs a
+// batch of them as an agent, inside its real unit (`flock-agent probe`,
+// driven by flockctl audit); the system tests' probe program runs them
+// one at a time. OK means the operation worked: for an attack, a hole.
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Request is one operation. Fields beyond Op are per operation.
+type Request struct {
+	Op   string `json:"op"`
+	Addr string `json:"addr,omitempty"` // host:port, or a UNIX path ("@name" is abstract); nats-*: the server's URL
+	Path string `json:"path,omitempty"` // nats-*: a seed to connect with instead of the agent's
+	Data string `json:"data,omitempty"`
+	Mode string `json:"mode,omitempty"` // octal, e.g. "0666"; empty: leave to the umask
+	Key  int    `json:"key,omitempty"`  // SysV IPC key
+	Name string `json:"name,omitempty"` // POSIX mqueue name, e.g. /flock-collude; nats-*: the subject
+	PID  int    `json:"pid,omitempty"`
+	Sig  int    `json:"sig,omitempty"`
+	// Count is how many messages "nats-flood" publishes.
+	Count int `json:"count,omitempty"`
+	// Argv is the command of "exec": a program the agent brings, run as
+	// the agent, inside its unit.
+	Argv []string `json:"argv,omitempty"`
+}
+
+// Result is what a request did. For an attack, OK means the channel worked.
+type Result struct {
+	OK        bool    `json:"ok"`
+	Err       string  `json:"err"`
+	Detail    string  `json:"detail"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+}
+
+func (r Result) String() string {
+	if r.OK {
+		return fmt.Sprintf("ok (%s, %.0f ms)", r.Detail, r.ElapsedMS)
+	}
+	return fmt.Sprintf("refused (%s, %.0f ms)", r.Err, r.ElapsedMS)
+}
+
+// Timeout bounds every operation: a hung attempt is a failed one, and the
+// caller sees how long it hung.
+const Timeout = 2 * time.Second
+
+const attemptTimeout = Timeout
+
+// Run executes req with a deadline. An operation that outlives it keeps
+// its goroutine (the process is a throw-away probe) but is reported failed.
+func Run(req Request) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan Result, 1)
+	go func() {
+		detail, err := dispatch(ctx, req)
+		r := Result{OK: err == nil, Detail: detail}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		done <- r
+	}()
+	var r Result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		r = Result{Err: fmt.Sprintf("timed out after %s", attemptTimeout)}
+	}
+	r.ElapsedMS = float64(time.Since(start).Microseconds()) / 1000
+	return r
+}
+
+// RunAll runs a batch concurrently (each op is bounded by Timeout, so
+// the batch is too) and answers in the order asked.
+func RunAll(reqs []Request) []Result {
+	out := make([]Result, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[i] = Run(r) }()
+	}
+	wg.Wait()
+	return out
+}
+
+// Batch is what crosses the process boundary: the requests on
+// flock-agent's command line, the same batch with Results filled on its
+// standard output. Encode and Decode are the only codec of both sides.
+type Batch struct {
+	Requests []Request `json:"requests"`
+	Results  []Result  `json:"results,omitempty"`
+	// Hold keeps the answering process, and so the channels its listen
+	// and create ops opened, up after it answers, until it is stopped: a
+	// colluding peer serving while another agent probes.
+	Hold bool `json:"hold,omitempty"`
+}
+
+// Encode is b as one line of JSON.
+func (b Batch) Encode() []byte {
+	out, err := json.Marshal(b)
+	if err != nil {
+		panic(err) // plain data always marshals
+	}
+	return out
+}
+
+// Decode reads a Batch; answered says Results must match Requests.
+func Decode(data []byte, answered bool) (Batch, error) {
+	var b Batch
+	if err := json.Unmarshal(data, &b); err != nil {
+		return Batch{}, fmt.Errorf("probe batch: %w", err)
+	}
+	if answered && len(b.Results) != len(b.Requests) {
+		return Batch{}, fmt.Errorf("probe batch: %d results for %d requests", len(b.Results), len(b.Requests))
+	}
+	return b, nil
+}

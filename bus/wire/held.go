@@ -1,0 +1,52 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// HeldSubject asks the bus's task desk which tasks workers hold now: the
+// request's body is empty, the answer HeldTasks. Only the operator may
+// publish on flock.bus.*.
+const HeldSubject = "flock.bus.held"
+
+// Held is one task a worker holds: its latest delivery, handed to Agent
+// and neither released nor done.
+type Held struct {
+	Seq         uint64    `json:"seq"` // its place in TasksStream
+	ID          string    `json:"id"`
+	Agent       int       `json:"agent"`
+	Delivery    uint64    `json:"delivery"` // 1 the first time it was handed out
+	DeliveredAt time.Time `json:"delivered_at"`
+}
+
+// HeldTasks is the desk's answer, by stream sequence.
+type HeldTasks struct {
+	Tasks []Held `json:"tasks"`
+}
+
+// EncodeHeld and ParseHeld are the answer on the wire.
+func EncodeHeld(h HeldTasks) ([]byte, error) {
+	if h.Tasks == nil {
+		h.Tasks = []Held{}
+	}
+	return json.Marshal(h)
+}
+
+func ParseHeld(data []byte) (HeldTasks, error) {
+	var h HeldTasks
+	if err := json.Unmarshal(data, &h); err != nil {
+		return h, fmt.Errorf("%s answered %q: %w", HeldSubject, data, err)
+	}
+	return h, nil
+}
+
+// BySeq is h's holders by stream sequence.
+func (h HeldTasks) BySeq() map[uint64]Held {
+	m := make(map[uint64]Held, len(h.Tasks))
+	for _, t := range h.Tasks {
+		m[t.Seq] = t
+	}
+	return m
+}

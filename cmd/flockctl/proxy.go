@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/proxy"
+)
+
+// connectBus connects as the proxy's bus user, retrying for as long as
+// the bus is away (the proxy carries tunnels without it).
+func connectBus(url, seed string) (*nats.Conn, error) {
+	opt, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("the proxy's bus credential %s: %w", seed, err)
+	}
+	nc, err := nats.Connect(url, opt, nats.Name("flock-proxy"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the bus at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+func newProxy() *cobra.Command {
+	var configPath, nkey string
+	cmd := &cobra.Command{
+		Use:   "proxy [--config FILE]",
+		Short: "Run the flock's egress proxy; flock-proxy.service runs this",
+		Long: `proxy carries the TLS connections of agents with names in their egress
+(HTTP CONNECT on loopback). It knows each client by the uid the kernel says
+owns its socket, and allows only that agent's names; every decision goes
+to the journal with AGENT_ID=, NAME=, PORT=, ADDR=, REASON=, and, given
+--nkey (its bus seed), to the bus on flock.egress.<id>. SIGHUP
+re-reads the config: new connections follow it, open tunnels go on.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := proxy.ReadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("proxy: %w", err)
+			}
+			j := &proxy.Journal{Fallback: os.Stderr}
+			if nkey != "" && cfg.Bus != "" {
+				nc, err := connectBus(cfg.Bus, nkey)
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				j.Also = func(r proxy.Record, held int) {
+					if b, err := wire.EncodeEgress(r.Event(held)); err == nil {
+						// Buffered by the client while the bus is away;
+						// the journal has every decision regardless.
+						_ = nc.Publish(wire.EgressSubject(r.Agent), b)
+					}
+				}
+			}
+			srv := &proxy.Server{UIDs: proxy.SockDiag{}, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }}
+			srv.SetPolicy(cfg.Policy)
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ln) }()
+			defer ln.Close()
+			reload := func() error {
+				c, err := proxy.ReadConfig(configPath)
+				switch {
+				case err != nil:
+					return fmt.Errorf("%w (the previous policy stays)", err)
+				case c.Listen != cfg.Listen:
+					return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", cfg.Listen, c.Listen)
+				}
+				srv.SetPolicy(c.Policy)
+				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents\n", configPath, len(c.Policy.Agents))
+				return nil
+			}
+			return serveNotified(cmd.Context(), fmt.Sprintf("proxy on %s for %d agents", cfg.Listen, len(cfg.Policy.Agents)), done, reload)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", proxy.ConfigPath, "the proxy config flockctl provision writes")
+	cmd.Flags().StringVar(&nkey, "nkey", "", "the proxy's bus seed (flock-proxy.service's credential); none: decisions go to the journal only")
+	return cmd
+}

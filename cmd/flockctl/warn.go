@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// warnSpec prints each allowance that names this host explicitly (the
+// firewall allows it as written; a wide one never reaches the host).
+func warnSpec(w io.Writer, f *spec.Flock) {
+	for _, line := range f.Warnings(hostAddrs()) {
+		fmt.Fprintln(w, "warning:", line)
+	}
+}
+
+// hostAddrs are this host's own addresses now; none if they cannot be read
+// (the warnings then cover the fixed host blocks only).
+func hostAddrs() []netip.Addr {
+	addrs, _ := net.InterfaceAddrs()
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}

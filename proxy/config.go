@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// DefaultListen is where the proxy listens: loopback only, beside the
+// bus's 4222.
+const DefaultListen = "127.0.0.1:4230"
+
+// ConfigPath is where provision writes the proxy's config, beside the
+// bus's (nothing in it is secret: uids and rules).
+const ConfigPath = "/etc/flock/proxy.json"
+
+// Config is the proxy's config file: where it listens and every agent
+// with names in its egress. provision writes it (Encode) and the proxy
+// reads it (Decode) with the same code; only uids and rules, no secrets.
+type Config struct {
+	Listen string
+	Bus    string // the bus's URL, where decisions are published ("": none)
+	Policy Policy
+}
+
+type configFile struct {
+	Listen string       `json:"listen"`
+	Bus    string       `json:"bus,omitempty"`
+	Agents []agentEntry `json:"agents"`
+}
+
+type agentEntry struct {
+	UID    uint32   `json:"uid"`
+	ID     int      `json:"id"`
+	Egress []string `json:"egress"`
+}
+
+// ConfigFor is the proxy's config for a spec. Pure.
+func ConfigFor(f *spec.Flock) Config {
+	return Config{Listen: DefaultListen, Bus: f.Bus.URL(), Policy: ForFlock(f)}
+}
+
+// Encode writes c as JSON, agents in uid order (the same config, the
+// same bytes).
+func (c Config) Encode() ([]byte, error) {
+	file := configFile{Listen: c.Listen, Bus: c.Bus, Agents: []agentEntry{}}
+	for uid, a := range c.Policy.Agents {
+		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}}
+		for _, r := range a.Rules {
+			e.Egress = append(e.Egress, r.String())
+		}
+		file.Agents = append(file.Agents, e)
+	}
+	sort.Slice(file.Agents, func(i, j int) bool { return file.Agents[i].UID < file.Agents[j].UID })
+	b, err := json.MarshalIndent(file, "", "  ")
+	return append(b, '\n'), err
+}
+
+// DecodeConfig reads what Encode wrote, checking every rule as the spec
+// does.
+func DecodeConfig(b []byte) (Config, error) {
+	var file configFile
+	if err := json.Unmarshal(b, &file); err != nil {
+		return Config{}, fmt.Errorf("proxy config: %w", err)
+	}
+	if _, err := netip.ParseAddrPort(file.Listen); err != nil {
+		return Config{}, fmt.Errorf("proxy config: listen %q: %w", file.Listen, err)
+	}
+	c := Config{Listen: file.Listen, Bus: file.Bus, Policy: Policy{Agents: map[uint32]AgentRules{}}}
+	for _, a := range file.Agents {
+		if _, dup := c.Policy.Agents[a.UID]; dup {
+			return Config{}, fmt.Errorf("proxy config: uid %d twice", a.UID)
+		}
+		rules := AgentRules{ID: a.ID}
+		for _, s := range a.Egress {
+			e, err := spec.ParseEgress(s)
+			if err != nil {
+				return Config{}, fmt.Errorf("proxy config: agent %d: %w", a.ID, err)
+			}
+			rules.Rules = append(rules.Rules, e)
+		}
+		c.Policy.Agents[a.UID] = rules
+	}
+	return c, nil
+}
+
+// ReadConfig reads the config file at path.
+func ReadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading the proxy config: %w", err)
+	}
+	return DecodeConfig(b)
+}

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
+)
+
+func TestConfigRoundTrips(t *testing.T) {
+	f, err := spec.Parse([]byte(`agents:
+  - id: 1
+    egress: ["api.example.com:443", "*.example.org:443", "10.0.0.0/8:8443"]
+  - id: 2
+    egress: ["10.1.2.3:443"]
+  - id: 3
+    egress: ["other.example.net:8443"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ConfigFor(f)
+	if len(c.Policy.Agents) != 2 {
+		t.Fatalf("agents %v: want 1 and 3 (2 has no names)", c.Policy.Agents)
+	}
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
+	}
+	again, _ := back.Encode()
+	if string(again) != string(b) {
+		t.Errorf("encode is not stable:\n%s\n%s", b, again)
+	}
+	for _, bad := range []string{
+		`{"listen": "localhost", "agents": []}`,
+		`{"listen": "127.0.0.1:4230", "agents": [{"uid": 5, "id": 1, "egress": ["*:443"]}]}`,
+		`{"listen": "127.0.0.1:4230", "agents": [{"uid": 5, "id": 1, "egress": []}, {"uid": 5, "id": 2, "egress": []}]}`,
+	} {
+		if _, err := DecodeConfig([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// One agent's flood of denials logs denyBurst lines a window, the count
+// of the rest on the next; another agent's denial and every allowed
+// tunnel are logged regardless.
+func TestJournalLimitsDenialsPerAgent(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var lines []map[string]string
+	var events []wire.EgressEvent
+	j := &Journal{Now: func() time.Time { return now }, Send: func(_ string, f map[string]string) error {
+		lines = append(lines, f)
+		return nil
+	}, Also: func(r Record, held int) { events = append(events, r.Event(held)) }}
+	for range 1000 {
+		j.Record(Record{Agent: 1, Name: "x.example.com", Port: 443, Reason: ReasonNoRule})
+	}
+	j.Record(Record{Agent: 2, Name: "y.example.com", Port: 443, Reason: ReasonNoRule})
+	j.Record(Record{Agent: 1, Name: "ok.example.com", Port: 443, Reason: ReasonAllowed})
+	if len(lines) != denyBurst+2 {
+		t.Fatalf("%d lines, want %d", len(lines), denyBurst+2)
+	}
+	if lines[denyBurst]["AGENT_ID"] != "2" || lines[denyBurst+1]["DECISION"] != "allow" {
+		t.Errorf("agent 2's denial or the allowed tunnel missing: %v", lines[denyBurst:])
+	}
+	now = now.Add(denyWindow)
+	j.Record(Record{Agent: 1, Name: "x.example.com", Port: 443, Reason: ReasonNoRule})
+	if last := lines[len(lines)-1]; last["SUPPRESSED"] != "990" || last["REASON"] != ReasonNoRule {
+		t.Errorf("next window: %v", last)
+	}
+	// The bus hears what the journal logs, the held-back count included.
+	if len(events) != len(lines) {
+		t.Errorf("%d events for %d journal lines", len(events), len(lines))
+	}
+	if last := events[len(events)-1]; last.Suppressed != 990 || last.Decision != "deny" || last.Agent != 1 || last.Name != "x.example.com" {
+		t.Errorf("last event %+v", last)
+	}
+}
+
+func TestRecordMessage(t *testing.T) {
+	r := Record{Agent: 3, Name: "api.example.com", Port: 443, Reason: ReasonAllowed, BytesUp: 10, BytesDown: 20, Duration: time.Second}
+	r.Addr = public
+	if m := r.Message(); !strings.HasPrefix(m, "egress allow agent 3 api.example.com:443 addr 192.0.2.10 reason allowed up 10 down 20 in 1s") {
+		t.Errorf("message %q", m)
+	}
+}

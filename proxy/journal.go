@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// denyBurst denials of one agent are logged per denyWindow; the rest are
+// counted and the count rides on the next one logged (SUPPRESSED=), so one
+// agent retrying in a loop cannot drown the journal.
+const (
+	denyBurst  = 10
+	denyWindow = time.Minute
+)
+
+// Journal writes each Record as one journal entry with its fields
+// (AGENT_ID=, NAME=, PORT=, ADDR=, BYTES_UP=, BYTES_DOWN=, DURATION=,
+// REASON=), or as a line to Fallback when there is no journald.
+type Journal struct {
+	Fallback io.Writer
+	Now      func() time.Time
+	Send     func(msg string, fields map[string]string) error // nil: journald
+	// Also is told each record logged, and how many denials of its agent
+	// were held back before it (the bus event; nil: none).
+	Also func(r Record, suppressed int)
+
+	mu     sync.Mutex
+	denied map[int]*window
+}
+
+type window struct {
+	start      time.Time
+	logged     int
+	suppressed int
+}
+
+// Record logs r, unless it is one denial too many of its agent this
+// window. It says whether it logged.
+func (j *Journal) Record(r Record) bool {
+	f := r.Fields()
+	held := 0
+	if !r.Allowed() {
+		n, ok := j.admit(r.Agent)
+		if !ok {
+			return false
+		}
+		if n > 0 {
+			f["SUPPRESSED"] = strconv.Itoa(n)
+		}
+		held = n
+	}
+	if j.Also != nil {
+		defer j.Also(r, held)
+	}
+	msg := r.Message()
+	if n := f["SUPPRESSED"]; n != "" {
+		msg += " (" + n + " more denials of this agent not logged)"
+	}
+	send := j.Send
+	if send == nil {
+		if !journal.Enabled() {
+			if j.Fallback != nil {
+				fmt.Fprintln(j.Fallback, msg)
+			}
+			return true
+		}
+		send = func(m string, f map[string]string) error { return journal.Send(m, priority(r), f) }
+	}
+	if err := send(msg, f); err != nil && j.Fallback != nil {
+		fmt.Fprintln(j.Fallback, msg)
+	}
+	return true
+}
+
+func priority(r Record) journal.Priority {
+	if r.Allowed() {
+		return journal.PriInfo
+	}
+	return journal.PriNotice
+}
+
+// admit says whether agent's denial may be logged now, and how many were
+// held back before it.
+func (j *Journal) admit(agent int) (int, bool) {
+	now := time.Now
+	if j.Now != nil {
+		now = j.Now
+	}
+	t := now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.denied == nil {
+		j.denied = map[int]*window{}
+	}
+	w := j.denied[agent]
+	if w == nil || t.Sub(w.start) >= denyWindow {
+		held := 0
+		if w != nil {
+			held = w.suppressed
+		}
+		j.denied[agent] = &window{start: t, logged: 1}
+		return held, true
+	}
+	if w.logged < denyBurst {
+		w.logged++
+		held := w.suppressed
+		w.suppressed = 0
+		return held, true
+	}
+	w.suppressed++
+	return 0, false
+}

@@ -1,0 +1,318 @@
+// Package proxy is flock's egress proxy: an HTTP CONNECT forward proxy on
+// loopback that carries an agent's TLS connections to the names its spec
+// allows. It knows each client by the uid the kernel says owns the
+// client's socket (sock_diag), never by anything the client sends.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// UIDOf says which uid owns the TCP socket local -> remote (SockDiag).
+type UIDOf interface {
+	UID(local, remote netip.AddrPort) (uint32, error)
+}
+
+// Resolver resolves names (net.DefaultResolver; a fake in tests).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Server is the proxy. Set Policy before Serve; SetPolicy replaces it for
+// new connections while open tunnels go on.
+type Server struct {
+	UIDs     UIDOf
+	Resolver Resolver
+	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	Record   func(Record) // every decision; nil: none
+	Timeout  time.Duration
+	// Local says whether an address is this host's, which a wide address
+	// rule does not cover (nil: LocalAddr, the host's interfaces).
+	Local func(netip.Addr) bool
+
+	policy atomic.Pointer[Policy]
+	wg     sync.WaitGroup
+}
+
+// SetPolicy makes p the policy of every connection accepted from now on.
+func (s *Server) SetPolicy(p Policy) { s.policy.Store(&p) }
+
+// Policy is the policy in force.
+func (s *Server) Policy() Policy {
+	if p := s.policy.Load(); p != nil {
+		return *p
+	}
+	return Policy{}
+}
+
+// Serve accepts connections on ln until it is closed.
+func (s *Server) Serve(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.wg.Wait()
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(c)
+		}()
+	}
+}
+
+func (s *Server) timeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return 10 * time.Second
+}
+
+// handle runs one client connection: who it is, what it asks, and either a
+// one-line 403 or a tunnel.
+func (s *Server) handle(c net.Conn) {
+	defer c.Close()
+	start := time.Now()
+	rec := Record{Agent: 0}
+	defer func() {
+		rec.Duration = time.Since(start)
+		if s.Record != nil {
+			s.Record(rec)
+		}
+	}()
+	pol := s.Policy()
+
+	// The client's socket is the remote end, seen from its side.
+	uid, err := s.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
+	if err != nil {
+		rec.Reason, rec.Detail = ReasonNotAgent, err.Error()
+		deny(c, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may use this proxy")
+		return
+	}
+	rec.UID = uid
+	if a, ok := pol.Agents[uid]; ok {
+		rec.Agent = a.ID
+	} else {
+		rec.Reason = ReasonNotAgent
+		deny(c, fmt.Sprintf("flock proxy: refused: uid %d is not an agent with names in its egress", uid))
+		return
+	}
+
+	c.SetDeadline(time.Now().Add(s.timeout()))
+	// The request is capped (textproto would grow a line without end);
+	// the tunnel is not.
+	cr := &capReader{r: c, left: maxRequest}
+	br := bufio.NewReaderSize(cr, 4096)
+	req, err := http.ReadRequest(br)
+	cr.left = -1
+	if err != nil {
+		rec.Reason, rec.Detail = ReasonNotConnect, "unreadable request"
+		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: not an HTTP request", rec.Agent))
+		return
+	}
+	if req.Method != http.MethodConnect {
+		rec.Reason, rec.Detail = ReasonNotConnect, req.Method
+		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: %s %s: only HTTPS is carried (CONNECT); plain HTTP cannot be checked by name", rec.Agent, req.Method, oneLine(req.Host)))
+		return
+	}
+	t, err := ParseTarget(req.Host)
+	if err != nil {
+		rec.Reason, rec.Detail = ReasonBadTarget, err.Error()
+		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: CONNECT %s", rec.Agent, oneLine(err.Error())))
+		return
+	}
+	rec.Name, rec.Port = t.Host, t.Port
+	local := s.Local
+	if local == nil {
+		local = LocalAddr
+	}
+	d := pol.Decide(uid, t, local)
+	if !d.Allow {
+		rec.Reason = d.Reason
+		deny(c, denial(rec.Agent, t, d.Reason))
+		return
+	}
+
+	addrs := []netip.Addr{t.Addr}
+	if !t.Addr.IsValid() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout())
+		resolved, err := s.Resolver.LookupNetIP(ctx, "ip", t.Host)
+		cancel()
+		if err != nil || len(resolved) == 0 {
+			rec.Reason, rec.Detail = ReasonNoAddress, fmt.Sprint(err)
+			deny(c, fmt.Sprintf("flock proxy: agent %d: refused: %s: the name does not resolve", rec.Agent, t))
+			return
+		}
+		addrs = pol.Addrs(uid, resolved, t.Port, local)
+		if len(addrs) == 0 {
+			// Go's resolver answers IPv4 as ::ffff:a.b.c.d from /etc/hosts.
+			rec.Reason, rec.Addr = ReasonPrivateAddr, resolved[0].Unmap()
+			deny(c, denial(rec.Agent, t, ReasonPrivateAddr)+" (it resolves to "+rec.Addr.String()+")")
+			return
+		}
+	}
+	rec.Addr = addrs[0]
+
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		rec.Reason, rec.Detail = ReasonDialFailed, "client gone"
+		return
+	}
+	// The tunnel is open: the client's first bytes must be a ClientHello
+	// for the very name it asked for.
+	hello := []byte(nil)
+	if !t.Addr.IsValid() {
+		sni, read, err := readSNI(br)
+		hello = read
+		if err != nil {
+			rec.Reason, rec.Detail = ReasonNotTLS, err.Error()
+			return
+		}
+		if !strings.EqualFold(sni, t.Host) {
+			rec.Reason, rec.Detail = ReasonSNIMismatch, "sni "+oneLine(sni)
+			return
+		}
+	}
+	c.SetDeadline(time.Time{})
+
+	var up net.Conn
+	for _, a := range addrs {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout())
+		up, err = s.dial(ctx, netip.AddrPortFrom(a, t.Port).String())
+		cancel()
+		if err == nil {
+			rec.Addr = a
+			break
+		}
+	}
+	if up == nil {
+		rec.Reason, rec.Detail = ReasonDialFailed, err.Error()
+		return
+	}
+	defer up.Close()
+	rec.Reason = ReasonAllowed
+	if _, err := up.Write(hello); err != nil {
+		return
+	}
+	rec.BytesUp = int64(len(hello))
+	rec.BytesUp, rec.BytesDown = splice(c, br, up, rec.BytesUp)
+}
+
+// maxRequest bounds a CONNECT request with its headers.
+const maxRequest = 16 << 10
+
+// capReader reads at most left bytes of r, then fails; left < 0: no cap.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, errors.New("request too large")
+	}
+	if c.left > 0 && int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	if c.left > 0 {
+		c.left -= int64(n)
+	}
+	return n, err
+}
+
+func (s *Server) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if s.Dial != nil {
+		return s.Dial(ctx, "tcp", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// splice copies both ways until both are done; up counts what is already
+// sent upstream. The client's buffered bytes go first.
+func splice(c net.Conn, br *bufio.Reader, up net.Conn, sent int64) (int64, int64) {
+	var down int64
+	done := make(chan struct{})
+	go func() {
+		down, _ = io.Copy(c, up)
+		closeWrite(c)
+		close(done)
+	}()
+	n, _ := io.Copy(up, br)
+	closeWrite(up)
+	<-done
+	return sent + n, down
+}
+
+func closeWrite(c net.Conn) {
+	if t, ok := c.(interface{ CloseWrite() error }); ok {
+		t.CloseWrite()
+	}
+}
+
+// denial is the one line a refused CONNECT is told: the agent, the target
+// and what in the spec would allow it.
+func denial(agent int, t Target, reason string) string {
+	switch reason {
+	case ReasonIPLiteral:
+		return fmt.Sprintf("flock proxy: agent %d: refused: CONNECT %s: an address, not a name; add %s to agents[id=%d].egress, or connect by name", agent, t, t, agent)
+	case ReasonPrivateAddr:
+		return fmt.Sprintf("flock proxy: agent %d: refused: CONNECT %s: the name resolves into this host's or a private network; add that address to agents[id=%d].egress if it is meant", agent, t, agent)
+	default:
+		return fmt.Sprintf("flock proxy: agent %d: refused: CONNECT %s: not in its egress; add %q to agents[id=%d].egress", agent, t, t.String(), agent)
+	}
+}
+
+// deny answers 403 with one line and closes: the client fails at once,
+// and says why.
+func deny(c net.Conn, line string) {
+	body := line + "\n"
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+}
+
+// oneLine keeps what the client sent printable and short in a line.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// LocalAddr says whether a is one of this host's addresses (its
+// interfaces', as the kernel lists them now).
+func LocalAddr(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: a wide rule covers nothing here
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == a.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,80 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// HostBlock is a range of destinations that are this host (or its link)
+// rather than the world outside it.
+type HostBlock struct {
+	Prefix netip.Prefix
+	Kind   string // what an operator calls it: loopback, link-local, multicast
+}
+
+// HostBlocks are never reached through a wide allowance (0.0.0.0/0:*,
+// 10.0.0.0/8:443): the firewall refuses them unless an allowance names
+// them. Multicast is here because the kernel loops an agent's multicast
+// back to this host's own sockets (IP_MULTICAST_LOOP is on by default).
+// The host's other addresses (eth0's, a bridge's, broadcasts) change with
+// its interfaces, so the firewall asks the kernel at packet time instead
+// (netpolicy's fib address-type check).
+var HostBlocks = []HostBlock{
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+}
+
+// InHostBlock returns the host block p lies entirely inside, if any.
+func InHostBlock(p netip.Prefix) (HostBlock, bool) {
+	for _, b := range HostBlocks {
+		if p.Addr().Is4() == b.Prefix.Addr().Is4() && p.Bits() >= b.Prefix.Bits() && b.Prefix.Contains(p.Addr()) {
+			return b, true
+		}
+	}
+	return HostBlock{}, false
+}
+
+// Wide reports whether an allowance to p means "these addresses outside
+// this host" and so gets the host guard: any range not entirely inside a
+// host block. A single address, or a range inside a host block, names its
+// destination explicitly and is allowed as written.
+func Wide(p netip.Prefix) bool {
+	if p.IsSingleIP() {
+		return false
+	}
+	_, in := InHostBlock(p)
+	return !in
+}
+
+// Warnings are what provision and explain print before acting on f: each
+// allowance that names this host explicitly, which the firewall allows as
+// written. local holds the host's own addresses (nil: only the fixed host
+// blocks are checked). Pure.
+func (f *Flock) Warnings(local []netip.Addr) []string {
+	var out []string
+	for _, a := range f.Agents {
+		for i, e := range a.Egress {
+			if e.IsName() {
+				continue // the proxy checks what a name resolves to
+			}
+			what := ""
+			if b, ok := InHostBlock(e.Prefix); ok {
+				what = "a " + b.Kind + " address"
+			} else if e.Prefix.IsSingleIP() {
+				for _, l := range local {
+					if l.Unmap() == e.Prefix.Addr() {
+						what = "one of this host's own addresses"
+					}
+				}
+			}
+			if what != "" {
+				out = append(out, fmt.Sprintf("agent %d may reach %s on this host: egress[%d] names %s explicitly", a.ID, e, i, what))
+			}
+		}
+	}
+	return out
+}

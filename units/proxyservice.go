@@ -1,0 +1,60 @@
+package units
+
+import (
+	"bytes"
+	"text/template"
+)
+
+// ProxyUnit is the static unit of the egress proxy, `flockctl proxy`,
+// which carries the TLS of agents with names in their egress.
+const ProxyUnit = "flock-proxy.service"
+
+// proxyTemplate is the bus's hardening with two differences, both because
+// the proxy asks the kernel who owns each client's socket (sock_diag):
+// AF_NETLINK is allowed, and there is no PrivateUsers=, in whose user
+// namespace every agent's uid would read as the overflow uid 65534. Its
+// own dynamic uid is not an agent's, so the agents' firewall chain does
+// not apply to the connections it makes.
+var proxyTemplate = template.Must(template.New(ProxyUnit).Parse(`# Written by flockctl provision; flockctl deprovision --all removes it.
+{{if .Build}}# flockctl build {{.Build}}: a new flockctl rewrites this file and restarts the proxy.
+{{end}}[Unit]
+Description=flock egress proxy: carries agents' TLS to the names their spec allows
+Documentation=https://github.com/flockrun/flock
+StartLimitIntervalSec=0
+
+[Service]
+Type=notify
+# Its bus identity (the seed, root's alone), which systemd hands it as a
+# credential: it publishes each decision on flock.egress.<id>.
+LoadCredential=nats:{{.Seed}}
+ExecStart={{.Bin}} proxy --config {{.Config}} --nkey %d/nats
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=always
+RestartSec=1
+DynamicUser=yes
+User=flock-proxy
+` + ownWalls + `ProtectProc=invisible
+ProcSubset=pid
+RemoveIPC=yes
+` + kernelWalls + `SystemCallFilter=~@privileged @resources
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK
+DevicePolicy=closed
+
+[Install]
+WantedBy=multi-user.target
+`))
+
+// ProxyService is the text of flock-proxy.service for a proxy reading
+// configPath and its bus seed at seed, run by the flockctl of build id
+// build ("" unknown).
+func ProxyService(bin, build, configPath, seed string) []byte {
+	if bin == "" {
+		bin = DefaultFlockctlBin
+	}
+	var b bytes.Buffer
+	if err := proxyTemplate.Execute(&b, struct{ Bin, Build, Config, Seed string }{bin, build, configPath, seed}); err != nil {
+		panic(err) // the template and its strings cannot fail
+	}
+	return b.Bytes()
+}

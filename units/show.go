@@ -1,0 +1,32 @@
+package units
+
+import (
+	"context"
+	"fmt"
+	"maps"
+)
+
+// Properties reads the named unit's properties as systemd has them now
+// (its Unit and Service interfaces, as `systemctl show` prints them), each
+// value as D-Bus decodes it. A unit that is not loaded is not read: asking
+// systemd for it would load it (a collected transient unit comes back).
+func (s *Systemd) Properties(ctx context.Context, name string) (map[string]any, error) {
+	// By pattern, which lists loaded units and loads nothing.
+	us, err := s.conn.ListUnitsByPatternsContext(ctx, nil, []string{name})
+	if err != nil {
+		return nil, fmt.Errorf("ListUnitsByPatterns %s: %w", name, err)
+	}
+	if len(us) == 0 || us[0].LoadState != "loaded" {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotLoaded)
+	}
+	props, err := s.conn.GetUnitPropertiesContext(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("GetUnitProperties %s: %w", name, err)
+	}
+	svc, err := s.conn.GetUnitTypePropertiesContext(ctx, name, "Service")
+	if err != nil {
+		return nil, fmt.Errorf("GetUnitTypeProperties %s Service: %w", name, err)
+	}
+	maps.Copy(props, svc)
+	return props, nil
+}
