@@ -22,6 +22,7 @@ import (
 
 func TestJudge(t *testing.T) {
 	ok, no := probe.Result{OK: true, Detail: "worked"}, probe.Result{Err: "permission denied"}
+	hung := probe.Result{Err: "timed out after 2s", TimedOut: true}
 	gap := []sandbox.Gap{{Wall: "abstract UNIX sockets", Why: "no Landlock IPC scope"}}
 	plain, abstract, optional := Probe{Name: "p"}, Probe{Name: "a", Wall: "abstract UNIX sockets"}, Probe{Name: "o", Optional: true}
 	for _, tc := range []struct {
@@ -44,6 +45,8 @@ func TestJudge(t *testing.T) {
 		{"the gap's wall, closed here", abstract, no, ok, gap, Blocked, false, ""},
 		{"read an empty mount point", Probe{Req: probe.Request{Op: "read-file"}}, probe.Result{OK: true}, ok, nil, Blocked, false, "empty mount point"},
 		{"read the file", Probe{Req: probe.Request{Op: "read-file"}}, ok, ok, nil, Escaped, true, "worked"},
+		{"hung in the unit, works as root", plain, hung, ok, nil, Unproven, true, "timed out"},
+		{"optional, hung in the unit", optional, hung, no, nil, Unproven, true, "timed out"},
 	} {
 		o := Judge(tc.p, tc.got, tc.control, tc.gaps)
 		if o.Result != tc.want || o.Failing() != tc.failing || !strings.Contains(o.Detail, tc.detailContain) {

@@ -14,7 +14,7 @@ const (
 	Blocked  Result = "blocked"  // refused in the unit, worked as root: a wall, proven
 	Escaped  Result = "ESCAPED"  // worked in the unit
 	Open     Result = "open"     // worked, where the level cannot close it on this kernel (a known gap)
-	Unproven Result = "unproven" // refused in the unit, but its control failed too: proves nothing
+	Unproven Result = "unproven" // refused in the unit, but its control failed too, or it hung in the unit: proves nothing
 	Absent   Result = "n/a"      // an optional target this host does not have, or forbids root too
 )
 
@@ -45,6 +45,10 @@ func Judge(p Probe, got, control probe.Result, gaps []sandbox.Gap) Outcome {
 				o.Result, o.Known = Open, g.Why
 			}
 		}
+	case got.TimedOut:
+		// Every wall refuses at once: a hang is no wall, and may be an
+		// escape too slow to finish.
+		o.Result = Unproven
 	case !control.OK && p.Optional:
 		o.Result = Absent
 	case !control.OK:

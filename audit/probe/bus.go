@@ -19,10 +19,10 @@ import (
 // NATS_NKEY, NATS_INBOX_PREFIX), or with the seed at seedPath; with anon
 // it offers no credential at all. Permission errors the server sends
 // later arrive on the returned channel.
-func natsConn(url, seedPath string, anon bool) (*nats.Conn, <-chan error, error) {
+func natsConn(ctx context.Context, url, seedPath string, anon bool) (*nats.Conn, <-chan error, error) {
 	errs := make(chan error, 8)
 	opts := []nats.Option{
-		nats.Name("probe"), nats.Timeout(attemptTimeout), nats.MaxReconnects(0),
+		nats.Name("probe"), nats.Timeout(left(ctx)), nats.MaxReconnects(0),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case errs <- err:
@@ -52,8 +52,8 @@ func natsConn(url, seedPath string, anon bool) (*nats.Conn, <-chan error, error)
 
 // refused waits for the server's verdict on what was just sent: a flush
 // round trip, then any permission error it reported before the PONG.
-func refused(nc *nats.Conn, errs <-chan error) error {
-	if err := nc.FlushTimeout(attemptTimeout); err != nil {
+func refused(ctx context.Context, nc *nats.Conn, errs <-chan error) error {
+	if err := nc.FlushTimeout(left(ctx)); err != nil {
 		return err
 	}
 	select {
@@ -64,17 +64,26 @@ func refused(nc *nats.Conn, errs <-chan error) error {
 	}
 }
 
+// left is what remains of ctx's bound for one step of an operation.
+func left(ctx context.Context) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return Timeout
+	}
+	return max(time.Until(dl), time.Millisecond)
+}
+
 func busOp(ctx context.Context, r Request) (string, error) {
 	switch r.Op {
 	case "nats-connect", "nats-anon":
-		nc, _, err := natsConn(r.Addr, r.Path, r.Op == "nats-anon")
+		nc, _, err := natsConn(ctx, r.Addr, r.Path, r.Op == "nats-anon")
 		if err != nil {
 			return "", err
 		}
 		defer nc.Close()
 		return "connected to " + nc.ConnectedServerName() + " as " + nc.ConnectedUrlRedacted(), nil
 	case "nats-pub", "nats-sub":
-		nc, errs, err := natsConn(r.Addr, r.Path, false)
+		nc, errs, err := natsConn(ctx, r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}
@@ -87,7 +96,7 @@ func busOp(ctx context.Context, r Request) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := refused(nc, errs); err != nil {
+		if err := refused(ctx, nc, errs); err != nil {
 			return "", err
 		}
 		return r.Op + " " + r.Name + " accepted", nil
@@ -96,7 +105,7 @@ func busOp(ctx context.Context, r Request) (string, error) {
 		// them: whatever the server refuses or the bus cannot read, it
 		// must neither log each one nor let them push out another
 		// agent's lines.
-		nc, _, err := natsConn(r.Addr, r.Path, false)
+		nc, _, err := natsConn(ctx, r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}
@@ -106,12 +115,12 @@ func busOp(ctx context.Context, r Request) (string, error) {
 				return "", err
 			}
 		}
-		if err := nc.FlushTimeout(attemptTimeout); err != nil {
+		if err := nc.FlushTimeout(left(ctx)); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("published %d messages on %s", r.Count, r.Name), nil
 	case "nats-request":
-		nc, _, err := natsConn(r.Addr, r.Path, false)
+		nc, _, err := natsConn(ctx, r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}
@@ -124,7 +133,7 @@ func busOp(ctx context.Context, r Request) (string, error) {
 	case "desk":
 		// A request to the bus's task desk on Name with Data as the lease
 		// and a result as body: what a worker hands in.
-		nc, _, err := natsConn(r.Addr, r.Path, false)
+		nc, _, err := natsConn(ctx, r.Addr, r.Path, false)
 		if err != nil {
 			return "", err
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -194,7 +195,7 @@ func exchange(ctx context.Context, c net.Conn) (string, error) {
 	// server that never answers "ping" (an HTTP port) must read as
 	// "connected, no echo", not race run's timeout into a failure.
 	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl.Add(-attemptTimeout / 4))
+		c.SetDeadline(dl.Add(-min(Timeout, time.Until(dl)) / 4))
 	}
 	if _, err := c.Write([]byte("ping")); err != nil {
 		return "", err

@@ -9,9 +9,12 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Request is one operation. Fields beyond Op are per operation.
@@ -38,6 +41,9 @@ type Result struct {
 	Err       string  `json:"err"`
 	Detail    string  `json:"detail"`
 	ElapsedMS float64 `json:"elapsed_ms"`
+	// TimedOut: the operation neither worked nor was refused within its
+	// bound; on a loaded host that proves nothing either way.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 func (r Result) String() string {
@@ -47,16 +53,22 @@ func (r Result) String() string {
 	return fmt.Sprintf("refused (%s, %.0f ms)", r.Err, r.ElapsedMS)
 }
 
-// Timeout bounds every operation: a hung attempt is a failed one, and the
-// caller sees how long it hung.
+// Timeout bounds an operation inside an agent: every wall flock builds
+// refuses at once (the firewall rejects, the kernel answers EPERM), so a
+// hang there is reported as one, never as a wall.
 const Timeout = 2 * time.Second
 
-const attemptTimeout = Timeout
+// ControlTimeout bounds root's controls. A control is the proof that a
+// probe's channel works where nothing walls it: on a loaded host (a VM
+// under software emulation, tens of bus connections at once) it may be
+// slow, and a slow proof is still a proof.
+const ControlTimeout = 20 * time.Second
 
-// Run executes req with a deadline. An operation that outlives it keeps
-// its goroutine (the process is a throw-away probe) but is reported failed.
-func Run(req Request) Result {
-	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+// Run executes req within timeout. An operation that outlives it keeps
+// its goroutine (the process is a throw-away probe) but is reported
+// failed and TimedOut.
+func Run(req Request, timeout time.Duration) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
 	done := make(chan Result, 1)
@@ -64,7 +76,7 @@ func Run(req Request) Result {
 		detail, err := dispatch(ctx, req)
 		r := Result{OK: err == nil, Detail: detail}
 		if err != nil {
-			r.Err = err.Error()
+			r.Err, r.TimedOut = err.Error(), ctx.Err() != nil || isTimeout(err)
 		}
 		done <- r
 	}()
@@ -72,20 +84,28 @@ func Run(req Request) Result {
 	select {
 	case r = <-done:
 	case <-ctx.Done():
-		r = Result{Err: fmt.Sprintf("timed out after %s", attemptTimeout)}
+		r = Result{Err: fmt.Sprintf("timed out after %s", timeout), TimedOut: true}
 	}
 	r.ElapsedMS = float64(time.Since(start).Microseconds()) / 1000
 	return r
 }
 
-// RunAll runs a batch concurrently (each op is bounded by Timeout, so
+// isTimeout: a step of the operation gave up waiting (a dial, a read, a
+// flush), which is the same hang seen from inside.
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// RunAll runs a batch concurrently (each op is bounded by timeout, so
 // the batch is too) and answers in the order asked.
-func RunAll(reqs []Request) []Result {
+func RunAll(reqs []Request, timeout time.Duration) []Result {
 	out := make([]Result, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
 		wg.Add(1)
-		go func() { defer wg.Done(); out[i] = Run(r) }()
+		go func() { defer wg.Done(); out[i] = Run(r, timeout) }()
 	}
 	wg.Wait()
 	return out

@@ -1,8 +1,10 @@
 package probe
 
 import (
+	"net"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -26,7 +28,7 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestRunBatchInOrder(t *testing.T) {
-	rs := RunAll([]Request{{Op: "pid"}, {Op: "nope"}, {Op: "stat", Path: "/"}})
+	rs := RunAll([]Request{{Op: "pid"}, {Op: "nope"}, {Op: "stat", Path: "/"}}, Timeout)
 	if !rs[0].OK || rs[1].OK || !rs[2].OK {
 		t.Errorf("results: %+v", rs)
 	}
@@ -38,5 +40,31 @@ func TestBatchHoldRoundTrip(t *testing.T) {
 	got, err := Decode(Batch{Requests: []Request{{Op: "listen-tcp", Addr: ":0"}}, Hold: true}.Encode(), false)
 	if err != nil || !got.Hold {
 		t.Fatalf("hold: %+v, %v", got, err)
+	}
+}
+
+// A hang is reported as one, within the bound the caller chose, and is
+// not mistaken for a refusal.
+func TestRunMarksAHang(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // accepts and never answers
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	r := Run(Request{Op: "nats-anon", Addr: "nats://" + l.Addr().String()}, 300*time.Millisecond)
+	if r.OK || !r.TimedOut {
+		t.Errorf("a server that never answers: %+v, want timed out", r)
+	}
+	if r := Run(Request{Op: "stat", Path: "/nonexistent-flock"}, time.Second); r.OK || r.TimedOut {
+		t.Errorf("a refusal: %+v, want failed, not timed out", r)
 	}
 }

@@ -96,7 +96,7 @@ func runProbes(batch string) error {
 	if err != nil {
 		return err
 	}
-	b.Results = probe.RunAll(b.Requests)
+	b.Results = probe.RunAll(b.Requests, probe.Timeout)
 	if _, err = os.Stdout.Write(append(b.Encode(), '\n')); err != nil || !b.Hold {
 		return err
 	}

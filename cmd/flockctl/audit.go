@@ -154,7 +154,7 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 	host := audit.Host{
 		Units: h.Units, Options: uo, OutDir: auditDir,
 		ReadOutput: os.ReadFile,
-		Control:    probe.RunAll,
+		Control:    func(reqs []probe.Request) []probe.Result { return probe.RunAll(reqs, probe.ControlTimeout) },
 		Explain: func(ctx context.Context, id int) (explain.Report, error) {
 			return explain.Live(ctx, sources, d, id)
 		},
@@ -208,7 +208,7 @@ func openColluder() (audit.Colluder, func(), error) {
 			unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(p)), 0, 0)
 		}
 	}
-	c, failed, err := c.Opened(probe.RunAll(c.Opens()))
+	c, failed, err := c.Opened(probe.RunAll(c.Opens(), probe.ControlTimeout))
 	if err == nil && len(failed) > 0 {
 		err = errors.New(strings.Join(failed, "; "))
 	}
