@@ -373,7 +373,25 @@ func TestBus(t *testing.T) {
 		if after := invocation(); after != before {
 			t.Errorf("agent 1 restarted (InvocationID %s, was %s)", after, before)
 		}
+
+		// A stopped proxy: status names the agents it strands, and the
+		// next provision starts it again.
+		mustRun(t, m, "systemctl", "stop", "flock-proxy.service")
+		table := mustRun(t, m, "flockctl", "status")
+		if want := "note: flock-proxy.service is inactive: agents 1, 2 cannot reach the names in their egress"; !strings.Contains(table, want) {
+			t.Errorf("flockctl status with the proxy stopped does not say %q:\n%s", want, table)
+		}
+		for _, a := range status(t, m) {
+			if want := map[int]string{1: "inactive", 2: "inactive"}[a.ID]; a.Proxy != want {
+				t.Errorf("status: agent %d proxy %q, want %q", a.ID, a.Proxy, want)
+			}
+		}
 		provision(t, m, busSpec)
+		for _, a := range status(t, m) {
+			if want := map[int]string{1: "active", 2: "active"}[a.ID]; a.Proxy != want {
+				t.Errorf("status after provision: agent %d proxy %q, want %q", a.ID, a.Proxy, want)
+			}
+		}
 		t.Logf("egress by name: %.1f s", time.Since(start).Seconds())
 	})
 

@@ -88,6 +88,7 @@ type agentStatus struct {
 	Diagnosis     *struct {
 		Wall, Why, Fix string
 	} `json:"diagnosis"`
+	Proxy string `json:"proxy"`
 }
 
 // status is `flockctl status --output json` in the machine or VM; the test

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -58,6 +59,9 @@ type agentStatus struct {
 	Restarts  uint32           `json:"restarts"`
 	LastExit  string           `json:"last_exit,omitempty"`
 	Diagnosis *units.Diagnosis `json:"diagnosis,omitempty"`
+	// Proxy is flock-proxy.service's ActiveState for an agent with names
+	// in its egress (they reach them only through it); "" for the rest.
+	Proxy string `json:"proxy,omitempty"`
 }
 
 func newStatus() *cobra.Command {
@@ -101,6 +105,9 @@ func newStatus() *cobra.Command {
 				row.busFields(onBus, now)
 				r := refused[row.UID]
 				row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
+				if hasNames(a) {
+					row.Proxy = pl.have.ProxyService.ActiveState
+				}
 				rows = append(rows, row)
 			}
 			notes := cmd.OutOrStdout()
@@ -108,6 +115,7 @@ func newStatus() *cobra.Command {
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
 			}
 			defer func() {
+				printProxyDown(notes, rows)
 				for _, d := range flockWide {
 					fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
 				}
@@ -231,6 +239,26 @@ func printViolations(w io.Writer, rows []agentStatus) {
 			}
 		}
 		fmt.Fprintf(w, "violations: agent %d: %s\n", r.ID, strings.Join(parts, ", "))
+	}
+}
+
+func hasNames(a spec.Agent) bool {
+	return slices.ContainsFunc(a.Egress, spec.Egress.IsName)
+}
+
+// printProxyDown names the agents that cannot reach their egress names
+// because flock-proxy.service is not running.
+func printProxyDown(w io.Writer, rows []agentStatus) {
+	var ids []string
+	state := ""
+	for _, r := range rows {
+		if r.Proxy != "" && r.Proxy != "active" {
+			ids, state = append(ids, strconv.Itoa(r.ID)), r.Proxy
+		}
+	}
+	if len(ids) > 0 {
+		fmt.Fprintf(w, "note: %s is %s: agents %s cannot reach the names in their egress (journalctl -u %s; flockctl provision starts it)\n",
+			units.ProxyUnit, state, strings.Join(ids, ", "), units.ProxyUnit)
 	}
 }
 

@@ -55,3 +55,25 @@ func TestPrintRefused(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// Tier: unit. Below the table: the agents with names in their egress when
+// flock-proxy.service is down, and nothing when it runs or no agent has
+// a name.
+func TestPrintProxyDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows []agentStatus
+		want string
+	}{
+		{"down", []agentStatus{{ID: 1, Proxy: "failed"}, {ID: 2}, {ID: 4, Proxy: "failed"}},
+			"note: flock-proxy.service is failed: agents 1, 4 cannot reach the names in their egress (journalctl -u flock-proxy.service; flockctl provision starts it)\n"},
+		{"running", []agentStatus{{ID: 1, Proxy: "active"}, {ID: 2}}, ""},
+		{"no names", []agentStatus{{ID: 1}, {ID: 2}}, ""},
+	} {
+		var b strings.Builder
+		printProxyDown(&b, tc.rows)
+		if b.String() != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
