@@ -194,16 +194,16 @@ func (p Policy) Decide(uid uint32, t Target, local func(netip.Addr) bool) Decisi
 }
 
 // Addrs keeps the addresses a name resolved to that agent uid may reach:
-// none in specialBlocks unless one of its address rules names it. The
-// proxy dials only these (DNS rebinding). A name the operator allowed may
-// resolve to one of this host's other addresses (local is not asked): the
-// operator chose the name, and this host's resolver answers for it.
+// none in specialBlocks, and none of this host's own (local), unless one
+// of its address rules names it. The proxy dials only these (DNS
+// rebinding): an allowed name whose owner points it at this host's public
+// address must not reach a service the host runs there.
 func (p Policy) Addrs(uid uint32, resolved []netip.Addr, port uint16, local func(netip.Addr) bool) []netip.Addr {
 	a := p.Agents[uid]
 	var out []netip.Addr
 	for _, r := range resolved {
 		r = r.Unmap()
-		if !special(r) || addrAllowed(a.Rules, r, port, local) {
+		if !(special(r) || (local != nil && local(r))) || addrAllowed(a.Rules, r, port, local) {
 			out = append(out, r)
 		}
 	}

@@ -71,11 +71,34 @@ func TestAddrsDropsRebinding(t *testing.T) {
 			t.Errorf("Addrs(%v) = %v, want %d", c.in, got, c.want)
 		}
 	}
+	// This host's own public address is dropped though no block holds it,
+	// even with 0.0.0.0/0; a rule naming it lets it through.
+	hostAddr := a("198.51.100.7")
+	local := func(x netip.Addr) bool { return x == hostAddr }
+	if got := p.Addrs(1001, []netip.Addr{hostAddr, a("93.184.216.34")}, 443, local); len(got) != 1 || got[0] != a("93.184.216.34") {
+		t.Errorf("this host's address kept: %v", got)
+	}
+	named := Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "*.example.com:443", "198.51.100.7:443")}}}
+	if got := named.Addrs(1001, []netip.Addr{hostAddr}, 443, local); len(got) != 1 {
+		t.Errorf("this host's address named by a rule dropped: %v", got)
+	}
 	// Without any address rule, private answers are dropped as well.
 	q := Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "*.example.com:443")}}}
 	for _, s := range []string{"10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1", "0.0.0.0", "fe80::1", "224.0.0.1"} {
 		if got := q.Addrs(1001, []netip.Addr{a(s)}, 443, nil); len(got) != 0 {
 			t.Errorf("%s kept: %v", s, got)
 		}
+	}
+}
+
+// Tier: unit (reads this host's interfaces). Loopback is this host's; a
+// documentation address nobody configured is not, mapped or not.
+func TestLocalAddrs(t *testing.T) {
+	local := LocalAddrs()
+	if !local(netip.MustParseAddr("127.0.0.1")) || !local(netip.MustParseAddr("::ffff:127.0.0.1")) {
+		t.Error("127.0.0.1 is not this host's")
+	}
+	if local(netip.MustParseAddr("192.0.2.77")) {
+		t.Error("192.0.2.77 is this host's")
 	}
 }

@@ -139,7 +139,7 @@ func (s *Server) handle(c net.Conn) {
 	rec.Name, rec.Port = t.Host, t.Port
 	local := s.Local
 	if local == nil {
-		local = LocalAddr
+		local = LocalAddrs()
 	}
 	d := pol.Decide(uid, t, local)
 	if !d.Allow {
@@ -300,19 +300,22 @@ func oneLine(s string) string {
 	return s
 }
 
-// LocalAddr says whether a is one of this host's addresses (its
-// interfaces', as the kernel lists them now).
-func LocalAddr(a netip.Addr) bool {
+// LocalAddrs says whether an address is one of this host's (its
+// interfaces', as the kernel lists them now: read once, for one
+// connection's decisions). If they cannot be read, every address is
+// taken for this host's: a wide rule then covers nothing.
+func LocalAddrs() func(netip.Addr) bool {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return true // unknown: a wide rule covers nothing here
+		return func(netip.Addr) bool { return true }
 	}
+	own := make(map[netip.Addr]bool, len(addrs))
 	for _, ia := range addrs {
 		if n, ok := ia.(*net.IPNet); ok {
-			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == a.Unmap() {
-				return true
+			if la, ok := netip.AddrFromSlice(n.IP); ok {
+				own[la.Unmap()] = true
 			}
 		}
 	}
-	return false
+	return func(a netip.Addr) bool { return own[a.Unmap()] }
 }

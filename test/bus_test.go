@@ -28,7 +28,7 @@ const busSpec = `defaults:
 agents:
   - id: 1
     exec: ["/usr/local/bin/probe", "serve"]
-    egress: ["0.0.0.0/0:*", "[::/0]:*", "0.0.0.0/0:*/udp", "[::/0]:*/udp", "api.flock.test:443", "rebind.flock.test:443"]
+    egress: ["0.0.0.0/0:*", "[::/0]:*", "0.0.0.0/0:*/udp", "[::/0]:*/udp", "api.flock.test:443", "host.flock.test:443", "rebind.flock.test:443"]
   - id: 2
     command: ["/usr/bin/tr", "a-z", "A-Z"]
     egress: ["other.flock.test:443"]
@@ -272,9 +272,11 @@ func TestBus(t *testing.T) {
 			{"another name", connect("evil.flock.test:443", "evil.flock.test"), false, `403 Forbidden: flock proxy: agent 1: refused: CONNECT evil.flock.test:443: not in its egress; add "evil.flock.test:443" to agents[id=1].egress`},
 			{"agent 2's name", connect("other.flock.test:443", "other.flock.test"), false, "403 Forbidden: flock proxy: agent 1: refused"},
 			{"another SNI in the tunnel", connect("api.flock.test:443", "evil.flock.test"), false, "TLS through the tunnel"},
-			{"an IP literal", connect("192.0.2.10:443", ""), false, "an address, not a name"},
+			// Agent 1's 0.0.0.0/0 means outside this host: never this host,
+			// whether it asks by address or by a name that resolves here.
+			{"an IP literal of this host", connect("127.0.0.1:8222", ""), false, "an address, not a name"},
 			{"a name resolving to 127.0.0.1", connect("rebind.flock.test:443", "rebind.flock.test"), false, "(it resolves to 127.0.0.1)"},
-			{"the server's address directly", map[string]any{"op": "connect-tcp", "addr": "192.0.2.10:443"}, false, ""},
+			{"a name resolving to this host's own address", connect("host.flock.test:443", "host.flock.test"), false, "(it resolves to 192.0.2.1)"},
 		} {
 			r := p.do(t, tc.req)
 			switch {

@@ -189,7 +189,21 @@ func egressByName(t *testing.T, m *harness.Machine) {
 		case no.ElapsedMS > 100:
 			t.Errorf("level %s: 403 after %.1f ms, want under 100", l.name, no.ElapsedMS)
 		}
-		t.Logf("level %-7s allowed: %.1f ms %s; refused: %.1f ms", l.name, ok.ElapsedMS, ok.Detail, no.ElapsedMS)
+		// The server's address, outside this host, is the proxy's to
+		// reach: the agent, with a name and no address rule, gets neither
+		// a tunnel to the literal nor a direct connection.
+		lit := p.do(t, map[string]any{"op": "proxy-connect", "addr": "192.0.2.10:443"})
+		if lit.OK || !strings.Contains(lit.Err, "an address, not a name") {
+			t.Errorf("level %s: CONNECT 192.0.2.10:443: %s; want a 403 for an address", l.name, lit)
+		}
+		direct := p.do(t, map[string]any{"op": "connect-tcp", "addr": "192.0.2.10:443"})
+		switch {
+		case direct.OK:
+			t.Errorf("ESCAPE at level %s: connected to 192.0.2.10:443 past the proxy: %s", l.name, direct)
+		case direct.ElapsedMS > 1000:
+			t.Errorf("level %s: the direct connection was refused only after %.0f ms", l.name, direct.ElapsedMS)
+		}
+		t.Logf("level %-7s allowed: %.1f ms %s; refused: %.1f ms; literal: %.1f ms; direct: %s", l.name, ok.ElapsedMS, ok.Detail, no.ElapsedMS, lit.ElapsedMS, direct)
 	}
 	t.Logf("egress by name at three levels: %.1f s", time.Since(start).Seconds())
 }

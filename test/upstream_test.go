@@ -10,17 +10,25 @@ import (
 )
 
 // tlsUpstream starts the upstream of the egress-by-name tests: a TLS
-// server on a documentation address of machine m's loopback, reached by
-// name through its resolver (/etc/hosts): api., other. and evil.flock.test
-// resolve to it, rebind.flock.test to 127.0.0.1. An agent cannot connect
-// there itself (a host address); the proxy can. Undone when t ends.
+// server at 192.0.2.10 (a documentation address) in a network namespace
+// of its own inside machine m, behind a veth pair whose machine end is
+// 192.0.2.1: an address outside this host, as an API's is. Names reach it
+// through the machine's resolver (/etc/hosts): api., other. and
+// evil.flock.test resolve to it, rebind.flock.test to 127.0.0.1 and
+// host.flock.test to the machine's own end, 192.0.2.1. Undone when t ends.
 func tlsUpstream(t *testing.T, m *harness.Machine) {
 	t.Helper()
-	mustRun(t, m, "ip", "addr", "add", "192.0.2.10/32", "dev", "lo")
-	t.Cleanup(func() { run(t, m, "ip", "addr", "del", "192.0.2.10/32", "dev", "lo") })
-	mustRun(t, m, "sh", "-c", "cp /etc/hosts /etc/hosts.flock-test && printf '192.0.2.10 api.flock.test other.flock.test evil.flock.test\\n127.0.0.1 rebind.flock.test\\n' >> /etc/hosts")
+	mustRun(t, m, "ip", "netns", "add", "flock-up")
+	t.Cleanup(func() { run(t, m, "ip", "netns", "del", "flock-up") }) // takes the veth pair with it
+	mustRun(t, m, "ip", "link", "add", "flock-up0", "type", "veth", "peer", "name", "flock-up1", "netns", "flock-up")
+	mustRun(t, m, "ip", "addr", "add", "192.0.2.1/24", "dev", "flock-up0")
+	mustRun(t, m, "ip", "link", "set", "flock-up0", "up")
+	mustRun(t, m, "ip", "-n", "flock-up", "addr", "add", "192.0.2.10/24", "dev", "flock-up1")
+	mustRun(t, m, "ip", "-n", "flock-up", "link", "set", "flock-up1", "up")
+	mustRun(t, m, "ip", "-n", "flock-up", "link", "set", "lo", "up")
+	mustRun(t, m, "sh", "-c", "cp /etc/hosts /etc/hosts.flock-test && printf '192.0.2.10 api.flock.test other.flock.test evil.flock.test\\n127.0.0.1 rebind.flock.test\\n192.0.2.1 host.flock.test\\n' >> /etc/hosts")
 	t.Cleanup(func() { run(t, m, "mv", "/etc/hosts.flock-test", "/etc/hosts") })
-	mustRun(t, m, "systemd-run", "--unit=flock-test-tls", "--collect", probeBin, "tls-serve", "192.0.2.10:443")
+	mustRun(t, m, "systemd-run", "--unit=flock-test-tls", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-up", probeBin, "tls-serve", "192.0.2.10:443")
 	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-tls.service") })
 	m.Eventually(t, 10*time.Second, func() error {
 		out, _, _ := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"192.0.2.10:443"}`)
