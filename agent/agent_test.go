@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestFromEnv(t *testing.T) {
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("AGENT_ID=%q: err %v, want %q", tc.id, err, tc.wantErr)
-		case tc.wantErr == "" && (err != nil || e != want):
+		case tc.wantErr == "" && (err != nil || !reflect.DeepEqual(e, want)):
 			t.Errorf("AGENT_ID=%q: %+v, %v", tc.id, e, err)
 		}
 	}

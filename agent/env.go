@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,10 @@ type Env struct {
 	TaskTimeout time.Duration // FLOCK_TASK_TIMEOUT
 	MaxOutput   int           // FLOCK_MAX_OUTPUT, bytes of stdout+stderr kept per task
 	JIT         bool          // FLOCK_JIT: the spec's jit, W+X memory allowed (Walls)
+	// Extra are the variables beyond flock's own, "NAME=value": the
+	// spec's env and the egress proxy's. FLOCK_ENV lists their names, so
+	// a launcher hands a container exactly these.
+	Extra []string
 }
 
 // ErrNotAnAgent means the process was not started by a flock unit.
@@ -88,6 +93,11 @@ func FromEnv() (Env, error) {
 	default:
 		return Env{}, fmt.Errorf("FLOCK_JIT=%q: want true or false", jit)
 	}
+	for _, name := range strings.Split(os.Getenv("FLOCK_ENV"), ",") {
+		if v, ok := os.LookupEnv(name); ok {
+			e.Extra = append(e.Extra, name+"="+v)
+		}
+	}
 	return e, nil
 }
 
@@ -95,7 +105,7 @@ func FromEnv() (Env, error) {
 // it: every variable FromEnv reads, in one order, written by the one piece
 // of code both sides share. FromEnv with exactly these set returns e.
 func (e Env) Environ() []string {
-	return []string{
+	env := []string{
 		"AGENT_ID=" + strconv.Itoa(e.ID),
 		"AGENT_ROLE=" + e.Role,
 		"NATS_URL=" + e.NATSURL,
@@ -111,6 +121,14 @@ func (e Env) Environ() []string {
 		"FLOCK_JIT=" + strconv.FormatBool(e.JIT),
 		"HOME=" + e.Home,
 	}
+	if len(e.Extra) == 0 {
+		return env
+	}
+	names := make([]string, len(e.Extra))
+	for i, kv := range e.Extra {
+		names[i], _, _ = strings.Cut(kv, "=")
+	}
+	return append(append(env, "FLOCK_ENV="+strings.Join(names, ",")), e.Extra...)
 }
 
 func durationVar(name string, def time.Duration) (time.Duration, error) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,8 @@ func TestFromEnvVariables(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	want := Env{ID: 7, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/credentials/flock-agent@7.service/nats",
 		InboxPrefix: "_INBOX.flock-7", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/7.log", Home: "/srv/flock/agents/7",
-		Heartbeat: 2 * time.Second, TaskTimeout: 90 * time.Minute, MaxOutput: 1 << 20, JIT: true}
+		Heartbeat: 2 * time.Second, TaskTimeout: 90 * time.Minute, MaxOutput: 1 << 20, JIT: true,
+		Extra: []string{"LOG_LEVEL=debug", "NODE_EXTRA_CA_CERTS=/etc/ssl/x.pem", "EMPTY=", "HTTPS_PROXY=http://127.0.0.1:4230", "https_proxy=http://127.0.0.1:4230"}}
 	t.Setenv("CREDENTIALS_DIRECTORY", "")
 	seen := map[string]bool{}
 	for _, kv := range want.Environ() {
@@ -74,7 +76,14 @@ func TestEnvironRoundTrip(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	got, err := FromEnv()
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("FromEnv(Environ()) = %+v, %v\nwant %+v", got, err, want)
+	}
+	// Without extras, no FLOCK_ENV: a unit of flock's own has nothing more.
+	want.Extra = nil
+	for _, kv := range want.Environ() {
+		if strings.HasPrefix(kv, "FLOCK_ENV=") {
+			t.Errorf("Environ with no extras writes %q", kv)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,7 +68,9 @@ func replace(args []string, old, new string) []string {
 // but for where the credential is inside.
 func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 	env := agent.Env{ID: 3, Role: "worker", NATSURL: "nats://127.0.0.1:4222", NKeyFile: "/run/flock-agent/nats",
-		InboxPrefix: "_INBOX.agent-3", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3"}
+		InboxPrefix: "_INBOX.agent-3", SharedDir: "/srv/flock/common", LogFile: "/srv/flock/logs/3.log", Home: "/srv/flock/agents/3",
+		// The spec's env and the proxy's reach the container with the rest.
+		Extra: []string{"LOG_LEVEL=debug", "HTTPS_PROXY=http://127.0.0.1:4230"}}
 	l := Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 9, GID: 9, SharedGID: 8, CommonRW: true, Rootfs: "/var/lib/flock-rootfs/debian"}
 	inside := env
 	inside.NKeyFile = CredPath
@@ -77,7 +80,7 @@ func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]string{"PATH=" + DefaultPath, "FLOCK_LEVEL=gvisor"}, inside.Environ()...)
-	if !reflect.DeepEqual(c.Env, want) {
+	if !reflect.DeepEqual(c.Env, want) || !slices.Contains(c.Env, "LOG_LEVEL=debug") || !slices.Contains(c.Env, "HTTPS_PROXY=http://127.0.0.1:4230") {
 		t.Errorf("env %q, want %q", c.Env, want)
 	}
 	if !c.Mounts[2].RW || c.Argv[0] != AgentPath || c.Cwd != env.Home || c.Cred != env.NKeyFile {

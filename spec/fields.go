@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	a.Exec = append([]string(nil), base.Exec...)
 	a.Subjects.Publish = append([]string(nil), base.Subjects.Publish...)
 	a.Subjects.Subscribe = append([]string(nil), base.Subjects.Subscribe...)
+	a.Env = maps.Clone(base.Env)
 	if n, ok := fs["role"]; ok {
 		a.Role = w.role(n, join(path, "role"))
 	}
@@ -65,6 +67,14 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	}
 	if n, ok := fs["egress"]; ok {
 		a.Egress = w.egress(n, join(path, "egress"))
+	}
+	if n, ok := fs["env"]; ok {
+		for k, v := range w.env(n, join(path, "env")) {
+			if a.Env == nil {
+				a.Env = map[string]string{}
+			}
+			a.Env[k] = v
+		}
 	}
 	return a
 }
@@ -532,3 +542,59 @@ func badSubject(s string) string {
 }
 
 func parseInt(s string) (int64, error) { return strconv.ParseInt(s, 0, 64) }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ReservedEnv says whether flock sets the variable name itself, for every
+// agent (agent.Env, and PATH: systemd's, or the container's) or for those
+// with names in their egress (the proxy's): a spec's env may not change
+// what flock hands the agent.
+func ReservedEnv(name string) bool {
+	up := strings.ToUpper(name)
+	for _, prefix := range []string{"AGENT_", "NATS_", "FLOCK_"} {
+		if strings.HasPrefix(up, prefix) {
+			return true
+		}
+	}
+	switch up {
+	case "HOME", "PATH", "SHARED_DIR", "CREDENTIALS_DIRECTORY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY":
+		return true
+	}
+	return false
+}
+
+// env reads a mapping of variable names to values for the agent's program.
+func (w *walker) env(n *yaml.Node, path string) map[string]string {
+	const example = "{LOG_LEVEL: debug, NODE_EXTRA_CA_CERTS: /etc/ssl/certs/internal-ca.pem}"
+	if n.Kind != yaml.MappingNode {
+		w.fail(path, "is %s; write a mapping of variable names to values, e.g. %s", kindName(n), example)
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		p := join(path, k)
+		switch {
+		case !envName.MatchString(k):
+			w.fail(path, "%q is not a variable name; use letters, digits and _, not starting with a digit", k)
+			continue
+		case ReservedEnv(k):
+			w.fail(p, "flock sets %s itself (AGENT_*, NATS_*, FLOCK_*, HOME, PATH, SHARED_DIR, CREDENTIALS_DIRECTORY and the proxy's variables); choose another name, or give exec a full path", k)
+			continue
+		}
+		if _, dup := out[k]; dup {
+			w.fail(p, "given twice; keep one")
+			continue
+		}
+		val, ok := w.str(v, p, `"debug"`)
+		if !ok {
+			continue
+		}
+		if strings.ContainsAny(val, "\x00\n\r") || len(val) > 4096 {
+			w.fail(p, "has a line break, a NUL or more than 4096 bytes; write one line (put more in a file under the agent's directory)")
+			continue
+		}
+		out[k] = val
+	}
+	return out
+}

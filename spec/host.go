@@ -2,7 +2,10 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"regexp"
+	"slices"
 )
 
 // HostBlock is a range of destinations that are this host (or its link)
@@ -52,7 +55,7 @@ func Wide(p netip.Prefix) bool {
 
 // Warnings are what provision and explain print before acting on f: each
 // allowance that names this host explicitly, which the firewall allows as
-// written. local holds the host's own addresses (nil: only the fixed host
+// written, and each env variable whose name says it holds a secret. local holds the host's own addresses (nil: only the fixed host
 // blocks are checked). Pure.
 func (f *Flock) Warnings(local []netip.Addr) []string {
 	var out []string
@@ -75,6 +78,18 @@ func (f *Flock) Warnings(local []netip.Addr) []string {
 				out = append(out, fmt.Sprintf("agent %d may reach %s on this host: egress[%d] names %s explicitly", a.ID, e, i, what))
 			}
 		}
+		for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+			if secretName.MatchString(k) && !pathName.MatchString(k) {
+				out = append(out, fmt.Sprintf("agent %d: env.%s looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead", a.ID, k))
+			}
+		}
 	}
 	return out
 }
+
+// secretName is a variable name that usually holds a secret; pathName
+// one that names where it is, which is the advice.
+var (
+	secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)`)
+	pathName   = regexp.MustCompile(`(?i)_(FILE|PATH|DIR)$`)
+)

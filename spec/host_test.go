@@ -67,9 +67,14 @@ func TestWarnings(t *testing.T) {
   - id: 4
     egress: ["169.254.169.254:80", "10.0.0.0/8:*", "224.0.0.251:5353/udp"]
   - id: 5
+    env: {ANTHROPIC_API_KEY: sk-x, GITHUB_TOKEN_FILE: /srv/t, LOG_LEVEL: debug, db_password: x}
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	secrets := []string{
+		"agent 5: env.ANTHROPIC_API_KEY looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead",
+		"agent 5: env.db_password looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead",
 	}
 	for _, tc := range []struct {
 		name  string
@@ -82,6 +87,7 @@ func TestWarnings(t *testing.T) {
 			"agent 3 may reach [::1]:*/udp on this host: egress[3] names a loopback address explicitly",
 			"agent 4 may reach 169.254.169.254:80/tcp on this host: egress[0] names a link-local address explicitly",
 			"agent 4 may reach 224.0.0.251:5353/udp on this host: egress[2] names a multicast address explicitly",
+			secrets[0], secrets[1],
 		},
 	}, {
 		name:  "the host's own addresses",
@@ -92,6 +98,7 @@ func TestWarnings(t *testing.T) {
 			"agent 3 may reach [::1]:*/udp on this host: egress[3] names a loopback address explicitly",
 			"agent 4 may reach 169.254.169.254:80/tcp on this host: egress[0] names a link-local address explicitly",
 			"agent 4 may reach 224.0.0.251:5353/udp on this host: egress[2] names a multicast address explicitly",
+			secrets[0], secrets[1],
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

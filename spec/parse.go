@@ -26,7 +26,7 @@ const MaxUIDBase = 4294967293 - MaxID
 const MinMemory = 16 << 20
 
 // agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects"}
+var agentKeys = []string{"id", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env"}
 
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {

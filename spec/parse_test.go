@@ -72,6 +72,7 @@ defaults:
   limits: {memory: 1G, tasks: 80}
   egress: ["10.0.0.0/8:*"]
   heartbeat: 10s
+  env: {LOG_LEVEL: info, REGION: eu}
 agents:
   - id: 7
     role: orchestrator
@@ -80,6 +81,7 @@ agents:
     common: rw
     egress: ["10.1.2.3:443", "192.0.2.0/24:53/udp", "[2001:db8::1]:443"]
     subjects: {publish: ["reports.>"], subscribe: ["reports.*.done"]}
+    env: {LOG_LEVEL: debug, PORT: 8080}
   - id: 8
     role: monitor
   - id: 9
@@ -108,6 +110,7 @@ agents:
 			{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Port: 53, Proto: "udp"},
 			{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443, Proto: "tcp"},
 		},
+		Env: map[string]string{"LOG_LEVEL": "debug", "PORT": "8080", "REGION": "eu"},
 	}
 	if !reflect.DeepEqual(a7, want7) {
 		t.Errorf("agent 7:\n got %+v\nwant %+v", a7, want7)
@@ -118,6 +121,7 @@ agents:
 		Limits:      Limits{MemoryBytes: 1 << 30, CPUPercent: 50, Tasks: 80},
 		TaskTimeout: 5 * time.Minute, MaxOutput: 256 << 10, Heartbeat: 10 * time.Second,
 		Egress: []Egress{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Port: 0, Proto: "tcp"}},
+		Env:    map[string]string{"LOG_LEVEL": "info", "REGION": "eu"},
 	}
 	if !reflect.DeepEqual(a8, want8) {
 		t.Errorf("agent 8 (defaults):\n got %+v\nwant %+v", a8, want8)

@@ -133,6 +133,9 @@ type Agent struct {
 	JIT      bool
 	Egress   []Egress // extra destinations its sockets may reach
 	Subjects Subjects // bus subjects granted beyond its role's
+	// Env is the operator's variables for the agent's program (not
+	// flock's own names); an agent's replace the defaults' name by name.
+	Env map[string]string `json:",omitempty"`
 }
 
 // Subjects are extra bus permissions, NATS subject patterns.

@@ -28,7 +28,8 @@ const (
 )
 
 // realAgentsSpec: agents 2 and 6 lack the jit: they needs and must be
-// diagnosed; 9 runs Node in gVisor (jit: true too: flock-agent's filter
+// diagnosed; 3 reaches api.flock.test through flock's proxy, trusting the
+// test server's certificate through its env; 9 runs Node in gVisor (jit: true too: flock-agent's filter
 // refuses W+X there, though the Sentry maps it itself); 11 is a
 // probe that publishes heartbeats with the nats CLI; 12 is flock-agent
 // alone, the baseline.
@@ -41,6 +42,8 @@ agents:
   - id: 3
     exec: ["/usr/bin/node", %[1]q]
     jit: true
+    egress: ["api.flock.test:443"]
+    env: {NODE_EXTRA_CA_CERTS: %[4]s}
   - id: 4
     command: ["/usr/bin/python3", "%[2]s/python-agent/agent.py"]
   - id: 5
@@ -65,7 +68,7 @@ agents:
     exec: ["/usr/local/bin/probe", "serve"]
   - id: 12
     role: monitor
-`, nodeAgent, examplesDir, nodeRootfs)
+`, nodeAgent, examplesDir, nodeRootfs, upstreamCA)
 
 // TestRealAgents provisions the agents people run and checks each works
 // as its users expect, or is told why not.
@@ -140,6 +143,19 @@ func TestRealAgents(t *testing.T) {
 		if !strings.Contains(logs, `"msg":"task done"`) {
 			t.Errorf("the Node agent's log file lacks its JSON lines:\n%s", logs)
 		}
+	})
+
+	t.Run("Node reaches an allowed name through flock's proxy, and no other", func(t *testing.T) {
+		tlsUpstream(t, m)
+		out, stderr, err := run(t, m, "flockctl", "send", "--to", "3", "fetch https://api.flock.test/")
+		if err != nil || strings.TrimSpace(out) != "200 hello from api.flock.test" {
+			t.Errorf("Node fetching an allowed name: %v %q %q; want 200 hello from api.flock.test", err, out, stderr)
+		}
+		_, stderr, err = run(t, m, "flockctl", "send", "--to", "3", "fetch https://evil.flock.test/")
+		if err == nil || !strings.Contains(stderr, "403") {
+			t.Errorf("Node fetching a name not in its egress: err %v, stderr %q; want the proxy's 403", err, stderr)
+		}
+		t.Logf("a name not allowed, as the Node agent reports it: %s", strings.TrimSpace(stderr))
 	})
 
 	t.Run("the JVM and CPython run as exec agents", func(t *testing.T) {

@@ -9,6 +9,10 @@ import (
 	"github.com/flockrun/flock/test/harness"
 )
 
+// upstreamCA is the test TLS server's certificate, its own root, which a
+// client that verifies (the Node example, with NODE_EXTRA_CA_CERTS) trusts.
+const upstreamCA = "/etc/flock-test-ca.pem"
+
 // tlsUpstream starts the upstream of the egress-by-name tests: a TLS
 // server at 192.0.2.10 (a documentation address) in a network namespace
 // of its own inside machine m, behind a veth pair whose machine end is
@@ -28,12 +32,18 @@ func tlsUpstream(t *testing.T, m *harness.Machine) {
 	mustRun(t, m, "ip", "-n", "flock-up", "link", "set", "lo", "up")
 	mustRun(t, m, "sh", "-c", "cp /etc/hosts /etc/hosts.flock-test && printf '192.0.2.10 api.flock.test other.flock.test evil.flock.test\\n127.0.0.1 rebind.flock.test\\n192.0.2.1 host.flock.test\\n' >> /etc/hosts")
 	t.Cleanup(func() { run(t, m, "mv", "/etc/hosts.flock-test", "/etc/hosts") })
-	mustRun(t, m, "systemd-run", "--unit=flock-test-tls", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-up", probeBin, "tls-serve", "192.0.2.10:443")
-	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-tls.service") })
+	mustRun(t, m, "systemd-run", "--unit=flock-test-tls", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-up", probeBin, "tls-serve", "192.0.2.10:443", upstreamCA)
+	t.Cleanup(func() {
+		run(t, m, "systemctl", "stop", "flock-test-tls.service")
+		run(t, m, "rm", "-f", upstreamCA)
+	})
 	m.Eventually(t, 10*time.Second, func() error {
 		out, _, _ := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"192.0.2.10:443"}`)
 		if !strings.Contains(out, `"ok":true`) {
 			return fmt.Errorf("test TLS server not up: %s", out)
+		}
+		if _, err := m.ReadFile(upstreamCA); err != nil {
+			return fmt.Errorf("test TLS server's certificate: %v", err)
 		}
 		return nil
 	})

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,13 +138,13 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix stri
 	}
 	props = append(props,
 		Property{"WorkingDirectory", dir},
-		Property{"Environment", append(agent.Env{
+		Property{"Environment", agent.Env{
 			ID: a.ID, Role: string(a.Role), NATSURL: f.Bus.URL(),
 			NKeyFile: CredentialPath, InboxPrefix: wire.Inbox(a.ID),
 			SharedDir: f.CommonDir(), LogFile: logFile, Home: dir,
 			Heartbeat: a.Heartbeat, TaskTimeout: a.TaskTimeout, MaxOutput: int(a.MaxOutput),
-			JIT: a.JIT,
-		}.Environ(), proxyEnv(f, a)...)},
+			JIT: a.JIT, Extra: append(specEnv(a), proxyEnv(f, a)...),
+		}.Environ()},
 		// Its bus identity: its own seed, bound read-only where it reads
 		// it. Not LoadCredential=: each such unit mounts a directory in
 		// the host's mount namespace, and systemd re-reads the whole
@@ -283,6 +285,16 @@ func HashFromDescription(desc string) string {
 		return m[1]
 	}
 	return ""
+}
+
+// specEnv is the spec's env for a, sorted by name: a unit's Environment=
+// is part of its hash, so the order must not move.
+func specEnv(a spec.Agent) []string {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		env = append(env, k+"="+a.Env[k])
+	}
+	return env
 }
 
 // proxyEnv points the HTTP clients of an agent with names in its egress

@@ -53,6 +53,7 @@ const goldenSpec = `agents:
     jit: true
   - id: 11
     egress: ["api.example.com:443", "*.githubusercontent.com:443", "10.1.2.3:443"]
+    env: {NODE_EXTRA_CA_CERTS: /etc/ssl/certs/internal-ca.pem, LOG_LEVEL: debug}
 `
 
 // The property set of each level, as a reviewer reads it. Any change to

@@ -39,17 +39,3 @@ func TestParseArgs(t *testing.T) {
 		}
 	}
 }
-
-// A contained agent gets the unit's proxy variables, and nothing when the
-// unit has none.
-func TestProxyEnvironReachesTheContainer(t *testing.T) {
-	env := map[string]string{"HTTPS_PROXY": "http://127.0.0.1:4230", "no_proxy": "127.0.0.1,localhost", "SECRET": "x"}
-	got := proxyEnviron(func(k string) string { return env[k] })
-	want := []string{"HTTPS_PROXY=http://127.0.0.1:4230", "no_proxy=127.0.0.1,localhost"}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if got := proxyEnviron(func(string) string { return "" }); len(got) != 0 {
-		t.Errorf("no proxy: %q", got)
-	}
-}

@@ -128,18 +128,5 @@ func launch(args []string) error {
 	inside := env
 	inside.NKeyFile = sandbox.CredPath
 	return sandbox.Launch(l, sandbox.Agent{ID: env.ID, Home: env.Home, LogFile: env.LogFile, SharedDir: env.SharedDir,
-		Cred: env.NKeyFile, Environ: append(inside.Environ(), proxyEnviron(os.Getenv)...)}, inner)
-}
-
-// proxyEnviron is the unit's egress proxy variables, which the container
-// gets as they are: contained levels share the host's network, so the
-// proxy on its loopback is reached the same way.
-func proxyEnviron(getenv func(string) string) []string {
-	var out []string
-	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"} {
-		if v := getenv(k); v != "" {
-			out = append(out, k+"="+v)
-		}
-	}
-	return out
+		Cred: env.NKeyFile, Environ: inside.Environ()}, inner)
 }

@@ -12,6 +12,8 @@
 //     agent.<id>.task.release, each with the lease. The bus stores the
 //     result once per task and acknowledges it. For each task this one
 //     writes its output under its own directory ($HOME);
+//   - a task "fetch https://NAME/..." GETs NAME through flock's egress
+//     proxy (HTTPS_PROXY), as an agent reaching its model's API does;
 //   - log JSON lines to FLOCK_LOG_FILE (and stdout, the journal);
 //   - on SIGTERM, give a running task back and drain.
 //
@@ -58,11 +60,34 @@ function duration(s, fallbackMs) {
 // work is this agent's job: here, upper-case the payload and keep a copy.
 async function work(payload, tid) {
   if (payload.trim() === "fail") throw new Error("asked to fail");
+  const url = payload.trim().match(/^fetch (https:\/\/\S+)$/);
+  if (url) return fetchThroughProxy(url[1]);
   const out = payload.toUpperCase();
   const dir = path.join(home, "outputs");
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, tid.replace(/[^A-Za-z0-9._-]/g, "_") + ".txt"), out);
   return out;
+}
+
+// fetchThroughProxy GETs url the way an agent reaches its model's API: an
+// agent has no DNS and no route out but the names in its spec's egress,
+// which flock's proxy carries. Node's built-in fetch ignores HTTPS_PROXY;
+// undici's EnvHttpProxyAgent reads it (and NO_PROXY, which keeps the bus
+// off the proxy). A name the spec does not allow fails at the CONNECT,
+// with the proxy's 403.
+async function fetchThroughProxy(url) {
+  const { fetch, EnvHttpProxyAgent } = require("undici");
+  try {
+    const r = await fetch(url, { dispatcher: new EnvHttpProxyAgent(), signal: AbortSignal.timeout(10000) });
+    const body = await r.text();
+    return `${r.status} ${body.split("\n")[0]}`;
+  } catch (e) {
+    // fetch's own message is "fetch failed"; its causes say why (a name
+    // not allowed: "Proxy response (403) !== 200 when HTTP Tunneling").
+    const why = [];
+    for (let c = e; c; c = c.cause) why.push(c.message);
+    throw new Error(`fetch ${url}: ${why.join(": ")}`);
+  }
 }
 
 const inboxPrefix = process.env.NATS_INBOX_PREFIX; // the only inbox it may listen on
