@@ -151,15 +151,11 @@ func auditAgent(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, c Coll
 	}
 	ps := Plan(f, a, t, c)
 
-	// Explain reads the host while the probes run.
-	var ex explain.Report
-	var exErr error
-	exDone := make(chan struct{})
-	go func() { defer close(exDone); ex, exErr = h.Explain(ctx, a.ID) }()
-
 	controls := h.Control(Controls(ps))
 	answers, err := runUnit(ctx, h, f, a, Requests(ps))
-	<-exDone
+	// Explain reads the host once the probes are done: systemd-analyze
+	// security is heavy, and on a slow host it would compete with them.
+	ex, exErr := h.Explain(ctx, a.ID)
 	if exErr != nil {
 		r.Unread = append(r.Unread, "explain: "+exErr.Error())
 	} else {
@@ -222,7 +218,9 @@ func openPeer(ctx context.Context, h Host, f *spec.Flock, peer int, c Colluder) 
 func answers(ctx context.Context, h Host, name, outPath string) ([]probe.Result, error) {
 	wait := h.Wait
 	if wait == 0 {
-		wait = 30 * time.Second
+		// A unit's start and a batch bounded by probe.Timeout, on a
+		// host as slow as a VM under software emulation.
+		wait = 60 * time.Second
 	}
 	deadline := time.Now().Add(wait)
 	var last error

@@ -53,10 +53,13 @@ func (r Result) String() string {
 	return fmt.Sprintf("refused (%s, %.0f ms)", r.Err, r.ElapsedMS)
 }
 
-// Timeout bounds an operation inside an agent: every wall flock builds
+// Timeout bounds an operation inside an agent. Every wall flock builds
 // refuses at once (the firewall rejects, the kernel answers EPERM), so a
-// hang there is reported as one, never as a wall.
-const Timeout = 2 * time.Second
+// refusal never waits for it; a hang is reported as one, never as a wall.
+// It is generous because a loaded host is slow to connect and subscribe
+// (a VM under software emulation, every agent probing at once, took
+// longer than 2 s).
+const Timeout = 10 * time.Second
 
 // ControlTimeout bounds root's controls. A control is the proof that a
 // probe's channel works where nothing walls it: on a loaded host (a VM
