@@ -44,7 +44,7 @@ type rig struct {
 	https   *httptest.Server
 }
 
-func rules(t *testing.T, rs ...string) []spec.Egress {
+func rules(t testing.TB, rs ...string) []spec.Egress {
 	var out []spec.Egress
 	for _, r := range rs {
 		e, err := spec.ParseEgress(r)
@@ -58,7 +58,7 @@ func rules(t *testing.T, rs ...string) []spec.Egress {
 
 // newRig runs a proxy whose every dial lands on one HTTPS server (its
 // certificate is for example.com), names resolving per dns.
-func newRig(t *testing.T, dns fakeDNS, p Policy) *rig {
+func newRig(t testing.TB, dns fakeDNS, p Policy) *rig {
 	r := &rig{uids: &fakeUIDs{uid: 1001}}
 	r.https = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "hello from upstream")
