@@ -85,6 +85,9 @@ func TestRealAgents(t *testing.T) {
 		Binaries:   map[string]string{"nats": natsCLI},
 		NspawnArgs: []string{"--bind-ro=" + examples + ":" + examplesDir, "--bind=" + rootfs + ":" + nodeRootfs},
 	})
+	// Before the agents: Node reads NODE_EXTRA_CA_CERTS (agent 3's env,
+	// the test server's certificate) once, at its start.
+	tlsUpstream(t, m)
 	provision(t, m, realAgentsSpec)
 	working := []int{3, 4, 5, 7, 8, 9, 11, 12}
 	heartbeating := []int{3, 8, 9, 12}
@@ -146,7 +149,6 @@ func TestRealAgents(t *testing.T) {
 	})
 
 	t.Run("Node reaches an allowed name through flock's proxy, and no other", func(t *testing.T) {
-		tlsUpstream(t, m)
 		out, stderr, err := run(t, m, "flockctl", "send", "--to", "3", "fetch https://api.flock.test/")
 		if err != nil || strings.TrimSpace(out) != "200 hello from api.flock.test" {
 			t.Errorf("Node fetching an allowed name: %v %q %q; want 200 hello from api.flock.test", err, out, stderr)
