@@ -19,7 +19,8 @@ const upstreamCA = "/etc/flock-test-ca.pem"
 // 192.0.2.1: an address outside this host, as an API's is. Names reach it
 // through the machine's resolver (/etc/hosts): api., other. and
 // evil.flock.test resolve to it, rebind.flock.test to 127.0.0.1 and
-// host.flock.test to the machine's own end, 192.0.2.1. Undone when t ends.
+// host.flock.test to the machine's own end, 192.0.2.1, where a second
+// server stands for a service of the host's own. Undone when t ends.
 func tlsUpstream(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	mustRun(t, m, "ip", "netns", "add", "flock-up")
@@ -37,10 +38,17 @@ func tlsUpstream(t *testing.T, m *harness.Machine) {
 		run(t, m, "systemctl", "stop", "flock-test-tls.service")
 		run(t, m, "rm", "-f", upstreamCA)
 	})
+	// A service of the machine's own on its end of the pair, as a host's
+	// dashboard on its public address: host.flock.test must not reach it
+	// through the proxy, though root reaches it.
+	mustRun(t, m, "systemd-run", "--unit=flock-test-host-tls", "--collect", probeBin, "tls-serve", "192.0.2.1:443")
+	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-host-tls.service") })
 	m.Eventually(t, 10*time.Second, func() error {
-		out, _, _ := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"192.0.2.10:443"}`)
-		if !strings.Contains(out, `"ok":true`) {
-			return fmt.Errorf("test TLS server not up: %s", out)
+		for _, addr := range []string{"192.0.2.10:443", "192.0.2.1:443"} {
+			out, _, _ := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"`+addr+`"}`)
+			if !strings.Contains(out, `"ok":true`) {
+				return fmt.Errorf("test TLS server on %s not up: %s", addr, out)
+			}
 		}
 		if _, err := m.ReadFile(upstreamCA); err != nil {
 			return fmt.Errorf("test TLS server's certificate: %v", err)
