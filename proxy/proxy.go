@@ -300,22 +300,35 @@ func oneLine(s string) string {
 	return s
 }
 
-// LocalAddrs says whether an address is one of this host's (its
-// interfaces', as the kernel lists them now: read once, for one
-// connection's decisions). If they cannot be read, every address is
-// taken for this host's: a wide rule then covers nothing.
-func LocalAddrs() func(netip.Addr) bool {
+// HostAddrs are this host's own addresses now (its interfaces', as the
+// kernel lists them), unmapped.
+func HostAddrs() ([]netip.Addr, error) {
 	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if a, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, a.Unmap())
+			}
+		}
+	}
+	return out, nil
+}
+
+// LocalAddrs says whether an address is one of this host's (HostAddrs,
+// read once, for one connection's decisions). If they cannot be read,
+// every address is taken for this host's: a wide rule then covers nothing.
+func LocalAddrs() func(netip.Addr) bool {
+	addrs, err := HostAddrs()
 	if err != nil {
 		return func(netip.Addr) bool { return true }
 	}
 	own := make(map[netip.Addr]bool, len(addrs))
-	for _, ia := range addrs {
-		if n, ok := ia.(*net.IPNet); ok {
-			if la, ok := netip.AddrFromSlice(n.IP); ok {
-				own[la.Unmap()] = true
-			}
-		}
+	for _, a := range addrs {
+		own[a] = true
 	}
 	return func(a netip.Addr) bool { return own[a.Unmap()] }
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -105,7 +106,7 @@ func newStatus() *cobra.Command {
 				row.busFields(onBus, now)
 				r := refused[row.UID]
 				row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
-				if hasNames(a) {
+				if proxy.HasNames(a) {
 					row.Proxy = pl.have.ProxyService.ActiveState
 				}
 				rows = append(rows, row)
@@ -240,10 +241,6 @@ func printViolations(w io.Writer, rows []agentStatus) {
 		}
 		fmt.Fprintf(w, "violations: agent %d: %s\n", r.ID, strings.Join(parts, ", "))
 	}
-}
-
-func hasNames(a spec.Agent) bool {
-	return slices.ContainsFunc(a.Egress, spec.Egress.IsName)
 }
 
 // printProxyDown names the agents that cannot reach their egress names

@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -20,14 +20,6 @@ func warnSpec(w io.Writer, f *spec.Flock) {
 // hostAddrs are this host's own addresses now; none if they cannot be read
 // (the warnings then cover the fixed host blocks only).
 func hostAddrs() []netip.Addr {
-	addrs, _ := net.InterfaceAddrs()
-	var out []netip.Addr
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok {
-				out = append(out, ip.Unmap())
-			}
-		}
-	}
-	return out
+	addrs, _ := proxy.HostAddrs()
+	return addrs
 }
