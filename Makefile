@@ -13,10 +13,10 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # for the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
 # it); ansible-core and vagrant for ansible/ and the Vagrantfile, and
 # vagrant-libvirt so that its block of the Vagrantfile is validated too;
-# podman and crun for levels podman and gvisor; python3 and a JDK for the
-# agents people bring (Node and npm below).
+# podman and crun for levels podman and gvisor; python3, a JDK and curl for
+# the agents people bring (Node and npm below).
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless
+	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go

@@ -49,6 +49,7 @@ var madeUpLease = base64.RawURLEncoding.EncodeToString([]byte("$JS.ACK.TASKS.wor
 func TestBus(t *testing.T) {
 	// Tier: root + nspawn (+ the nats CLI, which make deps installs).
 	natsCLI := harness.BusTier.Tool(t, "nats")
+	curl := harness.BusTier.Tool(t, "curl")
 	m := harness.BootWith(t, harness.Options{Binaries: map[string]string{"nats": natsCLI}})
 	provision(t, m, busSpec)
 	waitActive(t, m, 1, 2, 3, 4)
@@ -293,6 +294,21 @@ func TestBus(t *testing.T) {
 			default:
 				t.Logf("%-36s %s", tc.name, r)
 			}
+		}
+
+		// curl, as an agent runs it, finds the proxy by itself
+		// (https_proxy): the allowed name answers, another gets the
+		// proxy's 403 (direct, agent 1's 0.0.0.0/0 would have reached it).
+		curlGet := func(url string) probeResult {
+			return p.do(t, map[string]any{"op": "exec", "argv": []string{curl, "-sS", "--max-time", "5", "--cacert", upstreamCA, url}})
+		}
+		if r := curlGet("https://api.flock.test/"); !r.OK || !strings.Contains(r.Detail, "hello from api.flock.test") {
+			t.Errorf("curl https://api.flock.test/ from agent 1: %s", r)
+		}
+		if r := curlGet("https://evil.flock.test/"); r.OK || !strings.Contains(r.Err, "403") {
+			t.Errorf("curl https://evil.flock.test/ from agent 1: %s; want the proxy's 403", r)
+		} else {
+			t.Logf("curl to a name not allowed: %s", r)
 		}
 
 		// DNS from the agent fails: a query (UDP, or TCP) to the machine's

@@ -59,9 +59,11 @@ var NspawnTier = Tier{Name: "system (nspawn)", Needs: []tier.Need{
 	tier.File(busybox, 1<<20, "busybox-static"),
 }}
 
-// BusTier adds the nats CLI, a client an agent brings.
-var BusTier = Tier{Name: "system, bus (nats CLI)", Needs: []tier.Need{
+// BusTier adds clients an agent brings: the nats CLI, and curl (through
+// the egress proxy).
+var BusTier = Tier{Name: "system, bus (nats CLI, curl)", Needs: []tier.Need{
 	tier.Built("nats", "make deps: go install github.com/nats-io/natscli/nats"),
+	tier.Program("curl", "curl"),
 }}
 
 // LevelsTier adds the container runtimes.
