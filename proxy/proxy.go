@@ -319,16 +319,20 @@ func HostAddrs() ([]netip.Addr, error) {
 }
 
 // LocalAddrs says whether an address is one of this host's (HostAddrs,
-// read once, for one connection's decisions). If they cannot be read,
+// read at the first question and kept for one connection's decisions; a
+// CONNECT refused by name never reads them). If they cannot be read,
 // every address is taken for this host's: a wide rule then covers nothing.
 func LocalAddrs() func(netip.Addr) bool {
-	addrs, err := HostAddrs()
-	if err != nil {
-		return func(netip.Addr) bool { return true }
+	own := sync.OnceValues(func() (map[netip.Addr]bool, error) {
+		addrs, err := HostAddrs()
+		set := make(map[netip.Addr]bool, len(addrs))
+		for _, a := range addrs {
+			set[a] = true
+		}
+		return set, err
+	})
+	return func(a netip.Addr) bool {
+		set, err := own()
+		return err != nil || set[a.Unmap()]
 	}
-	own := make(map[netip.Addr]bool, len(addrs))
-	for _, a := range addrs {
-		own[a] = true
-	}
-	return func(a netip.Addr) bool { return own[a.Unmap()] }
 }
