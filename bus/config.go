@@ -35,6 +35,7 @@ const ProxyName = "proxy"
 type Config struct {
 	Listen  string `json:"listen"`            // "127.0.0.1:4222"
 	Monitor string `json:"monitor,omitempty"` // "127.0.0.1:8222"; "" = no monitoring endpoint
+	Metrics string `json:"metrics,omitempty"` // "127.0.0.1:8223", where /metrics is served; "" = off
 	Users   []User `json:"users"`             // agents by id, then the operator
 	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
 }
@@ -66,7 +67,7 @@ func (c Config) Digest() string {
 		}
 		h.Write([]byte{1}) // ends a list: ["a", "b"] is not ["a"], ["b"]
 	}
-	field(c.Listen, c.Monitor, strconv.Itoa(len(c.Users)))
+	field(c.Listen, c.Monitor, c.Metrics, strconv.Itoa(len(c.Users)))
 	for _, u := range c.Users {
 		field(u.Name, strconv.Itoa(u.Agent), u.Nkey, u.ResponseTTL.String())
 		field(u.Publish...)
@@ -78,11 +79,11 @@ func (c Config) Digest() string {
 }
 
 // NeedsRestart reports whether going from old to c needs a new server
-// rather than a reload: a running server cannot rebind its listeners, nor
-// shrink its store.
+// rather than a reload: a running server cannot rebind its listeners
+// (serve binds /metrics once, at start), nor shrink its store.
 func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
-	return c.Listen != old.Listen || c.Monitor != old.Monitor ||
+	return c.Listen != old.Listen || c.Monitor != old.Monitor || c.Metrics != old.Metrics ||
 		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax
 }
 
@@ -95,6 +96,11 @@ func (c Config) validate() error {
 	if c.Monitor != "" {
 		if _, _, err := splitHostPort(c.Monitor); err != nil {
 			return fmt.Errorf("monitor: %w", err)
+		}
+	}
+	if c.Metrics != "" {
+		if _, _, err := splitHostPort(c.Metrics); err != nil {
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	names, keys := map[string]bool{}, map[string]bool{}

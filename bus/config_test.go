@@ -32,10 +32,11 @@ func fixedKeys(t testing.TB, names ...string) map[string]string {
 	return keys
 }
 
-// goldenFlock is testFlock on the default ports, monitoring on.
+// goldenFlock is testFlock on the default ports, monitoring and metrics on.
 func goldenFlock() *spec.Flock {
 	f := testFlock()
-	f.Bus = spec.Bus{Host: spec.DefaultBusHost, Port: spec.DefaultBusPort, MonitorHost: spec.DefaultBusHost, MonitorPort: spec.DefaultMonitor}
+	f.Bus = spec.Bus{Host: spec.DefaultBusHost, Port: spec.DefaultBusPort, MonitorHost: spec.DefaultBusHost, MonitorPort: spec.DefaultMonitor,
+		MetricsHost: spec.DefaultBusHost, MetricsPort: spec.DefaultMetrics}
 	return f
 }
 
@@ -223,6 +224,7 @@ func TestEqual(t *testing.T) {
 		{"nil list for empty", func(c *Config) { c.Users[0].Subscribe = nil }, true},
 		{"another listen", func(c *Config) { c.Listen = "127.0.0.1:4223" }, false},
 		{"monitoring on", func(c *Config) { c.Monitor = "127.0.0.1:8222" }, false},
+		{"metrics on", func(c *Config) { c.Metrics = "127.0.0.1:8223" }, false},
 		{"another key", func(c *Config) { c.Users[0].Nkey = "U2" }, false},
 		{"another grant", func(c *Config) { c.Users[0].Publish = []string{"b"} }, false},
 		{"another ttl", func(c *Config) { c.Users[0].ResponseTTL = time.Second }, false},
@@ -258,6 +260,7 @@ func TestDigestIsEqual(t *testing.T) {
 	}{
 		{"listen", func(c *Config) { c.Listen = "127.0.0.1:4333" }, false},
 		{"monitor", func(c *Config) { c.Monitor = "" }, false},
+		{"metrics", func(c *Config) { c.Metrics = "127.0.0.1:9999" }, false},
 		{"a user's key", func(c *Config) { c.Users[0].Nkey = c.Users[1].Nkey }, false},
 		{"a publish grant", func(c *Config) { c.Users[0].Publish = append(c.Users[0].Publish, "x") }, false},
 		{"a grant moved between lists", func(c *Config) {

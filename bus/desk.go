@@ -583,6 +583,7 @@ func (d *desk) store(agent int, h *holding, body []byte) (kind, reason string) {
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
+		d.s.tally.result(agent, r.OK)
 		return "", ""
 	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &apiErr):
 		return wire.RefusedNotStored, err.Error()

@@ -40,6 +40,7 @@ func (s *Server) connectSelf() error {
 		wire.StatusSubject:      s.onStatus,
 		wire.ReloadSubject:      s.onReload,
 		wire.PermissionsSubject: s.onPermissions,
+		wire.EgressSubjects:     s.onEgress,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)

@@ -21,7 +21,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen or monitor address or its store_max")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address or its store_max")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -67,6 +67,8 @@ type Server struct {
 	ledgerDone chan struct{}
 	ledgerOnce sync.Once
 
+	tally *tally // results and egress decisions per agent, for /metrics
+
 	mu    sync.Mutex
 	cfg   Config
 	beats map[int]heartbeat // last heartbeat by agent id
@@ -87,7 +89,7 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{},
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(),
 		storeLimit: c.Tasks.withDefaults().StoreMax}
 	s.log.learn(s.users(c))
 	key, err := loadLeaseKey(o.StoreDir)
@@ -204,12 +206,13 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results.
+// their results. It hears the egress proxy's decisions, to count them
+// for /metrics.
 func selfUser(pub string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
 			wire.DeadSubject, wire.ResultSubject},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", selfInbox + ".>"},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", selfInbox + ".>", wire.EgressSubjects},
 		ResponseTTL: time.Minute}
 }
 
@@ -254,8 +257,8 @@ func (s *Server) Reload(c Config) error {
 	old := s.cfg
 	s.mu.Unlock()
 	if c.NeedsRestart(old) {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, store_max %d -> %d): %w",
-			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d): %w",
+			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil

@@ -235,6 +235,7 @@ func TestReload(t *testing.T) {
 	}{
 		{"listen", func(c *Config) { c.Listen = "127.0.0.1:4999" }},
 		{"monitor", func(c *Config) { c.Monitor = "127.0.0.1:8999" }},
+		{"metrics", func(c *Config) { c.Metrics = "127.0.0.1:8998" }},
 		{"store_max", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

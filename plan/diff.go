@@ -325,7 +325,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	case fileChanged:
 		add(StartBus, units.BusUnit, "unit file changed")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen or monitor address or store_max changed")
+		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.LoadedErr != nil:

@@ -389,18 +389,25 @@ func (e Egress) String() string {
 // reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor", "store_max", "max_deliveries")
+	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries")
 	if !ok {
 		return b
 	}
 	if l, ok := fs["listen"]; ok {
-		b.Host, b.Port = w.loopback(l, join(path, "listen"), "127.0.0.1:4222", b.Host, b.Port)
+		b.Host, b.Port = w.loopback(l, join(path, "listen"), "127.0.0.1:4222", busLoopback, b.Host, b.Port)
 	}
 	if m, ok := fs["monitor"]; ok {
 		if m.Kind == yaml.ScalarNode && m.Value == "off" {
 			b.MonitorHost, b.MonitorPort = "", 0
 		} else {
-			b.MonitorHost, b.MonitorPort = w.loopback(m, join(path, "monitor"), "127.0.0.1:8222 (or off)", b.MonitorHost, b.MonitorPort)
+			b.MonitorHost, b.MonitorPort = w.loopback(m, join(path, "monitor"), "127.0.0.1:8222 (or off)", busLoopback, b.MonitorHost, b.MonitorPort)
+		}
+	}
+	if m, ok := fs["metrics"]; ok {
+		if m.Kind == yaml.ScalarNode && m.Value == "off" {
+			b.MetricsHost, b.MetricsPort = "", 0
+		} else {
+			b.MetricsHost, b.MetricsPort = w.loopback(m, join(path, "metrics"), "127.0.0.1:8223 (or off)", metricsLoopback, b.MetricsHost, b.MetricsPort)
 		}
 	}
 	if s, ok := fs["store_max"]; ok {
@@ -413,8 +420,21 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 	if b.Monitor() == b.Listen() {
 		w.fail(join(path, "monitor"), "%s is also bus.listen; give the monitoring endpoint its own port, e.g. %s:%d", b.Monitor(), b.Host, DefaultMonitor)
 	}
+	for _, other := range []struct{ name, addr string }{{"bus.listen", b.Listen()}, {"bus.monitor", b.Monitor()}} {
+		if b.Metrics() != "" && b.Metrics() == other.addr {
+			w.fail(join(path, "metrics"), "%s is also %s; give /metrics its own port, e.g. %s:%d", b.Metrics(), other.name, DefaultBusHost, DefaultMetrics)
+		}
+	}
 	return b
 }
+
+// Why each listener must be on loopback, for the error naming it.
+const (
+	busLoopback = "the bus listens on loopback only"
+	// Agents reach nothing on this host's loopback but the bus (netpolicy),
+	// and may be allowed a LAN: there, /metrics would be theirs to read.
+	metricsLoopback = "/metrics listens on loopback only, out of the agents' reach (an agent allowed egress to this host's network could read it on a LAN address; scrape from elsewhere through ssh -L)"
+)
 
 // storeMax reads the bound of the bus's store, a size.
 func (w *walker) storeMax(n *yaml.Node, path string) uint64 {
@@ -434,7 +454,8 @@ func (w *walker) storeMax(n *yaml.Node, path string) uint64 {
 	return DefaultStoreMax
 }
 
-func (w *walker) loopback(n *yaml.Node, path, example, host string, port int) (string, int) {
+// loopback reads a loopback address and port; why says why it must be one.
+func (w *walker) loopback(n *yaml.Node, path, example, why, host string, port int) (string, int) {
 	s, ok := w.str(n, path, example)
 	if !ok {
 		return host, port
@@ -444,7 +465,7 @@ func (w *walker) loopback(n *yaml.Node, path, example, host string, port int) (s
 	case err != nil:
 		w.fail(path, "%q is not an address and port; write e.g. %s", s, example)
 	case !ap.Addr().IsLoopback():
-		w.fail(path, "%q is not a loopback address; the bus listens on loopback only, e.g. %s", s, example)
+		w.fail(path, "%q is not a loopback address; %s, e.g. %s", s, why, example)
 	case ap.Port() == 0:
 		w.fail(path, "%q has no port; write e.g. %s", s, example)
 	default:

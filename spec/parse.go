@@ -110,6 +110,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 
 func defaultBus() Bus {
 	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor,
+		MetricsHost: DefaultBusHost, MetricsPort: DefaultMetrics,
 		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries}
 }
 

@@ -21,7 +21,7 @@ func TestMinimalSpecGetsEveryDefault(t *testing.T) {
 	want := &Flock{
 		Root:    "/srv/flock",
 		UIDBase: 2000000000,
-		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, StoreMax: 1 << 30, MaxDeliveries: 5},
+		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5},
 	}
 	for _, id := range []int{1, 2, 3} {
 		want.Agents = append(want.Agents, Agent{
@@ -66,6 +66,7 @@ uid_base: 3000000000
 bus:
   listen: "[::1]:4333"
   monitor: "127.0.0.1:9333"
+  metrics: "[::1]:9334"
   store_max: 2G
   max_deliveries: 3
 defaults:
@@ -92,7 +93,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, 2 << 30, 3}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {

@@ -48,6 +48,7 @@ const (
 	DefaultBusHost    = "127.0.0.1"
 	DefaultBusPort    = 4222
 	DefaultMonitor    = 8222 // on the bus host
+	DefaultMetrics    = 8223 // on the bus host; see Bus.Metrics
 	DefaultMemory     = 256 << 20
 	DefaultCPUPercent = 50
 	DefaultTasks      = 50
@@ -77,14 +78,16 @@ type Flock struct {
 	Agents  []Agent // sorted by ID, ids unique
 }
 
-// Bus is where agents reach the embedded NATS server, and where its
-// monitoring endpoint (/varz, /connz) listens, both on loopback; and how
-// it keeps tasks.
+// Bus is where agents reach the embedded NATS server, where its
+// monitoring endpoint (/varz, /connz) and flock's Prometheus /metrics
+// listen, all on loopback; and how it keeps tasks.
 type Bus struct {
 	Host        string
 	Port        int
 	MonitorHost string // "" with MonitorPort 0: no monitoring endpoint
 	MonitorPort int
+	MetricsHost string // "" with MetricsPort 0: no /metrics
+	MetricsPort int
 	// StoreMax bounds the tasks, results and dead letters kept on disk.
 	StoreMax uint64
 	// MaxDeliveries is how often a task is handed to a worker (which
@@ -105,6 +108,18 @@ func (b Bus) Monitor() string {
 		return ""
 	}
 	return net.JoinHostPort(b.MonitorHost, strconv.Itoa(b.MonitorPort))
+}
+
+// Metrics is where flock.service serves /metrics, host:port, or "" when
+// off. Its default port is beside the bus's other HTTP port (NATS
+// monitoring, 8222) and outside 9100-9999, where Prometheus's exporters
+// take their default ports: it does not collide with one an operator runs
+// beside it.
+func (b Bus) Metrics() string {
+	if b.MetricsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(b.MetricsHost, strconv.Itoa(b.MetricsPort))
 }
 
 // Agent is one agent, defaults applied.

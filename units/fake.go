@@ -17,12 +17,13 @@ type Fake struct {
 	services map[string]ServiceStatus // static units; absent: noService
 	restarts map[string]int
 	reloads  map[string]int
+	usage    map[string]Usage // cgroup figures by unit (SetUsage)
 }
 
 // NewFake returns a manager with no units and no static units.
 func NewFake() *Fake {
 	return &Fake{units: map[string]Status{}, props: map[string]map[string]any{},
-		services: map[string]ServiceStatus{}, restarts: map[string]int{}, reloads: map[string]int{}}
+		services: map[string]ServiceStatus{}, restarts: map[string]int{}, reloads: map[string]int{}, usage: map[string]Usage{}}
 }
 
 // noService is what systemd reports of a BusUnit it has no file for.
@@ -95,6 +96,29 @@ func (f *Fake) Exit(ctx context.Context, name string) (uint32, Exit) {
 	defer f.mu.Unlock()
 	s := f.units[name]
 	return s.Restarts, s.LastExit
+}
+
+// Usage is SetExit's restarts and exit and SetUsage's cgroup figures of
+// each named unit that is loaded.
+func (f *Fake) Usage(ctx context.Context, names []string) (map[string]Usage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]Usage{}
+	for _, n := range names {
+		if s, ok := f.units[n]; ok {
+			u := f.usage[n]
+			u.Restarts, u.LastExit = s.Restarts, s.LastExit
+			out[n] = u
+		}
+	}
+	return out, nil
+}
+
+// SetUsage sets the cgroup figures Usage reports of the named unit.
+func (f *Fake) SetUsage(name string, u Usage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.usage[name] = u
 }
 
 // SetExit records how the named unit's agent keeps dying.

@@ -85,10 +85,7 @@ func (s *Systemd) Exit(ctx context.Context, name string) (restarts uint32, exit 
 	restarts, _ = get("NRestarts").(uint32)
 	code, _ := get("ExecMainCode").(int32)
 	status, _ := get("ExecMainStatus").(int32)
-	// siginfo's CLD_* codes, as systemd reports them.
-	exit.Code = map[int32]string{1: "exited", 2: "killed", 3: "dumped"}[code]
-	exit.Status = int(status)
-	return restarts, exit
+	return restarts, exitOf(code, status)
 }
 
 // Start replaces any unit of the same name with u and waits for systemd's

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/metrics"
+	"github.com/flockrun/flock/units"
 )
 
 func newServe() *cobra.Command {
@@ -23,7 +25,10 @@ on disk (JetStream) in --store, by default $STATE_DIRECTORY, which
 flock.service's StateDirectory= sets. It tells systemd it is ready once the
 bus accepts connections and its streams are in place (Type=notify). SIGHUP,
 or the operator's request on flock.bus.reload, re-reads the config without
-dropping connections.`,
+dropping connections. When the config names a metrics address
+(the spec's bus.metrics, by default 127.0.0.1:8223), it serves Prometheus
+metrics on /metrics there: the bus's figures and the agents' units as
+systemd has them, read over the system bus when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := bus.ReadConfig(configPath)
@@ -53,6 +58,13 @@ dropping connections.`,
 				return err
 			}
 			defer srv.Shutdown()
+			if cfg.Metrics != "" {
+				stop, err := serveMetrics(cfg.Metrics, srv)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return serveNotified(cmd.Context(), "bus on "+cfg.Listen, nil, reload)
 		},
 	}
@@ -60,4 +72,25 @@ dropping connections.`,
 	cmd.Flags().StringVar(&storeDir, "store", os.Getenv("STATE_DIRECTORY"), "where tasks and results are kept (default $STATE_DIRECTORY)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every connection and subscription")
 	return cmd
+}
+
+// serveMetrics serves /metrics on addr from srv's figures and systemd's
+// units, read over the system bus (flock.service has no privileges, so
+// not systemd's private socket). A change of addr restarts the bus
+// (bus.Config.NeedsRestart): it is bound once, here.
+func serveMetrics(addr string, srv *bus.Server) (stop func(), err error) {
+	obs := &units.Observer{}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
+	ms, err := metrics.Listen(addr, metrics.Handler(metrics.New(srv, obs, logf)))
+	if err != nil {
+		obs.Close()
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "[INF] serving %s on %s\n", metrics.Path, addr)
+	return func() {
+		if err := ms.Close(); err != nil {
+			logf("closing %s on %s: %v", metrics.Path, addr, err)
+		}
+		obs.Close()
+	}, nil
 }

@@ -1,0 +1,237 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/internal/tier"
+	"github.com/flockrun/flock/units"
+)
+
+// fakeBus is a bus whose Snapshot is given.
+type fakeBus struct {
+	snap bus.Snapshot
+	err  error
+}
+
+func (b fakeBus) Snapshot(context.Context) (bus.Snapshot, error) { return b.snap, b.err }
+
+// brokenUnits is a systemd that cannot be reached.
+type brokenUnits struct{}
+
+func (brokenUnits) List(context.Context) ([]units.Status, error) {
+	return nil, units.ErrNoSystemBus
+}
+
+func (brokenUnits) Usage(context.Context, []string) (map[string]units.Usage, error) {
+	return nil, units.ErrNoSystemBus
+}
+
+var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+
+// threeAgents: 1 runs (restarted twice, last killed by SIGKILL), 2
+// failed (exit 1), 3 has no unit loaded; the bus knows all three.
+func threeAgents() (bus.Snapshot, *units.Fake) {
+	snap := bus.Snapshot{
+		Agents: map[int]bus.AgentCounts{
+			1: {HeartbeatAt: scrapeTime.Add(-2500 * time.Millisecond), Connections: 1, TasksOK: 7, TasksFailed: 1,
+				Violations: map[string]uint64{"publish": 3, "forged-lease": 1}, Egress: map[string]uint64{"allow": 4, "deny": 12}},
+			2: {HeartbeatAt: scrapeTime.Add(-time.Minute)},
+			3: {},
+		},
+		Connections:  3,
+		TasksPending: 2, TasksRunning: 1, TasksDead: 1,
+		StoreBytes: 123456, StoreMax: 1 << 30,
+	}
+	u := units.NewFake()
+	ctx := context.Background()
+	for _, id := range []int{1, 2} {
+		if err := u.Start(ctx, units.Unit{Name: fmt.Sprintf("flock-agent@%d.service", id)}); err != nil {
+			panic(err)
+		}
+	}
+	u.SetExit("flock-agent@1.service", 2, units.Exit{Code: "killed", Status: 9})
+	mem, peak, cpu := uint64(48<<20), uint64(64<<20), uint64(1_500_000_000)
+	u.SetUsage("flock-agent@1.service", units.Usage{MemoryBytes: &mem, MemoryPeak: &peak, CPUNSec: &cpu})
+	u.SetExit("flock-agent@2.service", 5, units.Exit{Code: "exited", Status: 1})
+	u.Fail("flock-agent@2.service")
+	return snap, u
+}
+
+// exposition is what Prometheus reads from c: the text format, as the
+// handler writes it.
+func exposition(t *testing.T, c *Collector) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	rec := httptest.NewRecorder()
+	handlerFor(reg, t.Logf).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", Path, rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// TestExpositionGolden shows every family as Prometheus reads it, from
+// fakes: each source answering, each one failing, and a systemd without
+// cgroup accounting.
+//
+// Tier: unit (no root); promtool (Debian's prometheus) checks each one.
+func TestExpositionGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func() (Bus, Units)
+	}{
+		{"three-agents", func() (Bus, Units) { s, u := threeAgents(); return fakeBus{snap: s}, u }},
+		{"no-accounting", func() (Bus, Units) {
+			s, u := threeAgents()
+			u.SetUsage("flock-agent@1.service", units.Usage{})
+			return fakeBus{snap: s}, u
+		}},
+		{"systemd-unreachable", func() (Bus, Units) { s, _ := threeAgents(); return fakeBus{snap: s}, brokenUnits{} }},
+		// The bus fills its own counts before the stream infos that failed.
+		{"streams-unreadable", func() (Bus, Units) {
+			s, u := threeAgents()
+			return fakeBus{snap: s, err: errors.New("reading stream TASKS: timeout")}, u
+		}},
+		{"bus-unreachable", func() (Bus, Units) {
+			_, u := threeAgents()
+			return fakeBus{err: errors.New("not started")}, u
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, u := tc.setup()
+			var logged []string
+			c := New(b, u, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+			c.now = func() time.Time { return scrapeTime }
+			got := exposition(t, c)
+			golden.Check(t, filepath.Join("testdata", tc.name+".prom"), got)
+			promtoolCheck(t, got)
+			// A failing source is logged once, not at every scrape.
+			exposition(t, c)
+			if strings.Contains(tc.name, "unr") && len(logged) != 1 {
+				t.Errorf("logged %d times over two scrapes, want once: %q", len(logged), logged)
+			}
+		})
+	}
+}
+
+// promtoolCheck runs `promtool check metrics` (Prometheus's own linter:
+// names, units, _total on counters, HELP) on an exposition.
+func promtoolCheck(t *testing.T, expo string) {
+	t.Helper()
+	tier.RequireNeeds(t, "unit, promtool", tier.Program("promtool", "prometheus"))
+	cmd := exec.Command("promtool", "check", "metrics")
+	cmd.Stdin = strings.NewReader(expo)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// TestLogsARecovery: a source that answers again is said to, once.
+func TestLogsARecovery(t *testing.T) {
+	s, u := threeAgents()
+	b := &fakeBus{snap: s, err: errors.New("down")}
+	var logged []string
+	c := New(b, u, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+	c.Collect(make(chan prometheus.Metric, 100))
+	b.err = nil
+	c.Collect(make(chan prometheus.Metric, 100))
+	c.Collect(make(chan prometheus.Metric, 100))
+	if len(logged) != 2 || !strings.Contains(logged[0], "down") || !strings.Contains(logged[1], "works again") {
+		t.Errorf("logged %q, want the failure then the recovery", logged)
+	}
+}
+
+// TestHandlerServesTheProcessToo: the served handler adds the Go
+// runtime's and the process's own metrics to flock's.
+func TestHandlerServesTheProcessToo(t *testing.T) {
+	s, u := threeAgents()
+	srv := httptest.NewServer(Handler(New(fakeBus{snap: s}, u, t.Logf)))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	for _, want := range []string{`flock_agent_up{agent="1"} 1`, "go_goroutines ", "process_resident_memory_bytes "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+	promtoolCheck(t, b.String())
+}
+
+// TestListen serves Path, nothing else, and says which field to change
+// when the port is taken.
+func TestListen(t *testing.T) {
+	s, u := threeAgents()
+	ms, err := Listen("127.0.0.1:0", Handler(New(fakeBus{snap: s}, u, t.Logf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{Path: http.StatusOK, "/": http.StatusNotFound} {
+		resp, err := http.Get("http://" + ms.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	if _, err := Listen(taken.Addr().String(), http.NotFoundHandler()); err == nil || !strings.Contains(err.Error(), "bus.metrics") {
+		t.Errorf("Listen on a taken port: %v, want an error naming bus.metrics", err)
+	}
+	if err := ms.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// BenchmarkScrape is one scrape of a thousand running agents from fakes:
+// the collector's and the encoder's share of a scrape (systemd's round
+// trips are the system test's).
+func BenchmarkScrape(b *testing.B) {
+	snap := bus.Snapshot{Agents: map[int]bus.AgentCounts{}, StoreMax: 1 << 30}
+	u := units.NewFake()
+	mem := uint64(32 << 20)
+	for id := 1; id <= 1000; id++ {
+		name := fmt.Sprintf("flock-agent@%d.service", id)
+		u.Start(context.Background(), units.Unit{Name: name})
+		u.SetUsage(name, units.Usage{MemoryBytes: &mem, MemoryPeak: &mem, CPUNSec: &mem})
+		snap.Agents[id] = bus.AgentCounts{HeartbeatAt: time.Now(), Connections: 1, Violations: map[string]uint64{"publish": 1}}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(fakeBus{snap: snap}, u, b.Logf))
+	h := handlerFor(reg, b.Logf)
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code)
+		}
+	}
+}

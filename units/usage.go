@@ -1,0 +1,160 @@
+package units
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+)
+
+// Usage is what systemd counts of a loaded unit: restarts, how its main
+// process last ended, and its cgroup's memory and CPU. A cgroup figure is
+// nil where systemd has none ("[not set]": accounting off, a kernel
+// without the file, or a container that does not delegate the
+// controller), never a made-up zero.
+type Usage struct {
+	Restarts    uint32
+	LastExit    Exit
+	MemoryBytes *uint64 // MemoryCurrent
+	MemoryPeak  *uint64 // MemoryPeak (systemd 255 and later)
+	CPUNSec     *uint64 // CPUUsageNSec
+}
+
+// usageWorkers bounds the property reads in flight on one connection:
+// enough to hide the round trips, under dbus-daemon's limit of pending
+// replies per connection (128 on the system bus).
+const usageWorkers = 16
+
+// Usage reads each named unit's Usage, usageWorkers at a time over one
+// connection: one GetAll of its Service interface each. Name only loaded
+// units (List's): systemd loads a unit asked for by object path, so a
+// collected transient unit would come back. A unit gone meanwhile is left
+// out; the first other error is returned with what was read.
+func (s *Systemd) Usage(ctx context.Context, names []string) (map[string]Usage, error) {
+	out := make(map[string]Usage, len(names))
+	var mu sync.Mutex
+	var errs []error
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(usageWorkers, len(names)) {
+		wg.Go(func() {
+			for name := range work {
+				p, err := s.conn.GetUnitTypePropertiesContext(ctx, name, "Service")
+				mu.Lock()
+				switch {
+				case err == nil:
+					out[name] = usageOf(p)
+				case !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit"):
+					errs = append(errs, fmt.Errorf("GetUnitTypeProperties %s Service: %w", name, err))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, n := range names {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		return out, fmt.Errorf("reading %d of %d units: %w", len(errs), len(names), errs[0])
+	}
+	return out, nil
+}
+
+// usageOf reads Usage from a Service interface's properties.
+func usageOf(p map[string]any) Usage {
+	u := Usage{}
+	u.Restarts, _ = p["NRestarts"].(uint32)
+	code, _ := p["ExecMainCode"].(int32)
+	status, _ := p["ExecMainStatus"].(int32)
+	u.LastExit = exitOf(code, status)
+	u.MemoryBytes, u.MemoryPeak, u.CPUNSec = counted(p["MemoryCurrent"]), counted(p["MemoryPeak"]), counted(p["CPUUsageNSec"])
+	return u
+}
+
+// counted is a cgroup figure as systemd reports it: absent, or the
+// maximum uint64 for "not set", is nil.
+func counted(v any) *uint64 {
+	n, ok := v.(uint64)
+	if !ok || n == math.MaxUint64 {
+		return nil
+	}
+	return &n
+}
+
+// exitOf is ExecMainCode and ExecMainStatus as an Exit: siginfo's CLD_*
+// codes, as systemd reports them.
+func exitOf(code, status int32) Exit {
+	return Exit{Code: map[int32]string{1: "exited", 2: "killed", 3: "dumped"}[code], Status: int(status)}
+}
+
+// Observer reads the agents' units over the system bus (dbus-daemon),
+// where any user may read them: flock.service, which has no privileges
+// and so no way to systemd's private socket, reports them in /metrics.
+// It connects at first use, and again after an error.
+type Observer struct {
+	mu sync.Mutex
+	s  *Systemd
+}
+
+// ErrNoSystemBus means the system bus could not be reached.
+var ErrNoSystemBus = errors.New("no D-Bus system bus to read systemd's units from (is dbus installed and running?)")
+
+func (o *Observer) conn(ctx context.Context) (*Systemd, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s == nil {
+		c, err := sd.NewSystemConnectionContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoSystemBus, err)
+		}
+		o.s = &Systemd{conn: c}
+	}
+	return o.s, nil
+}
+
+// drop closes s after an error, so the next call connects afresh.
+func (o *Observer) drop(s *Systemd) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s == s {
+		o.s.Close()
+		o.s = nil
+	}
+}
+
+// List is Systemd.List over the system bus.
+func (o *Observer) List(ctx context.Context) ([]Status, error) {
+	s, err := o.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		o.drop(s)
+	}
+	return l, err
+}
+
+// Usage is Systemd.Usage over the system bus.
+func (o *Observer) Usage(ctx context.Context, names []string) (map[string]Usage, error) {
+	s, err := o.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Usage(ctx, names)
+}
+
+// Close closes the connection, if any.
+func (o *Observer) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s != nil {
+		o.s.Close()
+		o.s = nil
+	}
+}
