@@ -212,7 +212,7 @@ func assertNothingLeft(t *testing.T, m *harness.Machine) {
 	if out, _, _ := run(t, m, "systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"); strings.TrimSpace(out) != "" {
 		t.Errorf("units left:\n%s", out)
 	}
-	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock",
+	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/etc/sysusers.d/flock-bus.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock",
 		"/var/lib/flock-bus", "/var/lib/private/flock-bus"} {
 		if _, _, err := run(t, m, "test", "!", "-e", p); err != nil {
 			t.Errorf("%s still exists", p)

@@ -57,9 +57,12 @@ ExecReload=/bin/kill -HUP $MAINPID
 TimeoutStartSec=5min
 Restart=always
 RestartSec=1
-# Named: the default (the unit's name) would collide with the agents' group "flock".
+# Named: the default (the unit's name) would collide with the agents' group
+# "flock". A static account (` + BusSysusersPath + `, which provision
+# writes): dbus-daemon drops peers whose user is dynamic, and /metrics reads
+# the agents' units over the system bus.
 DynamicUser=yes
-User=flock-bus
+User=` + BusUser + `
 StateDirectory=flock-bus
 ` + ownWalls + `PrivateUsers=yes
 ProtectProc=invisible
@@ -162,6 +165,9 @@ func (s *Systemd) InstallService(ctx context.Context, name string, content []byt
 	if err := checkStatic(name); err != nil {
 		return err
 	}
+	if err := ensureAccount(ctx, name); err != nil {
+		return err
+	}
 	path := s.unitPath(name)
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -210,6 +216,9 @@ func (s *Systemd) RemoveService(ctx context.Context, name string) error {
 	// Not Stop: an enabled unit with a file stays loaded, so waiting for
 	// systemd to forget it would wait out unloadWait every time.
 	if err := s.stop(ctx, name); err != nil {
+		return err
+	}
+	if err := removeAccount(ctx, name); err != nil {
 		return err
 	}
 	path := s.unitPath(name)

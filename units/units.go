@@ -67,13 +67,15 @@ type Manager interface {
 	// ProxyUnit).
 	Service(ctx context.Context, name string) (ServiceStatus, error)
 	// InstallService writes the unit's file when it differs (then
-	// reloads systemd) and enables it.
+	// reloads systemd) and enables it; for BusUnit it first makes the
+	// static account BusUser (account.go).
 	InstallService(ctx context.Context, name string, content []byte) error
 	// RestartService (re)starts the unit and waits until it is ready.
 	RestartService(ctx context.Context, name string) error
 	// ReloadService runs the unit's ExecReload= and waits for it.
 	ReloadService(ctx context.Context, name string) error
-	// RemoveService stops and disables the unit and deletes its file.
+	// RemoveService stops and disables the unit and deletes its file
+	// (and BusUnit's account).
 	RemoveService(ctx context.Context, name string) error
 	Close()
 }

@@ -66,6 +66,14 @@ var BusTier = Tier{Name: "system, bus (nats CLI, curl)", Needs: []tier.Need{
 	tier.Program("curl", "curl"),
 }}
 
+// MetricsTier is Debian's prometheus package: the server the metrics test
+// runs in the machine, and promtool, which lints the exposition.
+var MetricsTier = Tier{Name: "system, metrics (prometheus, promtool, curl)", Needs: []tier.Need{
+	tier.Program("prometheus", "prometheus"),
+	tier.Program("promtool", "prometheus"),
+	tier.Program("curl", "curl"),
+}}
+
 // LevelsTier adds the container runtimes.
 var LevelsTier = Tier{Name: "system, levels (podman, runsc)", Needs: []tier.Need{
 	tier.Program("podman", "podman"),
@@ -122,7 +130,7 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, BusTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+var Tiers = []Tier{NspawnTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
 
 // FreshTier is a fresh machine (fresh.go): the tree is made by
 // debootstrap, the repository copied by what git tracks.

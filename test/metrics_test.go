@@ -1,0 +1,244 @@
+package test
+
+// Tier: root + nspawn + Debian's prometheus (promtool, prometheus) and
+// curl. flock.service's /metrics as an operator meets it: root scrapes it
+// and promtool finds nothing to lint, an agent cannot reach it, a real
+// Prometheus scrapes it with the README's config and answers queries, and
+// a change of bus.metrics takes effect on the next provision.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/harness"
+)
+
+// metricsSpec: agent 1 the hostile probe, with the widest allowance an
+// operator can write; agent 2 a worker that upper-cases its task.
+const metricsSpec = `defaults:
+  heartbeat: 2s
+agents:
+  - id: 1
+    exec: ["/usr/local/bin/probe", "serve"]
+    egress: ["0.0.0.0/0:*", "[::/0]:*"]
+  - id: 2
+    command: ["/usr/bin/tr", "a-z", "A-Z"]
+`
+
+const (
+	metricsURL = "http://127.0.0.1:8223/metrics"
+	promListen = "127.0.0.1:9090"
+)
+
+func TestMetrics(t *testing.T) {
+	harness.MetricsTier.Require(t)
+	m := harness.Boot(t)
+	provision(t, m, metricsSpec)
+	waitActive(t, m, 1, 2)
+	waitBus(t, m, time.Time{}, 2)
+
+	var expo string
+	t.Run("root scrapes /metrics and promtool finds nothing to lint", func(t *testing.T) {
+		// The first scrape may come before agent 2's first heartbeat
+		// reached the bus; poll for the families the test reads.
+		m.Eventually(t, 30*time.Second, func() error {
+			out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+			if err != nil {
+				return fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+			}
+			expo = out
+			for _, want := range []string{
+				`flock_agent_up{agent="1"} 1`, `flock_agent_up{agent="2"} 1`,
+				`flock_agents{state="active"} 2`,
+				`flock_agent_heartbeat_age_seconds{agent="2"}`,
+				`flock_agent_restarts_total{agent="2"} 0`,
+				`flock_store_max_bytes 1.073741824e+09`,
+				// systemd answered over the system bus, as flock.service's
+				// DynamicUser, with no capabilities.
+				`flock_collector_success{source="systemd"} 1`, `flock_collector_success{source="bus"} 1`,
+			} {
+				if !strings.Contains(out, want) {
+					return fmt.Errorf("no %q in /metrics", want)
+				}
+			}
+			return nil
+		})
+		if err := m.WriteFile("/root/metrics.txt", []byte(expo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, err := run(t, m, "sh", "-c", "promtool check metrics < /root/metrics.txt"); err != nil {
+			t.Errorf("promtool check metrics on the live /metrics: %v\n%s%s", err, out, errOut)
+		}
+		// What systemd gives in this machine: cgroup figures are there only
+		// where accounting is (the VM tier has full cgroup v2).
+		for _, fam := range []string{"flock_agent_memory_bytes", "flock_agent_memory_peak_bytes", "flock_agent_cpu_seconds_total"} {
+			t.Logf("%s: %s", fam, map[bool]string{true: "present", false: "absent (systemd has no figure here)"}[strings.Contains(expo, fam+"{")])
+		}
+		t.Logf("a sample of the live /metrics:\n%s", sample(expo))
+	})
+
+	t.Run("an agent cannot reach /metrics", func(t *testing.T) {
+		p := startedProbe(t, m, 1)
+		r := p.do(t, map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:8223"})
+		if r.OK {
+			t.Errorf("ESCAPE: agent 1 connected to /metrics: %s", r.Detail)
+		} else {
+			t.Logf("agent 1 (egress 0.0.0.0/0:*) connecting to 127.0.0.1:8223: refused (%s) in %.1f ms", r.Err, r.ElapsedMS)
+		}
+		// Root's control: the port the agent could not reach is listening.
+		if out, errOut, err := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8223"}`); err != nil || !strings.Contains(out, `"ok":true`) {
+			t.Errorf("control: root connects to /metrics: %v %s %s", err, out, errOut)
+		}
+	})
+
+	t.Run("a real Prometheus scrapes it: agents up, a task counter moves after flockctl send", func(t *testing.T) {
+		startPrometheus(t, m)
+		// Prometheus's own word that the target is scraped.
+		waitQuery(t, m, `up{job="flock"}`, func(r []promSample) error {
+			if len(r) != 1 || r[0].value != 1 {
+				return fmt.Errorf("up{job=flock} = %v, want one sample of 1", r)
+			}
+			return nil
+		})
+		waitQuery(t, m, `flock_agent_up`, func(r []promSample) error {
+			up := map[string]float64{}
+			for _, s := range r {
+				up[s.metric["agent"]] = s.value
+			}
+			if len(up) != 2 || up["1"] != 1 || up["2"] != 1 {
+				return fmt.Errorf("flock_agent_up by agent %v, want agents 1 and 2 at 1", up)
+			}
+			return nil
+		})
+		const done = `flock_agent_tasks_total{agent="2",result="ok"}`
+		var before float64
+		waitQuery(t, m, done, func(r []promSample) error {
+			if len(r) != 1 {
+				return fmt.Errorf("%s: %v, want one sample", done, r)
+			}
+			before = r[0].value
+			return nil
+		})
+		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "hello metrics")); out != "HELLO METRICS" {
+			t.Fatalf("flockctl send --to 2: %q", out)
+		}
+		sent := time.Now()
+		waitQuery(t, m, done, func(r []promSample) error {
+			if len(r) != 1 || r[0].value != before+1 {
+				return fmt.Errorf("%s: %v, want %v", done, r, before+1)
+			}
+			return nil
+		})
+		t.Logf("%s went from %v to %v in Prometheus %s after the send (scrape_interval 1s)", done, before, before+1, time.Since(sent).Round(time.Millisecond))
+	})
+
+	t.Run("bus.metrics moved, then off, takes effect on the next provision", func(t *testing.T) {
+		provision(t, m, "bus:\n  metrics: 127.0.0.1:8224\n"+metricsSpec)
+		m.Eventually(t, 30*time.Second, func() error {
+			if _, errOut, err := run(t, m, "curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8224/metrics"); err != nil {
+				return fmt.Errorf("the new address: %v %s", err, errOut)
+			}
+			return nil
+		})
+		if _, _, err := run(t, m, "curl", "-fsS", "-o", "/dev/null", metricsURL); err == nil {
+			t.Errorf("the old address still serves /metrics")
+		}
+		provision(t, m, "bus:\n  metrics: off\n"+metricsSpec)
+		waitActive(t, m, 1, 2)
+		for _, port := range []string{"8223", "8224"} {
+			if out := mustRun(t, m, "ss", "-Hltn", "sport = :"+port); strings.TrimSpace(out) != "" {
+				t.Errorf("metrics off, yet something listens on %s:\n%s", port, out)
+			}
+		}
+	})
+}
+
+// startPrometheus runs Debian's prometheus in the machine with the job of
+// examples/prometheus.yml (which the README shows), scraping every second,
+// its storage in a fresh directory; stopped with the machine.
+func startPrometheus(t *testing.T, m *harness.Machine) {
+	t.Helper()
+	job, err := os.ReadFile("../examples/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(job), "scrape_interval: 15s", "scrape_interval: 1s", 1)
+	if cfg == string(job) {
+		t.Fatal("examples/prometheus.yml has no scrape_interval: 15s to shorten")
+	}
+	if err := m.WriteFile("/root/prometheus.yml", []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, m, "systemd-run", "--unit=test-prometheus", "--property=StateDirectory=test-prometheus",
+		"/usr/bin/prometheus", "--config.file=/root/prometheus.yml", "--storage.tsdb.path=/var/lib/test-prometheus",
+		"--web.listen-address="+promListen)
+}
+
+// promSample is one sample of an instant query's answer.
+type promSample struct {
+	metric map[string]string
+	value  float64
+}
+
+// query asks Prometheus's HTTP API for expr now.
+func query(t *testing.T, m *harness.Machine, expr string) ([]promSample, error) {
+	out, errOut, err := run(t, m, "curl", "-fsS", "-G", "http://"+promListen+"/api/v1/query", "--data-urlencode", "query="+expr)
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %v %s", expr, err, errOut)
+	}
+	var resp struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Metric map[string]string
+				Value  [2]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Status != "success" {
+		return nil, fmt.Errorf("query %s: %v: %s", expr, err, out)
+	}
+	var r []promSample
+	for _, s := range resp.Data.Result {
+		str, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: value %v: %w", expr, s.Value, err)
+		}
+		r = append(r, promSample{metric: s.Metric, value: v})
+	}
+	return r, nil
+}
+
+// waitQuery polls expr until check accepts its answer.
+func waitQuery(t *testing.T, m *harness.Machine, expr string, check func([]promSample) error) {
+	t.Helper()
+	m.Eventually(t, time.Minute, func() error {
+		r, err := query(t, m, expr)
+		if err != nil {
+			return err
+		}
+		return check(r)
+	})
+}
+
+// sample is the first lines of each flock_ family, for the log.
+func sample(expo string) string {
+	var b strings.Builder
+	n := 0
+	for _, l := range strings.Split(expo, "\n") {
+		switch {
+		case strings.HasPrefix(l, "# HELP flock_"):
+			n = 0
+		case strings.HasPrefix(l, "flock_") && n < 2:
+			b.WriteString(l + "\n")
+			n++
+		}
+	}
+	return b.String()
+}
