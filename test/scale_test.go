@@ -73,6 +73,17 @@ func TestThousandAgents(t *testing.T) {
 		}
 	})
 
+	t.Run("a scrape of /metrics at a thousand", func(t *testing.T) {
+		harness.MetricsTier.Require(t) // curl
+		// One scrape reads every unit's properties over the system bus
+		// (16 in flight): timed here, against a real systemd.
+		timed("a scrape of /metrics at 1000 (cold)", "curl", "-fsS", "-o", "/dev/null", metricsURL)
+		if out := timed("a scrape of /metrics at 1000", "curl", "-fsS", metricsURL); !strings.Contains(out, `flock_agents{state="active"} 1000`) ||
+			!strings.Contains(out, `flock_collector_success{source="systemd"} 1`) {
+			t.Errorf("/metrics at 1000 agents: no flock_agents{state=\"active\"} 1000 or systemd unread:\n%.2000s", out)
+		}
+	})
+
 	t.Run("each credential is in its own unit, none in the host's mount table", func(t *testing.T) {
 		pid := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", unitName(2)))
 		as2 := []string{"nsenter", "-m", "-t", pid, "setpriv", "--reuid=2000000002", "--regid=2000000002", "--clear-groups"}
