@@ -61,7 +61,7 @@ var (
 	agentRestarts = desc("agent_restarts_total",
 		"Automatic restarts of the agent's unit since it was started (systemd's NRestarts).", "agent")
 	agentLastExit = desc("agent_last_exit_status",
-		"How the agent's main process last ended (systemd's ExecMainStatus): its exit status when code is exited, the signal's number when killed or dumped; absent until it first ends.", "agent", "code")
+		"How the agent's main process last ended (systemd's ExecMainStatus): its exit status when code is exited, the signal's number when killed or dumped; absent while it runs (systemd forgets it at each start).", "agent", "code")
 	agentHeartbeatAge = desc("agent_heartbeat_age_seconds",
 		"Seconds since the bus received the agent's last heartbeat; absent when none came since the bus started.", "agent")
 	agentTasks = desc("agent_tasks_total",
@@ -73,7 +73,7 @@ var (
 	agentMemory = desc("agent_memory_bytes",
 		"Memory the agent's cgroup uses now (systemd's MemoryCurrent); absent where systemd has no memory accounting.", "agent")
 	agentMemoryPeak = desc("agent_memory_peak_bytes",
-		"The most memory the agent's cgroup used (systemd's MemoryPeak, systemd 255 and later); absent where systemd does not have it.", "agent")
+		"The most memory the agent's cgroup used (systemd's MemoryPeak, or the cgroup's memory.peak before systemd 255); absent where neither has it.", "agent")
 	agentCPU = desc("agent_cpu_seconds_total",
 		"CPU time the agent's cgroup used (systemd's CPUUsageNSec); absent where systemd has no CPU accounting.", "agent")
 	agentConnections = desc("agent_bus_connections",

@@ -135,6 +135,59 @@ func TestVMEnforcesLimits(t *testing.T) {
 	t.Run("neighbour keeps heartbeating", func(t *testing.T) {
 		checkNeighbour(t, v, neighbour["MainPID"], recordStart)
 	})
+	t.Run("/metrics has the cgroup figures nspawn lacks, and the OOM kills", func(t *testing.T) {
+		checkMetrics(t, v)
+	})
+}
+
+// checkMetrics scrapes /metrics in the VM (full cgroup v2, unlike an
+// nspawn machine) with Python's standard library, which the image has:
+// memory, its peak and CPU for every agent, the CPU hog's seconds, the
+// memory hog's restarts and its last exit by SIGKILL.
+func checkMetrics(t *testing.T, v *harness.VM) {
+	var expo string
+	value := func(series string) (float64, bool) {
+		for _, l := range strings.Split(expo, "\n") {
+			if rest, ok := strings.CutPrefix(l, series+" "); ok {
+				f, err := strconv.ParseFloat(rest, 64)
+				return f, err == nil
+			}
+		}
+		return 0, false
+	}
+	// systemd forgets the last exit when the unit starts again, so the
+	// series is there while the hog waits to restart (RestartUSec 5 s, most
+	// of each cycle): scrape until it is.
+	harness.Eventually(t, time.Minute, func() error {
+		expo = mustRun(t, v, "python3", "-c", "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8223/metrics').read().decode())")
+		if st, ok := value(fmt.Sprintf(`flock_agent_last_exit_status{agent="%d",code="killed"}`, memHogID)); !ok || st != 9 {
+			return fmt.Errorf("the memory hog's last exit by /metrics: %v %v, want killed by signal 9", st, ok)
+		}
+		return nil
+	})
+	for id := 1; id <= 4; id++ {
+		for _, fam := range []string{"flock_agent_memory_bytes", "flock_agent_memory_peak_bytes", "flock_agent_cpu_seconds_total"} {
+			if _, ok := value(fmt.Sprintf(`%s{agent="%d"}`, fam, id)); !ok {
+				t.Errorf("no %s for agent %d in /metrics", fam, id)
+			}
+		}
+	}
+	if cpu, _ := value(fmt.Sprintf(`flock_agent_cpu_seconds_total{agent="%d"}`, cpuHogID)); cpu < 1 {
+		t.Errorf("the CPU hog used %.2f s of CPU by /metrics, want at least 1 s after %s at %.0f%%", cpu, watchFor, cpuQuotaPct)
+	}
+	if peak, _ := value(fmt.Sprintf(`flock_agent_memory_peak_bytes{agent="%d"}`, memHogID)); peak < memLimit/2 {
+		t.Errorf("the memory hog's peak is %.0f B by /metrics, want near MemoryMax %d B", peak, memLimit)
+	}
+	if n, _ := value(fmt.Sprintf(`flock_agent_restarts_total{agent="%d"}`, memHogID)); n < 1 {
+		t.Errorf("the memory hog restarted %.0f times by /metrics, want at least once", n)
+	}
+	var lines []string
+	for _, l := range strings.Split(expo, "\n") {
+		if strings.HasPrefix(l, "flock_agent_memory") || strings.HasPrefix(l, "flock_agent_cpu") || strings.HasPrefix(l, "flock_agent_restarts") || strings.HasPrefix(l, "flock_agent_last_exit") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("/metrics in the VM (cgroup v2):\n%s", strings.Join(lines, "\n"))
 }
 
 // cgroupWatch is probe cgroup's report of one cgroup.

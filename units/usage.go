@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -19,7 +23,7 @@ type Usage struct {
 	Restarts    uint32
 	LastExit    Exit
 	MemoryBytes *uint64 // MemoryCurrent
-	MemoryPeak  *uint64 // MemoryPeak (systemd 255 and later)
+	MemoryPeak  *uint64 // MemoryPeak (systemd 255 and later), else the cgroup's memory.peak
 	CPUNSec     *uint64 // CPUUsageNSec
 }
 
@@ -46,7 +50,11 @@ func (s *Systemd) Usage(ctx context.Context, names []string) (map[string]Usage, 
 				mu.Lock()
 				switch {
 				case err == nil:
-					out[name] = usageOf(p)
+					u := usageOf(p)
+					if u.MemoryPeak == nil {
+						u.MemoryPeak = cgroupPeak(p["ControlGroup"])
+					}
+					out[name] = u
 				case !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit"):
 					errs = append(errs, fmt.Errorf("GetUnitTypeProperties %s Service: %w", name, err))
 				}
@@ -74,6 +82,30 @@ func usageOf(p map[string]any) Usage {
 	u.LastExit = exitOf(code, status)
 	u.MemoryBytes, u.MemoryPeak, u.CPUNSec = counted(p["MemoryCurrent"]), counted(p["MemoryPeak"]), counted(p["CPUUsageNSec"])
 	return u
+}
+
+// cgroupRoot is where the cgroup v2 hierarchy is mounted (a variable for
+// tests).
+var cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupPeak reads memory.peak (kernel 5.19 and later) of the unit's
+// cgroup, for a systemd older than 255, which has no MemoryPeak: a
+// world-readable file, readable under ProtectControlGroups=. nil when the
+// kernel has none (no memory controller there, cgroup v1).
+func cgroupPeak(controlGroup any) *uint64 {
+	cg, _ := controlGroup.(string)
+	if cg == "" || strings.Contains(cg, "..") {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(cgroupRoot, cg, "memory.peak"))
+	if err != nil {
+		return nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
 }
 
 // counted is a cgroup figure as systemd reports it: absent, or the

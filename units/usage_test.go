@@ -3,6 +3,8 @@ package units
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -47,4 +49,32 @@ func show(u Usage) string {
 		return *v
 	}
 	return fmt.Sprint(u.Restarts, u.LastExit, p(u.MemoryBytes), p(u.MemoryPeak), p(u.CPUNSec))
+}
+
+// TestCgroupPeak reads memory.peak where systemd (before 255) has no
+// MemoryPeak, and nothing for a cgroup without the file or a path that
+// leaves the hierarchy.
+//
+// Tier: unit (no root).
+func TestCgroupPeak(t *testing.T) {
+	cgroupRoot = t.TempDir()
+	t.Cleanup(func() { cgroupRoot = "/sys/fs/cgroup" })
+	unit := filepath.Join(cgroupRoot, "system.slice", "flock-agent@1.service")
+	if err := os.MkdirAll(unit, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unit, "memory.peak"), []byte("67108864\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	for cg, want := range map[any]*uint64{
+		"/system.slice/flock-agent@1.service": func() *uint64 { v := uint64(64 << 20); return &v }(),
+		"/system.slice/flock-agent@2.service": nil,
+		"/system.slice/../../etc":             nil,
+		"":                                    nil,
+		nil:                                   nil,
+	} {
+		if got := cgroupPeak(cg); !samePtr(got, want) {
+			t.Errorf("cgroupPeak(%v) = %v, want %v", cg, got, want)
+		}
+	}
 }
