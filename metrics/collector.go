@@ -5,7 +5,6 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -281,6 +280,3 @@ func boolValue(b bool) float64 {
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
-
-// String names the collector in log lines.
-func (c *Collector) String() string { return fmt.Sprintf("flock metrics (%T, %T)", c.bus, c.units) }
