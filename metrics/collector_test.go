@@ -211,27 +211,33 @@ func TestListen(t *testing.T) {
 	}
 }
 
-// BenchmarkScrape is one scrape of a thousand running agents from fakes:
-// the collector's and the encoder's share of a scrape (systemd's round
-// trips are the system test's).
+// BenchmarkScrape is one scrape of 100 and of 1000 running agents from
+// fakes: the collector's and the encoder's share of a scrape (systemd's
+// round trips are TestThousandAgents').
 func BenchmarkScrape(b *testing.B) {
-	snap := bus.Snapshot{Agents: map[int]bus.AgentCounts{}, StoreMax: 1 << 30}
-	u := units.NewFake()
-	mem := uint64(32 << 20)
-	for id := 1; id <= 1000; id++ {
-		name := fmt.Sprintf("flock-agent@%d.service", id)
-		u.Start(context.Background(), units.Unit{Name: name})
-		u.SetUsage(name, units.Usage{MemoryBytes: &mem, MemoryPeak: &mem, CPUNSec: &mem})
-		snap.Agents[id] = bus.AgentCounts{HeartbeatAt: time.Now(), Connections: 1, Violations: map[string]uint64{"publish": 1}}
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(New(fakeBus{snap: snap}, u, b.Logf))
-	h := handlerFor(reg, b.Logf)
-	for b.Loop() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
-		if rec.Code != http.StatusOK {
-			b.Fatal(rec.Code)
-		}
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			snap := bus.Snapshot{Agents: map[int]bus.AgentCounts{}, StoreMax: 1 << 30}
+			u := units.NewFake()
+			mem := uint64(32 << 20)
+			for id := 1; id <= n; id++ {
+				name := fmt.Sprintf("flock-agent@%d.service", id)
+				if err := u.Start(context.Background(), units.Unit{Name: name}); err != nil {
+					b.Fatal(err)
+				}
+				u.SetUsage(name, units.Usage{MemoryBytes: &mem, MemoryPeak: &mem, CPUNSec: &mem})
+				snap.Agents[id] = bus.AgentCounts{HeartbeatAt: time.Now(), Connections: 1, Violations: map[string]uint64{"publish": 1}}
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(New(fakeBus{snap: snap}, u, b.Logf))
+			h := handlerFor(reg, b.Logf)
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Code)
+				}
+			}
+		})
 	}
 }
