@@ -68,6 +68,12 @@ func TestMetrics(t *testing.T) {
 			}
 			return nil
 		})
+		// The bus keeps one connection to the system bus across scrapes.
+		for i := range 3 {
+			if out := mustRun(t, m, "curl", "-fsS", metricsURL); !strings.Contains(out, `flock_collector_success{source="systemd"} 1`) {
+				t.Errorf("scrape %d after the first: systemd not read", i+2)
+			}
+		}
 		if err := m.WriteFile("/root/metrics.txt", []byte(expo), 0o644); err != nil {
 			t.Fatal(err)
 		}

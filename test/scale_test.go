@@ -80,7 +80,14 @@ func TestThousandAgents(t *testing.T) {
 		timed("a scrape of /metrics at 1000 (cold)", "curl", "-fsS", "-o", "/dev/null", metricsURL)
 		if out := timed("a scrape of /metrics at 1000", "curl", "-fsS", metricsURL); !strings.Contains(out, `flock_agents{state="active"} 1000`) ||
 			!strings.Contains(out, `flock_collector_success{source="systemd"} 1`) {
-			t.Errorf("/metrics at 1000 agents: no flock_agents{state=\"active\"} 1000 or systemd unread:\n%.2000s", out)
+			var got []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "flock_agents") || strings.HasPrefix(l, "flock_collector_success") {
+					got = append(got, l)
+				}
+			}
+			logs, _, _ := run(t, m, "sh", "-c", "journalctl -u flock.service --no-pager | grep 'metrics:' | tail -5")
+			t.Errorf("/metrics at 1000 agents: no flock_agents{state=\"active\"} 1000 or systemd unread:\n%s\nthe bus's log:\n%s", strings.Join(got, "\n"), logs)
 		}
 	})
 

@@ -140,7 +140,9 @@ func (o *Observer) conn(ctx context.Context) (*Systemd, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.s == nil {
-		c, err := sd.NewSystemConnectionContext(ctx)
+		// Not ctx itself: godbus closes a connection when the context it
+		// was made with ends, and ctx is one scrape's.
+		c, err := sd.NewSystemConnectionContext(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoSystemBus, err)
 		}
