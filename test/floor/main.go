@@ -221,25 +221,33 @@ func eachUnit(f *spec.Flock, job func(spec.Agent) error) error {
 // startOne starts one agent's unit as flockctl would, with nothing else:
 // the benchmarks' way to time a unit's start alone.
 func startOne(ctx context.Context, file, rawID string) error {
-	f, err := spec.Load(file)
+	u, err := agentUnit(file, rawID)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.Atoi(rawID)
-	if err != nil {
-		return fmt.Errorf("agent id: %w", err)
-	}
-	a, ok := f.Agent(id)
-	if !ok {
-		return fmt.Errorf("no agent %d in %s", id, file)
-	}
-	u := units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()})
 	conn, err := sd.NewSystemdConnectionContext(ctx)
 	if err != nil {
 		return fmt.Errorf("systemd: %w", err)
 	}
 	defer conn.Close()
 	return startUnit(ctx, conn, u)
+}
+
+// agentUnit is the unit flockctl plans for agent rawID of the spec file.
+func agentUnit(file, rawID string) (units.Unit, error) {
+	f, err := spec.Load(file)
+	if err != nil {
+		return units.Unit{}, err
+	}
+	id, err := strconv.Atoi(rawID)
+	if err != nil {
+		return units.Unit{}, fmt.Errorf("agent id: %w", err)
+	}
+	a, ok := f.Agent(id)
+	if !ok {
+		return units.Unit{}, fmt.Errorf("no agent %d in %s", id, file)
+	}
+	return units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()}), nil
 }
 
 // bareBus is the idle floor of flock.service: the same server library

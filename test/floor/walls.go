@@ -11,8 +11,6 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
-	"github.com/flockrun/flock/sandbox"
-	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
@@ -48,23 +46,14 @@ var unitOwn = []string{"User", "Group", "SupplementaryGroups"}
 // ActiveEnterTimestamp, which for Type=exec is when the command was
 // exec'd: the namespaces, mounts and filters are in place).
 func wallsCost(ctx context.Context, file, rawID, rawReps string) error {
-	f, err := spec.Load(file)
+	planned, err := agentUnit(file, rawID)
 	if err != nil {
 		return err
-	}
-	id, err := strconv.Atoi(rawID)
-	if err != nil {
-		return fmt.Errorf("agent id: %w", err)
 	}
 	reps, err := strconv.Atoi(rawReps)
 	if err != nil {
 		return fmt.Errorf("repetitions: %w", err)
 	}
-	a, ok := f.Agent(id)
-	if !ok {
-		return fmt.Errorf("no agent %d in %s", id, file)
-	}
-	planned := units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()})
 	conn, err := sd.NewSystemdConnectionContext(ctx)
 	if err != nil {
 		return fmt.Errorf("systemd: %w", err)
