@@ -19,13 +19,14 @@ import (
 )
 
 // metricsSpec: agent 1 the hostile probe, with the widest allowance an
-// operator can write; agent 2 a worker that upper-cases its task.
+// operator can write and a name (so the flock runs its egress proxy);
+// agent 2 a worker that upper-cases its task.
 const metricsSpec = `defaults:
   heartbeat: 2s
 agents:
   - id: 1
     exec: ["/usr/local/bin/probe", "serve"]
-    egress: ["0.0.0.0/0:*", "[::/0]:*"]
+    egress: ["0.0.0.0/0:*", "[::/0]:*", "api.flock.test:443"]
   - id: 2
     command: ["/usr/bin/tr", "a-z", "A-Z"]
 `
@@ -100,6 +101,35 @@ func TestMetrics(t *testing.T) {
 		if out, errOut, err := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8223"}`); err != nil || !strings.Contains(out, `"ok":true`) {
 			t.Errorf("control: root connects to /metrics: %v %s %s", err, out, errOut)
 		}
+	})
+
+	t.Run("agent 1's bus violation and egress denial are counted, on agent 1", func(t *testing.T) {
+		p := startedProbe(t, m, 1)
+		if r := p.do(t, map[string]any{"op": "nats-pub", "name": "agent.2.heartbeat"}); r.OK {
+			t.Fatalf("ESCAPE: agent 1 published as agent 2: %s", r.Detail)
+		}
+		if r := p.do(t, map[string]any{"op": "proxy-connect", "addr": "evil.flock.test:443", "name": "evil.flock.test"}); r.OK || !strings.Contains(r.Err, "403") {
+			t.Fatalf("agent 1 through the proxy to a name not in its egress: %s, want a 403", r)
+		}
+		m.Eventually(t, 30*time.Second, func() error {
+			out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+			if err != nil {
+				return fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+			}
+			for series, want := range map[string]float64{
+				`flock_agent_bus_violations_total{agent="1",kind="publish"}`:    1,
+				`flock_agent_egress_decisions_total{agent="1",decision="deny"}`: 1,
+				`flock_agent_egress_decisions_total{agent="2",decision="deny"}`: 0,
+			} {
+				if v, ok := seriesValue(out, series); !ok || v < want || (want == 0 && v != 0) {
+					return fmt.Errorf("%s is %v (%v) in /metrics, want %v", series, v, ok, map[bool]string{true: "0", false: "at least " + fmt.Sprint(want)}[want == 0])
+				}
+			}
+			if strings.Contains(out, `flock_agent_bus_violations_total{agent="2"`) {
+				return fmt.Errorf("agent 2 has violations in /metrics; only agent 1 broke a rule")
+			}
+			return nil
+		})
 	})
 
 	t.Run("a real Prometheus scrapes it: agents up, a task counter moves after flockctl send", func(t *testing.T) {
@@ -247,4 +277,16 @@ func sample(expo string) string {
 		}
 	}
 	return b.String()
+}
+
+// seriesValue is the value of one series (name and labels, as the text
+// exposition writes them) in expo.
+func seriesValue(expo, series string) (float64, bool) {
+	for _, l := range strings.Split(expo, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(rest, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }

@@ -146,15 +146,7 @@ func TestVMEnforcesLimits(t *testing.T) {
 // the memory hog's restarts and its last exit by SIGKILL.
 func checkMetrics(t *testing.T, v *harness.VM) {
 	var expo string
-	value := func(series string) (float64, bool) {
-		for _, l := range strings.Split(expo, "\n") {
-			if rest, ok := strings.CutPrefix(l, series+" "); ok {
-				f, err := strconv.ParseFloat(rest, 64)
-				return f, err == nil
-			}
-		}
-		return 0, false
-	}
+	value := func(series string) (float64, bool) { return seriesValue(expo, series) }
 	// systemd forgets the last exit when the unit starts again, so the
 	// series is there while the hog waits to restart (RestartUSec 5 s, most
 	// of each cycle): scrape until it is.
