@@ -317,8 +317,11 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(WriteBusConfig, bus.ConfigPath, changed)
 	}
 	fileChanged := !bytes.Equal(c.Service.File, d.Service)
-	if fileChanged || c.Service.Enabled != "enabled" {
+	switch {
+	case fileChanged || c.Service.Enabled != "enabled":
 		add(InstallBus, units.BusUnit, "unit file missing, changed or not enabled")
+	case c.Service.NoAccount:
+		add(InstallBus, units.BusUnit, "its user "+units.BusUser+" is missing")
 	}
 	listenMoved := c.BusConfig != nil && cfg.NeedsRestart(*c.BusConfig)
 	switch {
@@ -326,6 +329,9 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(StartBus, units.BusUnit, "not running")
 	case fileChanged:
 		add(StartBus, units.BusUnit, "unit file changed")
+	case c.Service.NoAccount:
+		// Running as a uid no longer in passwd: dbus-daemon drops it.
+		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
 		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
 	case changed != "":

@@ -198,6 +198,8 @@ func TestDriftIsRepaired(t *testing.T) {
 		{"user deleted", func(fk fakes) { _ = fk.users.RemoveAccounts(ctx, []string{spec.UserName(1)}) }, CreateUser},
 		{"directory removed", func(fk fakes) { _ = fk.users.RemovePaths(ctx, []string{f.AgentDir(3)}) }, EnsurePath},
 		{"bus stopped by hand", func(fk fakes) { fk.units.StopService() }, StartBus},
+		{"bus's user deleted", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, InstallBus},
+		{"bus's user deleted: the bus restarts", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, StartBus},
 		{"bus config deleted", func(fk fakes) { _ = fk.bus.RemoveConfig(ctx) }, WriteBusConfig},
 		{"credential deleted", func(fk fakes) { _ = fk.bus.Remove(ctx, []string{spec.UserName(2)}) }, CreateIdentity},
 	} {

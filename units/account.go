@@ -52,13 +52,24 @@ func ensureAccount(ctx context.Context, name string) error {
 			return fmt.Errorf("writing %s: %w", a.dropIn, err)
 		}
 	}
-	if _, err := user.Lookup(a.user); err == nil {
+	if hasAccount(name) {
 		return nil
 	}
 	if out, err := exec.CommandContext(ctx, "systemd-sysusers", a.dropIn).CombinedOutput(); err != nil {
 		return fmt.Errorf("systemd-sysusers %s (creating %s's user %s): %w: %s", a.dropIn, name, a.user, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// hasAccount says whether the named unit's static account exists (true
+// for a unit that has none).
+func hasAccount(name string) bool {
+	a, ok := staticAccounts[name]
+	if !ok {
+		return true
+	}
+	_, err := user.Lookup(a.user)
+	return err == nil
 }
 
 // removeAccount deletes the unit's account, its group and its drop-in.

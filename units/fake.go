@@ -173,8 +173,20 @@ func (f *Fake) InstallService(ctx context.Context, name string, content []byte) 
 	st := f.service(name)
 	st.File = append([]byte(nil), content...)
 	st.Enabled = "enabled"
+	st.NoAccount = false
 	f.services[name] = st
 	return nil
+}
+
+// DropAccount is drift: the static account of an installed unit deleted
+// by hand (userdel flock-bus).
+func (f *Fake) DropAccount(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.services[name]; ok && st.File != nil {
+		st.NoAccount = true
+		f.services[name] = st
+	}
 }
 
 func (f *Fake) RestartService(ctx context.Context, name string) error {

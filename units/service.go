@@ -33,11 +33,16 @@ type ServiceStatus struct {
 	File        []byte // the unit file as installed; nil if there is none
 	Enabled     string // systemd's UnitFileState: enabled, disabled, ...
 	ActiveState string // active, activating, failed, inactive...
+	// NoAccount: the unit file is there but its static account
+	// (BusUnit's BusUser) is not, so systemd would give it a dynamic
+	// user, which dbus-daemon drops (account.go).
+	NoAccount bool
 }
 
 // busTemplate: Type=notify, so a start job finishes only once the bus
-// accepts connections. It runs as a dynamic user with no capabilities: it
-// needs nothing but its loopback ports and its (public-key only) config.
+// accepts connections. It runs as an unprivileged user (DynamicUser=, on a
+// static account: account.go) with no capabilities: it needs nothing but
+// its loopback ports, its (public-key only) config and the system bus.
 var busTemplate = template.Must(template.New(BusUnit).Parse(`# Written by flockctl provision; flockctl deprovision --all removes it.
 {{if .Build}}# flockctl build {{.Build}}: a new flockctl rewrites this file and restarts the bus.
 {{end}}[Unit]
@@ -151,6 +156,7 @@ func (s *Systemd) Service(ctx context.Context, name string) (ServiceStatus, erro
 		return st, fmt.Errorf("reading %s: %w", s.unitPath(name), err)
 	default:
 		st.File = data
+		st.NoAccount = !hasAccount(name)
 	}
 	props, err := s.conn.GetUnitPropertiesContext(ctx, name)
 	if err != nil {
