@@ -4,8 +4,10 @@ package events
 // an operator reads: the process's exit goes into the failure that
 // follows it (and a SIGSYS or SIGTRAP makes it a wall's kill); the failure
 // of an OOM kill already shown is not shown again; the stop systemd logs
-// as the first half of a scheduled restart is not a stop. It keeps the
-// last of each per unit, so it is fed one stream in journal order.
+// as the first half of a restart job (JOB_TYPE=restart) is no stop: after
+// a scheduled restart it is not shown, else (systemctl restart) it is the
+// restart. It keeps the last of each per unit, so it is fed one stream in
+// journal order.
 type fold struct {
 	exit       map[string]exit
 	oom        map[string]bool
@@ -44,8 +46,11 @@ func (f *fold) next(m mapped) (Event, bool) {
 	case Restarted:
 		f.restarting[u] = true
 	case Stopped:
-		if f.restarting[u] {
-			return Event{}, false
+		if m.job == "restart" {
+			if f.restarting[u] {
+				return Event{}, false
+			}
+			m.Kind, m.Detail = Restarted, u+" restarted (a restart job: systemctl restart)"
 		}
 	case Started:
 		delete(f.restarting, u)

@@ -19,6 +19,7 @@ func TestFold(t *testing.T) {
 	exited := func(code string, status int) mapped {
 		return sd(exitKind, func(m *mapped) { m.exit = exit{code, status} })
 	}
+	restartJob := sd(Stopped, func(m *mapped) { m.job = "restart" })
 	failed := func(result string) mapped {
 		return sd(Failed, func(m *mapped) { m.result, m.Detail = result, u+" failed (result "+result+")" })
 	}
@@ -33,10 +34,12 @@ func TestFold(t *testing.T) {
 			[]string{"wall-killed: flock-agent@4.service failed (result exit-code): main process exited with status 133; likely MemoryDenyWriteExecute: a JIT aborts when it may not make memory executable; jit: true in its spec lifts that wall"}},
 		{"an exit of its own", []mapped{exited("exited", 1), failed("exit-code")},
 			[]string{"failed: flock-agent@4.service failed (result exit-code): main process exited with status 1"}},
-		{"OOM kill, restart", []mapped{sd(OOMKilled, nil), exited("killed", 9), failed("oom-kill"), sd(Restarted, nil), sd(Stopped, nil), sd(Started, nil)},
+		{"OOM kill, restart", []mapped{sd(OOMKilled, nil), exited("killed", 9), failed("oom-kill"), sd(Restarted, nil), restartJob, sd(Started, nil)},
 			[]string{"oom-killed: oom-killed", "restarted: restarted", "started: started"}},
-		{"a stop by hand after a restart", []mapped{sd(Restarted, nil), sd(Stopped, nil), sd(Started, nil), sd(Stopped, nil)},
-			[]string{"restarted: restarted", "started: started", "stopped: stopped"}},
+		{"a stop by hand while a restart is pending", []mapped{sd(Restarted, nil), restartJob, sd(Stopped, nil)},
+			[]string{"restarted: restarted", "stopped: stopped"}},
+		{"systemctl restart", []mapped{sd(Started, nil), restartJob, sd(Started, nil)},
+			[]string{"started: started", "restarted: flock-agent@4.service restarted (a restart job: systemctl restart)", "started: started"}},
 		{"other sources pass", []mapped{{Event: Event{Kind: BusViolation, Detail: "x"}}}, []string{"bus-violation: x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,7 @@ type mapped struct {
 	unit   string // the systemd unit it is about ("" for other sources)
 	exit   exit   // exitKind: how the process ended
 	result string // Failed from systemd: UNIT_RESULT
+	job    string // Stopped: JOB_TYPE, "restart" for the first half of a restart
 }
 
 // exit is how a process ended: EXIT_CODE exited, killed or dumped, and
@@ -135,7 +136,7 @@ func mapSystemd(e Entry) (mapped, bool) {
 	case msgStarted:
 		m.Kind, m.Detail = Started, unit+" started"
 	case msgStopped:
-		m.Kind, m.Detail = Stopped, unit+" stopped"
+		m.Kind, m.Detail, m.job = Stopped, unit+" stopped", e["JOB_TYPE"]
 	case msgStartFailed:
 		m.Kind, m.Detail = Failed, unit+" failed to start (job "+e["JOB_RESULT"]+")"
 	case msgRestart:

@@ -17,10 +17,13 @@ import (
 	"github.com/flockrun/flock/test/harness"
 )
 
+// eventsSpec: agent 3 has a name in its egress, so the flock runs its
+// proxy.
 const eventsSpec = `agents:
   - id: 1
   - id: 2
   - id: 3
+    egress: ["api.flock.test:443"]
 `
 
 const (
@@ -35,7 +38,8 @@ type followed struct {
 }
 
 func TestEvents(t *testing.T) {
-	// Tier: root + nspawn.
+	// Tier: root + nspawn (+ curl, an agent's client of the proxy).
+	curl := harness.BusTier.Tool(t, "curl")
 	m := harness.Boot(t)
 	provision(t, m, eventsSpec)
 	waitActive(t, m, 1, 2, 3)
@@ -64,6 +68,12 @@ func TestEvents(t *testing.T) {
 	if !strings.Contains(out, "connection refused") {
 		t.Fatalf("agent 3's connect to 127.0.0.1:8222: %s", out)
 	}
+	// Agent 3 asks the proxy for a name not in its egress: 403.
+	out, _, _ = run(t, m, "setpriv", "--reuid=2000000003", "--regid=2000000003", "--clear-groups",
+		curl, "-sS", "-o", "/dev/null", "-w", "%{http_connect}", "--proxy", "http://127.0.0.1:4230", "https://evil.flock.test/")
+	if !strings.HasPrefix(out, "403") {
+		t.Fatalf("agent 3's CONNECT evil.flock.test:443: %q, want the proxy's 403", out)
+	}
 	// Agent 1 is killed; systemd restarts it (RestartUSec 5 s).
 	mustRun(t, m, "systemctl", "kill", "--signal=KILL", "--kill-who=main", unitName(1))
 	waitActive(t, m, 1, 2, 3)
@@ -85,6 +95,7 @@ func TestEvents(t *testing.T) {
 	}{
 		{events.BusViolation, 2, `Publish Violation - Subject "agent.1.heartbeat"`},
 		{events.FirewallRefused, 3, "1 packet refused by table inet flock"},
+		{events.EgressDenied, 3, "CONNECT evil.flock.test:443 refused: no-rule"},
 		{events.Failed, 1, "main process killed by SIGKILL"},
 		{events.Restarted, 1, "restart 1"},
 		{events.DriftRepaired, 2, "start unit"},
@@ -101,7 +112,7 @@ func TestEvents(t *testing.T) {
 			}
 			return nil
 		})
-		for _, k := range []events.Kind{events.BusViolation, events.FirewallRefused, events.Restarted, events.DriftRepaired} {
+		for _, k := range []events.Kind{events.BusViolation, events.FirewallRefused, events.EgressDenied, events.Restarted, events.DriftRepaired} {
 			if n := count(evs, k, 0, ""); n != 1 {
 				t.Errorf("%d %s events in all, want 1:\n%s", n, k, texts(evs))
 			}

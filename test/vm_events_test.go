@@ -44,7 +44,23 @@ func TestVMEventsOOM(t *testing.T) {
 	})
 	// Stopped, so the counts hold still while they are compared.
 	mustRun(t, v, "systemctl", "stop", unitName(1))
-	evs = eventsOf(t, v, "--since", "1h")
+	// A VM's journal has the kernel's log: agent 2's uid refused once is
+	// one event, from the kernel's line (the counters add nothing).
+	out, _, _ := run(t, v, "setpriv", "--reuid=2000000002", "--regid=2000000002", "--clear-groups",
+		probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8222"}`)
+	if !strings.Contains(out, "connection refused") {
+		t.Fatalf("agent 2's connect to 127.0.0.1:8222: %s", out)
+	}
+	v.Eventually(t, 30*time.Second, func() error {
+		evs = eventsOf(t, v, "--since", "1h")
+		if n := count(evs, events.FirewallRefused, 0, ""); n != 1 {
+			return fmt.Errorf("%d firewall-refused events, want 1:\n%s", n, texts(evs))
+		}
+		return nil
+	})
+	if n := count(evs, events.FirewallRefused, 2, "TCP to 127.0.0.1:8222 refused by table inet flock (kernel log"); n != 1 {
+		t.Errorf("agent 2's refusal is not the kernel's line:\n%s", texts(evs))
+	}
 	kills := 0
 	for _, l := range strings.Split(mustRun(t, v, "journalctl", "-k", "--no-pager", "-o", "cat"), "\n") {
 		if m := oomKillRe.FindStringSubmatch(l); m != nil && strings.HasSuffix(m[1], "/"+unitName(1)) {
