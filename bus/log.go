@@ -141,7 +141,11 @@ func (l *logger) summary(h heldBack) {
 // plain line if the record cannot be written); l.mu is held.
 func (l *logger) write(level, msg string, r *events.Record) {
 	if r != nil && l.rec != nil {
-		if l.rec.Write(level+" "+msg, recordLevels[level], *r) == nil {
+		lv, ok := recordLevels[level]
+		if !ok {
+			lv = events.LevelInfo
+		}
+		if l.rec.Write(level+" "+msg, lv, *r) == nil {
 			return
 		}
 	}
