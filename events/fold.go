@@ -2,20 +2,28 @@ package events
 
 // fold turns systemd's several messages about one death into the events
 // an operator reads: the process's exit goes into the failure that
-// follows it (and a SIGSYS or SIGTRAP makes it a wall's kill); the failure
+// follows it (and wall, if it names a wall of flock's for that exit, makes
+// it a wall's kill); the failure
 // of an OOM kill already shown is not shown again; the stop systemd logs
 // as the first half of a restart job (JOB_TYPE=restart) is no stop: after
 // a scheduled restart it is not shown, else (systemctl restart) it is the
 // restart. It keeps the last of each per unit, so it is fed one stream in
 // journal order.
 type fold struct {
+	wall       WallOf
 	exit       map[string]exit
 	oom        map[string]bool
 	restarting map[string]bool
 }
 
-func newFold() *fold {
-	return &fold{exit: map[string]exit{}, oom: map[string]bool{}, restarting: map[string]bool{}}
+// WallOf names the wall of flock's that likely killed agent, given how
+// its main process ended (EXIT_CODE exited, killed or dumped, and
+// EXIT_STATUS), and the spec change that lifts it; ok false if none does.
+// flockctl asks units.Diagnose, which knows the agent's level and jit.
+type WallOf func(agent int, code string, status int) (wall string, ok bool)
+
+func newFold(wall WallOf) *fold {
+	return &fold{wall: wall, exit: map[string]exit{}, oom: map[string]bool{}, restarting: map[string]bool{}}
 }
 
 // next is m as the event to show (ok false: nothing to show).
@@ -39,8 +47,10 @@ func (f *fold) next(m mapped) (Event, bool) {
 		}
 		if hadExit && m.result != "" {
 			m.Detail += ": main process " + x.String()
-			if w, ok := wallOf(x); ok {
-				m.Kind, m.Detail = WallKilled, m.Detail+"; "+w
+			if f.wall != nil && m.Agent > 0 {
+				if w, ok := f.wall(m.Agent, x.code, x.status); ok {
+					m.Kind, m.Detail = WallKilled, m.Detail+"; "+w
+				}
 			}
 		}
 	case Restarted:
@@ -57,19 +67,4 @@ func (f *fold) next(m mapped) (Event, bool) {
 		delete(f.oom, u)
 	}
 	return m.Event, true
-}
-
-// wallOf names the wall of flock's an exit is the mark of: a seccomp
-// filter that kills (SIGSYS), or a JIT that found memory it may not make
-// executable and aborted (SIGTRAP; exit 133, 128+SIGTRAP, from a
-// container runtime that reports its child's signal as a status).
-func wallOf(x exit) (string, bool) {
-	const sigsys, sigtrap = 31, 5
-	switch {
-	case x.code != "exited" && x.status == sigsys:
-		return "a system call its seccomp filter forbids killed it (flockctl explain ID lists the walls)", true
-	case x.code != "exited" && x.status == sigtrap, x.code == "exited" && x.status == 128+sigtrap:
-		return "likely MemoryDenyWriteExecute: a JIT aborts when it may not make memory executable; jit: true in its spec lifts that wall", true
-	}
-	return "", false
 }

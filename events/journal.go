@@ -19,6 +19,7 @@ import (
 // the proxy's denials and the kernel's lines; Map and fold do the rest.
 type JournalSource struct {
 	UIDBase uint32
+	Wall    WallOf // nil: a death is failed, never wall-killed
 	// Command runs journalctl (nil: exec.CommandContext).
 	Command func(ctx context.Context, name string, args ...string) *exec.Cmd
 
@@ -51,7 +52,7 @@ func (j *JournalSource) command(ctx context.Context, args ...string) *exec.Cmd {
 
 // History is the journal's events since since.
 func (j *JournalSource) History(ctx context.Context, since time.Time) ([]Event, error) {
-	j.fold, j.since = newFold(), since
+	j.fold, j.since = newFold(j.Wall), since
 	cmd := j.command(ctx, "--since", sinceArg(since))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -67,7 +68,7 @@ func (j *JournalSource) History(ctx context.Context, since time.Time) ([]Event, 
 // Follow runs journalctl --follow from where History stopped.
 func (j *JournalSource) Follow(ctx context.Context, out chan<- Event) error {
 	if j.fold == nil {
-		j.fold = newFold()
+		j.fold = newFold(j.Wall)
 	}
 	from := []string{"--since", sinceArg(j.since)}
 	if j.cursor != "" {

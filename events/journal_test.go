@@ -30,7 +30,7 @@ func TestJournalLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j := &JournalSource{UIDBase: testUIDBase, fold: newFold()}
+			j := &JournalSource{UIDBase: testUIDBase, fold: newFold(nil)}
 			var b bytes.Buffer
 			if err := j.read(bytes.NewReader(data), func(e Event) error {
 				line, err := e.Encode()

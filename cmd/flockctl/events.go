@@ -15,6 +15,7 @@ import (
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
 )
 
 func newEvents() *cobra.Command {
@@ -45,13 +46,14 @@ per-agent counters. -f keeps printing new events as they happen.
 				return err
 			}
 			uidBase := uint32(spec.DefaultUIDBase)
+			var wall events.WallOf
 			if f, err := plan.LoadState(plan.StatePath); err == nil {
-				uidBase = f.UIDBase
+				uidBase, wall = f.UIDBase, wallOf(f)
 			} else if !errors.Is(err, plan.ErrNoState) {
 				return err
 			}
 			sources := []events.Source{
-				&events.JournalSource{UIDBase: uidBase},
+				&events.JournalSource{UIDBase: uidBase, Wall: wall},
 				&events.CounterSource{UIDBase: uidBase, Read: firewallCounts, KernelLog: kernelLogInJournal(cmd.Context())},
 			}
 			return events.Stream(cmd.Context(), sources, o, eventPrinter(cmd.OutOrStdout(), output))
@@ -140,4 +142,21 @@ func firewallCounts(ctx context.Context) (map[uint32]events.Counts, error) {
 func kernelLogInJournal(ctx context.Context) bool {
 	out, err := exec.CommandContext(ctx, "journalctl", "--no-pager", "--quiet", "-b", "-k", "-n", "1", "-o", "cat").Output()
 	return err == nil && len(strings.TrimSpace(string(out))) > 0
+}
+
+// wallOf names the wall that likely killed an agent of f as status and
+// logs say it (units.Diagnose, from its exit alone: its level and jit
+// decide what a signal means).
+func wallOf(f *spec.Flock) events.WallOf {
+	return func(agent int, code string, status int) (string, bool) {
+		a, ok := f.Agent(agent)
+		if !ok {
+			return "", false
+		}
+		d, ok := units.Diagnose(a, units.Status{ActiveState: "failed", LastExit: units.Exit{Code: code, Status: status}}, "")
+		if !ok {
+			return "", false
+		}
+		return fmt.Sprintf("likely %s: %s; %s", d.Wall, d.Why, d.Fix), true
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/spec"
 )
 
 // TestEventOptions: good flags make the options; a bad one is refused
@@ -78,5 +79,34 @@ func TestDriftRecords(t *testing.T) {
 	r := driftRecords(many, nil)
 	if len(r) != maxDriftRecords || r[len(r)-1].Detail != "repaired: and 151 more agents' drift" {
 		t.Errorf("%d records, the last %+v", len(r), r[len(r)-1])
+	}
+}
+
+// TestWallOf: a death is a wall's kill as units.Diagnose reads it, which
+// knows the agent's jit: SIGTRAP is MemoryDenyWriteExecute only where the
+// unit sets it. Tier: unit (no root).
+func TestWallOf(t *testing.T) {
+	f, err := spec.Parse([]byte("agents:\n  - id: 1\n  - id: 2\n    jit: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := wallOf(f)
+	for _, tc := range []struct {
+		agent  int
+		code   string
+		status int
+		want   string // "" none
+	}{
+		{1, "killed", 5, "likely MemoryDenyWriteExecute: "},
+		{2, "killed", 5, ""},
+		{2, "killed", 31, "likely SystemCallFilter: "},
+		{1, "exited", 1, ""},
+		{1, "killed", 9, ""},
+		{3, "killed", 31, ""}, // not in the flock
+	} {
+		got, ok := wall(tc.agent, tc.code, tc.status)
+		if ok != (tc.want != "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("agent %d %s %d: %q %v, want %q", tc.agent, tc.code, tc.status, got, ok, tc.want)
+		}
 	}
 }
