@@ -157,6 +157,6 @@ func wallOf(f *spec.Flock) events.WallOf {
 		if !ok {
 			return "", false
 		}
-		return fmt.Sprintf("likely %s: %s; %s", d.Wall, d.Why, d.Fix), true
+		return fmt.Sprintf("likely %s; fix: %s", d.Wall, d.Fix), true
 	}
 }

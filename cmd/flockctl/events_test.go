@@ -97,9 +97,9 @@ func TestWallOf(t *testing.T) {
 		status int
 		want   string // "" none
 	}{
-		{1, "killed", 5, "likely MemoryDenyWriteExecute: "},
+		{1, "killed", 5, "likely MemoryDenyWriteExecute; fix: set jit: true on agent 1"},
 		{2, "killed", 5, ""},
-		{2, "killed", 31, "likely SystemCallFilter: "},
+		{2, "killed", 31, "likely SystemCallFilter; fix: "},
 		{1, "exited", 1, ""},
 		{1, "killed", 9, ""},
 		{3, "killed", 31, ""}, // not in the flock
