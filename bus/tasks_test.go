@@ -231,7 +231,9 @@ func TestDeadLetter(t *testing.T) {
 		h.Get(wire.TaskSubjectHeader) != wire.RoleTasks("worker") || h.Get(wire.DeliveriesHeader) != strconv.Itoa(maxDeliveries) {
 		t.Errorf("dead letter %q, headers %v", letter.Data, h)
 	}
-	// flockctl events reads it from the journal as a record.
+	// flockctl events reads it from the journal as a record, written
+	// once the task has left TASKS.
+	waitForWithin(t, 10*time.Second, "the dead-letter record", func() bool { return len(rec.of(events.DeadLettered)) > 0 })
 	if r := rec.of(events.DeadLettered); len(r) != 1 || r[0].Agent != 0 || r[0].Extra["TASK_ID"] != "doomed" ||
 		r[0].Detail != "task doomed (tasks.worker) dead-lettered after 3 deliveries" {
 		t.Errorf("dead-letter records %+v, want one of task doomed", r)
