@@ -28,6 +28,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit())
+	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit(), newVersion(), newMan())
 	return root
 }
