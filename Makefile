@@ -144,7 +144,7 @@ test-system: deps preflight
 # image (a few minutes; cached in /var/cache/flock-vm by its recipe). -p 1:
 # one VM at a time, so two never share the two cores.
 test-vm: deps
-	$(GO) test -count=1 -timeout 35m -v -p 1 -run '^TestVM' ./test/...
+	$(GO) test -count=1 -timeout 45m -v -p 1 -run '^TestVM' ./test/...
 
 # The spec parser under the fuzzer for a bounded time (longer locally:
 # make test-fuzz FUZZTIME=10m). Failures land in spec/testdata/fuzz.
