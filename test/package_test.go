@@ -4,13 +4,16 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/internal/version"
 	"github.com/flockrun/flock/test/harness"
 )
@@ -35,6 +38,9 @@ func TestVMPackage(t *testing.T) {
 	if fi, err := os.Stat(deb); err == nil {
 		t.Logf("%s: %d KiB", filepath.Base(deb), fi.Size()/1024)
 	}
+	t.Run("its control fields and files are the reviewed ones", func(t *testing.T) {
+		golden.Check(t, "testdata/deb.golden", debManifest(t, deb))
+	})
 	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
 	before := vmFootprint(t, v)
 
@@ -143,6 +149,34 @@ func TestVMPackage(t *testing.T) {
 			}
 		}
 	})
+}
+
+// debManifest is what a reviewer checks of a package: its control fields
+// but the version and size, and each file's mode, owner and path, but the
+// man page of each verb (one per verb of the command tree, TestManPages:
+// a new verb needs no change here).
+func debManifest(t *testing.T, deb string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range []string{"Package", "Architecture", "Section", "Priority", "Maintainer", "Homepage", "Depends", "Suggests", "Description"} {
+		v, err := harness.DebField(deb, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", f, v)
+	}
+	out, err := exec.Command("dpkg-deb", "--contents", deb).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --contents %s: %v", deb, err)
+	}
+	b.WriteString("\n")
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l) // mode owner size date time path
+		if len(f) == 6 && !strings.HasPrefix(f[5], "./usr/share/man/man1/flockctl-") {
+			fmt.Fprintf(&b, "%s %s %s\n", f[0], f[1], f[5])
+		}
+	}
+	return b.String()
 }
 
 // vmFootprint is what a package and a flock could leave on the VM: every

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/flockrun/flock/internal/version"
 )
 
@@ -57,11 +59,32 @@ func TestManPages(t *testing.T) {
 	if _, err := runRoot(t, "man", dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"flockctl.1", "flockctl-provision.1", "flockctl-deprovision.1", "flockctl-version.1", "flockctl-status.1"} {
+	// One page per visible command of the tree, named by its path.
+	var want []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !c.IsAvailableCommand() && c.HasParent() {
+			return
+		}
+		want = append(want, strings.ReplaceAll(c.CommandPath(), " ", "-")+".1")
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRoot()
+	root.InitDefaultCompletionCmd() // as Execute does
+	walk(root)
+	if len(want) < 12 {
+		t.Fatalf("the command tree has %d visible commands: %q", len(want), want)
+	}
+	for _, page := range want {
 		b, err := os.ReadFile(filepath.Join(dir, page))
 		if err != nil || !bytes.Contains(b, []byte(`.TH "FLOCKCTL" "1"`)) {
 			t.Errorf("%s: %v\n%s", page, err, b)
 		}
+	}
+	if got, _ := filepath.Glob(filepath.Join(dir, "*.1")); len(got) != len(want) {
+		t.Errorf("%d pages, want %d (%q)", len(got), len(want), want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "flockctl-man.1")); err == nil {
 		t.Error("the hidden man command has a man page")
