@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strconv"
@@ -266,7 +267,7 @@ func (s stoppedAfterStart) Start(ctx context.Context, u units.Unit) error {
 func TestWriteTextGolden(t *testing.T) {
 	score := 1.3
 	r := Report{Agents: []AgentReport{{
-		Agent: 1, Level: "process", Peer: 2, Unit: "flock-audit@1.service", Elapsed: 812,
+		Agent: 1, Level: "process", Peer: 2, Unit: "flock-audit@1.service", Elapsed: 812, AsLive: []string{"ProtectSystem", "ProtectProc"},
 		Probes: []Outcome{
 			{Probe: "read another agent's file", Category: "files", Result: Blocked, Detail: "open /srv/flock/agents/2/.flock-audit-read: no such file or directory", Control: "flock audit canary of agent 2"},
 			{Probe: "connect to a loopback port other than the bus", Category: "network", Result: Escaped, Detail: `connected, echo "flock-collude:ping"`, Control: "connected"},
@@ -379,4 +380,77 @@ func TestColluderOpened(t *testing.T) {
 	if !strings.Contains(text.String(), "the peer could not open (its probe aims at the host's): listen-unix @x-peer-2") {
 		t.Errorf("the text does not say what the peer could not open:\n%s", text.String())
 	}
+}
+
+// The audit probes the walls the agent's unit has in force: a unit
+// restarted without ProtectSystem is probed without it. When systemd
+// refuses the live walls, or the agent's unit cannot be read, it probes
+// the planned ones and says so.
+func TestRunProbesTheLiveWalls(t *testing.T) {
+	f := testFlock(t, twoAgents)
+	refuseAll := func(probe.Request) probe.Result { return probe.Result{Err: "permission denied"} }
+	for _, tc := range []struct {
+		name          string
+		agentUnit     bool
+		refuseLive    bool
+		protectSystem string
+		asLive        []string
+		note          string
+	}{
+		{"the live unit's walls", true, false, "no", []string{"ProtectSystem"}, ""},
+		{"systemd refuses them", true, true, "strict", nil, "systemd refused the live unit's [ProtectSystem]"},
+		{"no unit to read", false, false, "strict", nil, "the agent's unit could not be read"},
+	} {
+		fake := units.NewFake()
+		if tc.agentUnit {
+			fake.Start(context.Background(), units.ForAgent(f, f.Agents[0], units.Options{SystemdVersion: 254}))
+			fake.SetProperty(spec.UnitName(1), "ProtectSystem", "no")
+		}
+		rec := &recordingStart{Fake: fake, refuseLive: tc.refuseLive}
+		h := fakeHost(t, fake, refuseAll, nil)
+		h.Units = rec
+		r := Run(context.Background(), h, f, []int{1}, colluder)
+		a := r.Agents[0]
+		if !slices.Equal(a.AsLive, tc.asLive) {
+			t.Errorf("%s: as live %v, want %v", tc.name, a.AsLive, tc.asLive)
+		}
+		noted := strings.Join(a.Unread, "; ")
+		if (tc.note == "") != !strings.Contains(noted, "planned walls") || !strings.Contains(noted, tc.note) {
+			t.Errorf("%s: unread %q, want a note %q", tc.name, noted, tc.note)
+		}
+		if got := rec.protectSystem[units.AuditUnit(1)]; got != tc.protectSystem {
+			t.Errorf("%s: the audit unit ran with ProtectSystem=%q, want %q", tc.name, got, tc.protectSystem)
+		}
+		if a.Error != "" || r.Probes == 0 {
+			t.Errorf("%s: %d probes, error %q", tc.name, r.Probes, a.Error)
+		}
+	}
+}
+
+// recordingStart is systemd that keeps the ProtectSystem of each unit
+// it started last, and refuses ProtectSystem=no when refuseLive.
+type recordingStart struct {
+	*units.Fake
+	refuseLive    bool
+	mu            sync.Mutex
+	protectSystem map[string]string
+}
+
+func (r *recordingStart) Start(ctx context.Context, u units.Unit) error {
+	var ps string
+	for _, p := range u.Properties {
+		if p.Name == "ProtectSystem" {
+			ps, _ = p.Value.(string)
+		}
+	}
+	if r.refuseLive && ps == "no" {
+		return errors.New("Invalid argument")
+	}
+	r.mu.Lock()
+	if r.protectSystem == nil {
+		r.protectSystem = map[string]string{}
+	}
+	r.protectSystem[u.Name] = ps
+	r.mu.Unlock()
+	return r.Fake.Start(ctx, u)
 }

@@ -47,8 +47,11 @@ type AgentReport struct {
 	// PeerUnopened are the channels the peer could not open in its
 	// sandbox, with why; their probes aim at root's channels instead.
 	PeerUnopened []string `json:"peer_unopened,omitempty"`
-	Error        string   `json:"error,omitempty"`
-	Elapsed      float64  `json:"elapsed_ms"`
+	// AsLive are the walls probed as the agent's unit has them in force,
+	// where that differs from the plan (each is drift too).
+	AsLive  []string `json:"as_live,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Elapsed float64  `json:"elapsed_ms"`
 }
 
 // Report is `flockctl audit --output json` (README, "flockctl audit").
@@ -152,17 +155,21 @@ func auditAgent(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, c Coll
 	ps := Plan(f, a, t, c)
 
 	controls := h.Control(Controls(ps))
-	answers, err := runUnit(ctx, h, f, a, Requests(ps))
+	answers, took, note, err := runUnit(ctx, h, f, a, Requests(ps))
+	r.AsLive = took
 	// Explain reads the host once the probes are done: systemd-analyze
 	// security is heavy, and on a slow host it would compete with them.
 	ex, exErr := h.Explain(ctx, a.ID)
 	if exErr != nil {
 		r.Unread = append(r.Unread, "explain: "+exErr.Error())
 	} else {
-		r.Drift, r.Exposure, r.Open, r.Unread = ex.Drift, ex.Exposure, ex.Kernel.Open, ex.Unread
+		r.Drift, r.Exposure, r.Open, r.Unread = ex.Drift, ex.Exposure, ex.Kernel.Open, append(r.Unread, ex.Unread...)
 		if r.Open == nil {
 			r.Open = []sandbox.Gap{}
 		}
+	}
+	if note != "" {
+		r.Unread = append(r.Unread, note)
 	}
 	if err != nil {
 		r.Error = err.Error()
@@ -174,15 +181,30 @@ func auditAgent(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, c Coll
 	return r
 }
 
-// runUnit starts agent a's audit unit with reqs and waits for its answers.
-func runUnit(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, reqs []probe.Request) ([]probe.Result, error) {
+// runUnit starts agent a's audit unit with reqs, with the walls a's own
+// unit has in force (units.AsLive), and waits for its answers. took names
+// the walls taken from the live unit; a note says when they could not be.
+func runUnit(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, reqs []probe.Request) (rs []probe.Result, took []string, note string, err error) {
 	outPath := filepath.Join(h.OutDir, strconv.Itoa(a.ID)+".json")
 	u := units.ForAudit(f, a, h.Options, probe.Batch{Requests: reqs}.Encode(), outPath)
+	live, err := h.Units.Properties(ctx, spec.UnitName(a.ID))
+	if err != nil {
+		note = fmt.Sprintf("probed with the planned walls: the agent's unit could not be read (%v)", err)
+	} else if asLive, t := units.AsLive(u, live); len(t) > 0 {
+		serr := h.Units.Start(ctx, asLive)
+		if serr == nil {
+			defer h.Units.Stop(context.WithoutCancel(ctx), u.Name)
+			rs, err := answers(ctx, h, u.Name, outPath)
+			return rs, t, "", err
+		}
+		note = fmt.Sprintf("probed with the planned walls: systemd refused the live unit's %v (%v)", t, serr)
+	}
 	if err := h.Units.Start(ctx, u); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", u.Name, err)
+		return nil, nil, note, fmt.Errorf("starting %s: %w", u.Name, err)
 	}
 	defer h.Units.Stop(context.WithoutCancel(ctx), u.Name)
-	return answers(ctx, h, u.Name, outPath)
+	rs, err = answers(ctx, h, u.Name, outPath)
+	return rs, nil, note, err
 }
 
 // openPeer starts agent peer's colluder unit: its own unit's walls,

@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -17,6 +18,9 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "agent %d (level %s), %s, in %s (%.0f ms)\n", a.Agent, a.Level, peer, a.Unit, a.Elapsed)
 		if a.Error != "" {
 			fmt.Fprintf(w, "  NOT AUDITED: %s\n", a.Error)
+		}
+		if len(a.AsLive) > 0 {
+			fmt.Fprintf(w, "  probed with the walls in force, not the planned: %s\n", strings.Join(a.AsLive, " "))
 		}
 		for _, u := range a.PeerUnopened {
 			fmt.Fprintf(w, "  the peer could not open (its probe aims at the host's): %s\n", u)

@@ -226,8 +226,8 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 				t.Errorf("Config = %+v, want %+v", got, *s.wantConfig())
 			}
 			if s.loaded != nil {
-				if got, err := h.Loaded(ctx); err != nil || got != s.loaded().Digest() {
-					t.Errorf("Loaded = %q, %v; want %q", got, err, s.loaded().Digest())
+				if got, err := h.Status(ctx); err != nil || got.Config != s.loaded().Digest() {
+					t.Errorf("Status = %+v, %v; want config %q", got, err, s.loaded().Digest())
 				}
 			}
 		}) {

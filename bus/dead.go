@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/events"
 )
 
 // maxDeliveriesAdvisory is what the server says when a task was handed out
@@ -133,6 +134,8 @@ func (s *Server) deadLetter(ctx context.Context, consumer string, seq uint64, de
 	if err := tasks.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("deleting task %s from %s: %w", id, wire.TasksStream, err)
 	}
-	s.log.Warnf("task %s (%s) dead-lettered after %d deliveries", id, raw.Subject, deliveries)
+	msg := fmt.Sprintf("task %s (%s) dead-lettered after %d deliveries", id, raw.Subject, deliveries)
+	s.log.record("[WRN]", msg, events.Record{Kind: events.DeadLettered, Agent: consumerAgent(consumer), Detail: msg,
+		Extra: map[string]string{"TASK_ID": id, "DELIVERIES": strconv.FormatUint(deliveries, 10)}})
 	return nil
 }

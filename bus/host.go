@@ -27,10 +27,10 @@ type Host interface {
 	// Reload asks the running bus to re-read its config and waits for its
 	// answer.
 	Reload(ctx context.Context) error
-	// Loaded is the digest of the config the running bus has in force
-	// (Config.Digest): the installed one, unless a reload was refused or
-	// never came.
-	Loaded(ctx context.Context) (string, error)
+	// Status is what the running bus knows (wire.BusStatus): its Config
+	// is the digest of the config it has in force (Config.Digest), the
+	// installed one unless a reload was refused or never came.
+	Status(ctx context.Context) (*wire.BusStatus, error)
 }
 
 // System is the real Host: seeds under spec.CredDir, the config at
@@ -88,14 +88,6 @@ func (s *System) Reload(ctx context.Context) error {
 		return fmt.Errorf("the bus refused its new config: %s", msg.Data)
 	}
 	return nil
-}
-
-func (s *System) Loaded(ctx context.Context) (string, error) {
-	st, err := s.Status(ctx)
-	if err != nil {
-		return "", err
-	}
-	return st.Config, nil
 }
 
 // Status asks the running bus what it knows (wire.BusStatus).

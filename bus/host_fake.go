@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+
+	"github.com/flockrun/flock/bus/wire"
 )
 
 // FakeHost is an in-memory Host for planner tests. It keeps the config
@@ -81,17 +83,19 @@ func (f *FakeHost) Started() {
 	f.loaded = f.config
 }
 
-func (f *FakeHost) Loaded(ctx context.Context) (string, error) {
+// Status is a bus with no agent connected that has the config of its
+// last start in force.
+func (f *FakeHost) Status(ctx context.Context) (*wire.BusStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.loaded == nil {
-		return "", fmt.Errorf("%w: the fake bus was never started", ErrNoBus)
+		return nil, fmt.Errorf("%w: the fake bus was never started", ErrNoBus)
 	}
 	var c Config
 	if err := json.Unmarshal(f.loaded, &c); err != nil {
-		return "", err
+		return nil, err
 	}
-	return c.Digest(), nil
+	return &wire.BusStatus{Config: c.Digest(), Agents: map[int]wire.AgentOnBus{}}, nil
 }
 
 // Reloads counts Reload calls.

@@ -48,13 +48,22 @@ type limiter struct {
 
 func newLimiter() *limiter { return &limiter{windows: map[limitKey]*window{}} }
 
+// heldBack is how many lines of k a closed window held back.
+type heldBack struct {
+	k limitKey
+	n int
+}
+
+// String is the summary line; "" if it held none back.
+func (h heldBack) String() string { return suppressedLine(h.k, h.n) }
+
 // allow reports whether a line of k may be written at now. summary, if
-// not empty, is to be written first: the count of the lines the closed
-// window held back.
-func (l *limiter) allow(k limitKey, now time.Time) (ok bool, summary string) {
+// it held lines back, is to be written first: the count of the lines the
+// closed window held back.
+func (l *limiter) allow(k limitKey, now time.Time) (ok bool, summary heldBack) {
 	w := l.windows[k]
 	if w != nil && now.Sub(w.start) >= logEvery {
-		summary = suppressedLine(k, w.suppressed)
+		summary = heldBack{k, w.suppressed}
 		w = nil
 	}
 	if w == nil {
@@ -72,17 +81,17 @@ func (l *limiter) allow(k limitKey, now time.Time) (ok bool, summary string) {
 // closed ends the windows that are over at now (every window if all),
 // and returns the summaries of those that held lines back, in a stable
 // order.
-func (l *limiter) closed(now time.Time, all bool) []string {
-	var out []string
+func (l *limiter) closed(now time.Time, all bool) []heldBack {
+	var out []heldBack
 	for k, w := range l.windows {
 		if all || now.Sub(w.start) >= logEvery {
-			if s := suppressedLine(k, w.suppressed); s != "" {
-				out = append(out, s)
+			if w.suppressed > 0 {
+				out = append(out, heldBack{k, w.suppressed})
 			}
 			delete(l.windows, k)
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -28,6 +29,10 @@ type logger struct {
 	now      func() time.Time
 	fatal    chan struct{} // closed at the first Fatalf
 	fatalMsg string
+	// rec, if set, gets the lines about an agent's violations as
+	// structured records (the journal's FLOCK_EVENT=bus-violation, read
+	// by flockctl events) instead of w: the same line, with fields.
+	rec events.Writer
 }
 
 // user is who an nkey is: its name, and its agent id (0: not an agent).
@@ -107,8 +112,8 @@ func (l *logger) line(level, format string, v []any) {
 func (l *logger) emit(level string, key *limitKey, format string, v []any) {
 	if key != nil {
 		ok, summary := l.limit.allow(*key, l.now())
-		if summary != "" {
-			fmt.Fprintf(l.w, "[WRN] %s\n", summary)
+		if summary.n > 0 {
+			l.summary(summary)
 		}
 		if !ok {
 			return
@@ -120,7 +125,47 @@ func (l *logger) emit(level string, key *limitKey, format string, v []any) {
 		}
 		return m
 	})
+	var r *events.Record
+	if key != nil {
+		r = violationRecord(*key, msg, 0)
+	}
+	l.write(level, msg, r)
+}
+
+// summary writes what a closed window held back; l.mu is held.
+func (l *logger) summary(h heldBack) {
+	l.write("[WRN]", h.String(), violationRecord(h.k, h.String(), h.n))
+}
+
+// write writes the line, as a record if it is one and l.rec is set (the
+// plain line if the record cannot be written); l.mu is held.
+func (l *logger) write(level, msg string, r *events.Record) {
+	if r != nil && l.rec != nil {
+		lv, ok := recordLevels[level]
+		if !ok {
+			lv = events.LevelInfo
+		}
+		if l.rec.Write(level+" "+msg, lv, *r) == nil {
+			return
+		}
+	}
 	fmt.Fprintf(l.w, "%s %s\n", level, msg)
+}
+
+var recordLevels = map[string]events.Level{"[ERR]": events.LevelError, "[FTL]": events.LevelError, "[WRN]": events.LevelWarning, "[INF]": events.LevelInfo}
+
+// violationRecord is a line about an agent's violation of kind as an
+// event (suppressed: how many like it a window held back); nil if the
+// line is not about an agent's violation.
+func violationRecord(k limitKey, msg string, suppressed int) *events.Record {
+	if k.agent <= 0 || k.kind == otherKind {
+		return nil
+	}
+	r := events.Record{Kind: events.BusViolation, Agent: k.agent, Detail: msg, Extra: map[string]string{"VIOLATION": k.kind}}
+	if suppressed > 0 {
+		r.Extra["SUPPRESSED"] = strconv.Itoa(suppressed)
+	}
+	return &r
 }
 
 // agentLine is a line about what agent did (kind: a wire.Violation* kind
@@ -131,13 +176,20 @@ func (l *logger) agentLine(agent int, kind, level, format string, v ...any) {
 	l.emit(level, &limitKey{who: spec.UserName(agent), agent: agent, kind: kind}, format, v)
 }
 
+// record writes a line that is an event of its own (not rate-limited).
+func (l *logger) record(level, msg string, r events.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(level, msg, &r)
+}
+
 // closeWindows writes what the windows over at now held back (all: every
 // window, at shutdown).
 func (l *logger) closeWindows(all bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range l.limit.closed(l.now(), all) {
-		fmt.Fprintf(l.w, "[WRN] %s\n", s)
+	for _, h := range l.limit.closed(l.now(), all) {
+		l.summary(h)
 	}
 }
 

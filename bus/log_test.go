@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/flockrun/flock/events"
 )
 
 // clientFmt is the format nats-server hands the logger for a line about an
@@ -186,5 +189,77 @@ func TestLimiter(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("logged\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// recWriter keeps the records the logger writes.
+type recWriter struct {
+	mu    sync.Mutex
+	lines []string
+	recs  []events.Record
+}
+
+func (w *recWriter) Write(msg string, _ events.Level, r events.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines, w.recs = append(w.lines, msg), append(w.recs, r)
+	return nil
+}
+
+// of are the records of kind.
+func (w *recWriter) of(kind events.Kind) []events.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []events.Record
+	for _, r := range w.recs {
+		if r.Kind == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestViolationsAreRecords: with a record writer (serve's journal), each
+// line about an agent's violation, and each count a window held back, is
+// a bus-violation record of that agent with the same line; the other
+// lines stay plain, and the rate limit is the same.
+//
+// Tier: unit (no root).
+func TestViolationsAreRecords(t *testing.T) {
+	var b strings.Builder
+	l := newLogger(&b)
+	rec := &recWriter{}
+	l.rec = rec
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	k1 := "U" + strings.Repeat("A", 55)
+	l.learn(map[string]user{k1: {"flock-1", 1}})
+	for range 100 {
+		l.Errorf(`127.0.0.1:5 - cid:6 - "$G/nkey:`+k1+`" - Publish Violation - Subject %q`, "agent.2.x")
+	}
+	l.agentLine(1, "forged-lease", "[WRN]", "flock-1 (agent 1): forged-lease violation: %s", "a lease of agent 2")
+	l.Warnf("127.0.0.1:7 - cid:8 - authentication error")
+	l.Noticef("Server is ready")
+	now = now.Add(time.Minute)
+	l.closeWindows(true)
+	if want := "[WRN] 127.0.0.1:7 - cid:8 - authentication error\n[INF] Server is ready\n"; b.String() != want {
+		t.Errorf("plain lines\n%q\nwant\n%q", b.String(), want)
+	}
+	want := []struct {
+		line, kind, suppressed string
+	}{
+		{`[ERR] 127.0.0.1:5 - cid:6 - "$G/flock-1" - Publish Violation - Subject "agent.2.x"`, "publish", ""},
+		{`[WRN] flock-1 (agent 1): forged-lease violation: a lease of agent 2`, "forged-lease", ""},
+		{`[WRN] (99 more publish lines like it from agent 1 in the last minute, not logged)`, "publish", "99"},
+	}
+	if len(rec.recs) != len(want) {
+		t.Fatalf("records %q, want %d", rec.lines, len(want))
+	}
+	for i, w := range want {
+		r := rec.recs[i]
+		if rec.lines[i] != w.line || r.Kind != events.BusViolation || r.Agent != 1 || "[ERR] "+r.Detail != w.line && "[WRN] "+r.Detail != w.line ||
+			r.Extra["VIOLATION"] != w.kind || r.Extra["SUPPRESSED"] != w.suppressed {
+			t.Errorf("record %d: %q %+v, want %+v", i, rec.lines[i], r, w)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/events"
 )
 
 // MaxPayload is the largest message the bus carries: a task result may hold
@@ -37,6 +38,10 @@ type Options struct {
 	// Violation, if set, is told of each request of an agent the task
 	// desk refused as a violation; else they are counted and logged here.
 	Violation Violation
+	// Events, if set, gets the lines that are events (violations and
+	// their held-back counts, dead letters) as structured records,
+	// instead of Log (serve: the journal).
+	Events events.Writer
 }
 
 // Server is the embedded NATS server and the bus's own client on it.
@@ -107,6 +112,7 @@ func Start(c Config, o Options) (*Server, error) {
 		s.log.Errorf("%v", err)
 	}
 	s.log.count = s.ledger.add
+	s.log.rec = o.Events
 	s.stopLedger, s.ledgerDone = make(chan struct{}), make(chan struct{})
 	so, err := s.serverOptions(c)
 	if err != nil {

@@ -128,13 +128,20 @@ func sameConsumer(got, cc jetstream.ConsumerConfig) bool {
 
 // isAgentConsumer reports whether name is one the bus made for an agent
 // (agent-N); consumers it did not make are left alone.
-func isAgentConsumer(name string) bool {
+func isAgentConsumer(name string) bool { return consumerAgent(name) > 0 }
+
+// consumerAgent is the agent whose own queue consumer name is (agent-N),
+// or 0 (the workers' shared queue, or one the bus did not make).
+func consumerAgent(name string) int {
 	n, ok := strings.CutPrefix(name, "agent-")
 	if !ok {
-		return false
+		return 0
 	}
 	id, err := strconv.Atoi(n)
-	return err == nil && wire.AgentConsumer(id) == name
+	if err != nil || wire.AgentConsumer(id) != name {
+		return 0
+	}
+	return id
 }
 
 // streamConfigs are the bus's streams. The store is shared out so that

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/events"
 )
 
 // TestTaskTakenOnce: tasks for any worker are each run once by one of two
@@ -164,7 +165,8 @@ func TestLongTaskNotRedelivered(t *testing.T) {
 func TestDeadLetter(t *testing.T) {
 	const maxDeliveries = 3
 	ids := newIdentities(t, everyoneAnd4...)
-	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.MaxDeliveries = maxDeliveries })
+	rec := &recWriter{}
+	s := taskBus(t, ids, Options{Events: rec}, func(c *Config) { c.Tasks.MaxDeliveries = maxDeliveries })
 	op := connect(t, s, ids, OperatorName)
 	js, err := jetstream.New(op.Conn)
 	if err != nil {
@@ -228,6 +230,13 @@ func TestDeadLetter(t *testing.T) {
 	if h := letter.Header; string(letter.Data) != "poison" || h.Get("X-Job") != "7" || h.Get(wire.TaskIDHeader) != "doomed" ||
 		h.Get(wire.TaskSubjectHeader) != wire.RoleTasks("worker") || h.Get(wire.DeliveriesHeader) != strconv.Itoa(maxDeliveries) {
 		t.Errorf("dead letter %q, headers %v", letter.Data, h)
+	}
+	// flockctl events reads it from the journal as a record, written
+	// once the task has left TASKS.
+	waitForWithin(t, 10*time.Second, "the dead-letter record", func() bool { return len(rec.of(events.DeadLettered)) > 0 })
+	if r := rec.of(events.DeadLettered); len(r) != 1 || r[0].Agent != 0 || r[0].Extra["TASK_ID"] != "doomed" ||
+		r[0].Detail != "task doomed (tasks.worker) dead-lettered after 3 deliveries" {
+		t.Errorf("dead-letter records %+v, want one of task doomed", r)
 	}
 	if r := stored(t, op.Conn)["doomed"]; len(r) != 1 || len(e.ranBy("doomed")) != 0 {
 		t.Errorf("%d stored results, want 1: %+v; run again by %v", len(r), r, e.ranBy("doomed"))

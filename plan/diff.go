@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -25,10 +26,11 @@ type Current struct {
 	Keys       map[string]string // bus identity -> public key, as on disk
 	BusConfig  *bus.Config       // as installed; nil if none
 	Service    units.ServiceStatus
-	// BusLoaded is the digest of the config the running bus has in force
-	// ("" when it is not running or does not answer: LoadedErr says why).
-	BusLoaded string
-	LoadedErr error
+	// BusStatus is what the running bus said of itself: its Config is the
+	// digest of the config it has in force (nil when it is not running or
+	// does not answer: BusErr says why). Read-only verbs use it as it is.
+	BusStatus *wire.BusStatus
+	BusErr    error
 	// ProxyConfig is the proxy's config file as installed (nil: none).
 	ProxyConfig  []byte
 	ProxyService units.ServiceStatus
@@ -88,7 +90,7 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 		return c, err
 	}
 	if c.Service.ActiveState == "active" {
-		c.BusLoaded, c.LoadedErr = h.Bus.Loaded(ctx)
+		c.BusStatus, c.BusErr = h.Bus.Status(ctx)
 	}
 	return c, nil
 }
@@ -328,9 +330,9 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(StartBus, units.BusUnit, "listen or monitor address or store_max changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
-	case c.LoadedErr != nil:
-		add(ReloadBus, units.BusUnit, fmt.Sprintf("the running bus did not say which config it has: %v", c.LoadedErr))
-	case c.BusLoaded != c.BusConfig.Digest():
+	case c.BusErr != nil:
+		add(ReloadBus, units.BusUnit, fmt.Sprintf("the running bus did not say which config it has: %v", c.BusErr))
+	case c.BusStatus == nil || c.BusStatus.Config != c.BusConfig.Digest():
 		// A reload refused, or a provision killed between writing the
 		// config and reloading: the file is right, the bus is not.
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")

@@ -54,6 +54,9 @@ func auditLevels(t *testing.T, m *harness.Machine) {
 			counts[o.Result]++
 		}
 		t.Logf("agent %d (level %s, peer %d): %v in %.0f ms; drift %v; error %q; the peer could not open %q", a.Agent, a.Level, a.Peer, counts, a.Elapsed, a.Drift, a.Error, a.PeerUnopened)
+		if len(a.AsLive) > 0 { // a wall read back unlike it was set would be drift too
+			t.Errorf("agent %d (level %s), as provisioned: walls in force differ from the plan: %v", a.Agent, a.Level, a.AsLive)
+		}
 		if a.Agent%2 == 1 { // one table per level
 			for _, o := range a.Probes {
 				t.Logf("  %-46s %-9s %-8s %s", o.Probe, o.Category, o.Result, clip(o.Detail+o.Known, 90))
@@ -137,6 +140,20 @@ func unitStartedUnprotected(t *testing.T, m *harness.Machine, id int) {
 	logWeakened(t, "unit without ProtectSystem", w)
 	if d, ok := driftOn(w, "property", "ProtectSystem"); !ok || d.Want != "strict" {
 		t.Errorf("agent %d's unit without ProtectSystem: drift on %v; want ProtectSystem strict -> no", id, driftNames(w))
+	}
+	// Its probes met the walls in force: the hand-made unit has neither
+	// ProtectProc=invisible nor D-Bus among its InaccessiblePaths, which
+	// the planned unit has (an audit of the plan would find no escape).
+	a := w.Agents[0]
+	escapes := map[string]bool{}
+	for _, o := range a.Probes {
+		if o.Result == audit.Escaped {
+			escapes[o.Probe] = true
+		}
+	}
+	if !slices.Contains(a.AsLive, "ProtectSystem") || !escapes["see the host's init in /proc"] || !escapes["connect to the system D-Bus"] {
+		t.Errorf("agent %d's unit without its walls: probed as live %v, %d probes, escaped %v, unread %v, error %q; want ProtectSystem taken, and /proc and D-Bus escaped",
+			id, a.AsLive, len(a.Probes), escapes, a.Unread, a.Error)
 	}
 	provision(t, m, levelsSpec())
 	if p := parseProps(mustRun(t, m, "systemctl", "show", "-p", "ProtectSystem", name)); p["ProtectSystem"] != "strict" {

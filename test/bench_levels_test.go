@@ -11,6 +11,7 @@ package test
 //	go test ./test/ -run '^$' -bench Levels -benchtime 1x
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -115,6 +116,9 @@ func BenchmarkLevels(b *testing.B) {
 				b.Fatalf("%s: %q: %v", r.name, out, err)
 			}
 			ms[r.name] = append(ms[r.name], v)
+			if r.unit != "" {
+				ms["setup-"+r.name] = append(ms["setup-"+r.name], unitSetup(b, m, r.unit))
+			}
 			if r.stop != nil {
 				mustRun(b, m, r.stop...)
 			}
@@ -134,4 +138,37 @@ func BenchmarkLevels(b *testing.B) {
 		benchrow.Print(b, benchrow.Row{Group: "start", What: row.what, Floor: row.floorName, Note: note,
 			Unit: "ms", Flock: ms[row.flock], Base: ms[row.floor]})
 	}
+
+	// Where a unit's start goes, by systemd's own clock: its set-up (the
+	// namespaces, mounts and filters) of the agents' units above, and of
+	// a unit as agent 1's user with each group of level process's walls
+	// alone (floor walls), against the same unit with none.
+	var walls map[string][]float64
+	if err := json.Unmarshal([]byte(mustRun(b, m, "floor", "walls", specPath, "1", strconv.Itoa(benchrow.Reps(5)))), &walls); err != nil {
+		b.Fatalf("floor walls: %v", err)
+	}
+	const setupNote = "systemd's own set-up of a unit: from its InactiveExitTimestamp to its ActiveEnterTimestamp (Type=exec: the command is exec'd, every namespace, mount and filter in place). Floor: a unit as the agent's user running sleep with none of the walls. Walls alone: the same unit with one group of level process's walls as flock plans them (test/floor walls)."
+	for _, l := range []string{"process", "podman", "gvisor"} {
+		benchrow.Print(b, benchrow.Row{Group: "start", What: "systemd's set-up of the agent's unit, level " + l, Floor: "bare unit",
+			Note: setupNote, Unit: "ms", Flock: ms["setup-"+l], Base: walls["bare"]})
+	}
+	for _, g := range []struct{ key, what string }{
+		{"all", "all of level process's walls"}, {"files", "file system walls"}, {"private", "private /tmp, devices, IPC, users"},
+		{"proc", "ProtectProc=invisible"}, {"kernel", "kernel walls (ProtectKernel*, clock, hostname)"}, {"syscalls", "system call walls (filter, W^X, no privileges)"},
+	} {
+		benchrow.Print(b, benchrow.Row{Group: "start", What: "unit set-up with " + g.what, Floor: "bare unit",
+			Note: setupNote, Unit: "ms", Flock: walls[g.key], Base: walls["bare"]})
+	}
+}
+
+// unitSetup is systemd's own set-up time of unit's last start, in ms.
+func unitSetup(b *testing.B, m *harness.Machine, unit string) float64 {
+	b.Helper()
+	p := parseProps(mustRun(b, m, "systemctl", "show", "-p", "InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic", unit))
+	exit, err1 := strconv.ParseUint(p["InactiveExitTimestampMonotonic"], 10, 64)
+	active, err2 := strconv.ParseUint(p["ActiveEnterTimestampMonotonic"], 10, 64)
+	if err1 != nil || err2 != nil || exit == 0 || active < exit {
+		b.Fatalf("%s: start timestamps %v", unit, p)
+	}
+	return float64(active-exit) / 1000
 }

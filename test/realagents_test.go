@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -196,6 +197,12 @@ func TestRealAgents(t *testing.T) {
 		if out := mustRun(t, m, "flockctl", "logs", "2"); !strings.Contains(out, "Likely wall: MemoryDenyWriteExecute") {
 			t.Errorf("flockctl logs 2 does not name the wall:\n%s", harness.TailLines(out, 20))
 		}
+		// flockctl events says the same of each death: a wall's kill.
+		evs := eventsOf(t, m, "--since", "1h", "--agent", "2")
+		if n := count(evs, events.WallKilled, 2, "main process killed by SIGTRAP; likely MemoryDenyWriteExecute"); n == 0 || n != count(evs, events.Restarted, 2, "") && n != count(evs, events.Restarted, 2, "")+1 {
+			t.Errorf("agent 2: %d wall-killed events, want one per death:\n%s", n, texts(evs))
+		}
+		t.Logf("flockctl events --agent 2:\n%s", texts(evs))
 	})
 
 	t.Run("heartbeats from any client count; a flood of bad ones is logged once", func(t *testing.T) {

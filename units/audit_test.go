@@ -2,6 +2,7 @@ package units
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +82,97 @@ func TestForAuditPeerHasItsOwnName(t *testing.T) {
 	}
 	if rd := props["RuntimeDirectory"]; !reflect.DeepEqual(rd, []string{"flock-sandbox/2-peer"}) {
 		t.Errorf("peer unit's runtime directory %v", rd)
+	}
+}
+
+// AsLive takes the walls systemd reports as set, where they differ from
+// the plan; the system call filter as one wall; never the audit's own
+// settings or mounts.
+func TestAsLive(t *testing.T) {
+	f, err := spec.Parse([]byte("agents:\n  - id: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	au := ForAudit(f, f.Agents[0], Options{SystemdVersion: 254}, []byte(`{"requests":[]}`), "/run/flock-audit/1.json")
+	planned := map[string]any{}
+	for _, p := range au.Properties {
+		planned[p.Name] = p.Value
+	}
+	expanded := []any{true, []string{"read", "write", "landlock_create_ruleset"}} // as systemd reports @system-service
+	noFilter := []any{false, []string{}}
+	for _, tc := range []struct {
+		name string
+		live map[string]any
+		took []string
+		want map[string]any // taken values whose Go form is not as reported
+	}{
+		{"as planned", planned, nil, nil},
+		{"nothing reported", map[string]any{}, nil, nil},
+		{"a flock unit as D-Bus reports it", map[string]any{
+			"SystemCallFilter": expanded, "SystemCallErrorNumber": int32(1), "SystemCallArchitectures": []string{"native"},
+			"RestrictAddressFamilies": []any{true, []string{"AF_UNIX", "AF_INET", "AF_INET6"}}, "ProtectSystem": "strict",
+		}, nil, nil},
+		{"a unit started by hand", map[string]any{
+			"ProtectSystem": "no", "NoNewPrivileges": false, "CapabilityBoundingSet": ^uint64(0),
+			"UMask": uint32(0o022), "ReadWritePaths": []string{}, "User": "flock-1",
+			"SystemCallFilter": noFilter, "SystemCallErrorNumber": int32(2147483646), "SystemCallArchitectures": []string{},
+			"RestrictAddressFamilies": []any{false, []string{}},
+		}, []string{"UMask", "ProtectSystem", "ReadWritePaths", "NoNewPrivileges", "CapabilityBoundingSet",
+			"SystemCallArchitectures", "SystemCallErrorNumber", "RestrictAddressFamilies", "SystemCallFilter"},
+			map[string]any{"ProtectSystem": "no", "UMask": FileMode(0o022), "SystemCallFilter": NameList{false, []string{}},
+				"SystemCallErrorNumber": int32(2147483646), "RestrictAddressFamilies": NameList{false, []string{}}}},
+		{"the filter's errno alone changed", map[string]any{
+			"SystemCallFilter": expanded, "SystemCallErrorNumber": int32(13), "SystemCallArchitectures": []string{"native"},
+		}, []string{"SystemCallErrorNumber", "SystemCallFilter"},
+			map[string]any{"SystemCallErrorNumber": int32(13), "SystemCallFilter": NameList{true, expanded[1].([]string)}}},
+		{"the audit's own settings are never taken", map[string]any{
+			"ExecStart": "x", "Environment": []string{"A=1"}, "RuntimeDirectory": []string{"x"},
+			"StandardOutputFile": "/tmp/x", "Type": "simple",
+		}, nil, nil},
+		{"mounts stay planned", map[string]any{
+			"BindReadOnlyPaths": [][]any{{"/x", "/y", false, uint64(0)}}, "TemporaryFileSystem": [][]any{},
+		}, nil, nil},
+		{"a different type is not taken", map[string]any{"ProtectSystem": true, "MemoryMax": int64(5)}, nil, nil},
+	} {
+		out, took := AsLive(au, tc.live)
+		if !reflect.DeepEqual(took, tc.took) {
+			t.Errorf("%s: took %v, want %v", tc.name, took, tc.took)
+		}
+		filters := 0
+		for _, p := range out.Properties {
+			if p.Name == "SystemCallFilter" {
+				filters++
+			}
+			want, taken := tc.want[p.Name]
+			if !taken && slices.Contains(took, p.Name) {
+				want, taken = tc.live[p.Name], true // taken as reported
+			}
+			if !taken {
+				want = planned[p.Name]
+				if p.Name == "SystemCallFilter" {
+					continue // two planned; counted below
+				}
+			}
+			if !reflect.DeepEqual(p.Value, want) {
+				t.Errorf("%s: %s = %#v, want %#v", tc.name, p.Name, p.Value, want)
+			}
+		}
+		if wantFilters := map[bool]int{true: 1, false: 2}[slices.Contains(took, "SystemCallFilter")]; filters != wantFilters {
+			t.Errorf("%s: %d SystemCallFilter properties, want %d", tc.name, filters, wantFilters)
+		}
+		if len(tc.took) == 0 && !reflect.DeepEqual(out.Properties, au.Properties) {
+			t.Errorf("%s: nothing taken, but the unit changed", tc.name)
+		}
+	}
+
+	// A container level plans no filter of the unit's own (the runtime
+	// filters): systemd reporting none is no drift.
+	c, err := spec.Parse([]byte("agents:\n  - id: 2\n    level: podman\n    rootfs: /r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu := ForAudit(c, c.Agents[0], Options{SystemdVersion: 254}, []byte(`{"requests":[]}`), "/run/flock-audit/2.json")
+	if _, took := AsLive(cu, map[string]any{"SystemCallFilter": noFilter, "SystemCallErrorNumber": int32(2147483646)}); took != nil {
+		t.Errorf("level podman, no filter planned or in force: took %v", took)
 	}
 }

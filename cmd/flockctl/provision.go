@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/sandbox"
 )
@@ -73,13 +74,18 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return plan.SaveState(plan.StatePath, f)
 			}
 			fmt.Fprint(out, p.Summary(planLines))
+			drifted := sameSpec(f)
 			// The spec is recorded before anything changes: if this run
 			// dies half-way, the next one, deprovision --all (its root)
 			// and flock.service at boot all know what it was reaching for.
 			if err := plan.SaveState(plan.StatePath, f); err != nil {
 				return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
 			}
-			if err := plan.Apply(ctx, pl.host, pl.want, p, progressFor(cmd.ErrOrStderr())); err != nil {
+			err = plan.Apply(ctx, pl.host, pl.want, p, progressFor(cmd.ErrOrStderr()))
+			if drifted {
+				recordDrift(events.Journal{}, p, err)
+			}
+			if err != nil {
 				return applyFailed(cmd.ErrOrStderr(), err)
 			}
 			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))

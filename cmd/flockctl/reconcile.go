@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/plan"
 )
 
@@ -52,7 +53,11 @@ flock.service alone, and does nothing while another flockctl holds the lock
 			// restarting it from here would wait on itself.
 			p := pl.plan.Without(plan.InstallBus, plan.StartBus)
 			fmt.Fprint(out, p.Summary(planLines))
-			return applyFailed(cmd.ErrOrStderr(), plan.Apply(ctx, pl.host, pl.want, p, nil))
+			err = plan.Apply(ctx, pl.host, pl.want, p, nil)
+			if !p.Empty() {
+				recordDrift(events.Journal{}, p, err)
+			}
+			return applyFailed(cmd.ErrOrStderr(), err)
 		},
 	}
 }

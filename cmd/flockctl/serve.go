@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/events"
 )
 
 func newServe() *cobra.Command {
@@ -48,7 +49,8 @@ dropping connections.`,
 				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d users\n", configPath, len(c.Users))
 				return nil
 			}
-			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir})
+			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
+				Events: events.Journal{Fallback: os.Stderr}})
 			if err != nil {
 				return err
 			}

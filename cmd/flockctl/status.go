@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
@@ -88,7 +87,12 @@ func newStatus() *cobra.Command {
 			defer pl.close()
 			byAgent, flockWide := driftOf(f, pl.plan)
 			scoped := agent.IPCScopesSupported()
-			onBus, busErr := bus.NewSystem().Status(ctx)
+			// The bus's answer to the observation above; asked again only
+			// when flock.service was not active then (it may be starting).
+			onBus, busErr := pl.have.BusStatus, pl.have.BusErr
+			if onBus == nil && busErr == nil {
+				onBus, busErr = pl.host.Bus.Status(ctx)
+			}
 			refused, fwErr := pl.host.Firewall.Refused(ctx)
 			now := time.Now()
 			sts := make([]units.Status, len(f.Agents))

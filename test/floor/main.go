@@ -16,6 +16,10 @@
 //	                     and the seeds; prints seconds taken
 //	floor start SPEC ID  start agent ID's unit of SPEC straight over D-Bus
 //	                     (on a provisioned flock: users, table, bus there)
+//	floor walls SPEC ID REPS
+//	                     systemd's own set-up time of a unit as agent
+//	                     ID's user with each group of its unit's walls
+//	                     (wallGroups), none, and all; one JSON object
 //	floor bare-bus ADDR DIR
 //	                     a bare nats-server (JetStream on, stored in DIR, no
 //	                     users, no permissions) on ADDR, with one in-process
@@ -70,12 +74,14 @@ func main() {
 		err = timed(ctx, a[1], deprovision)
 	case len(a) == 3 && a[0] == "start":
 		err = startOne(ctx, a[1], a[2])
+	case len(a) == 4 && a[0] == "walls":
+		err = wallsCost(ctx, a[1], a[2], a[3])
 	case len(a) == 3 && a[0] == "bare-bus":
 		err = bareBus(a[1], a[2])
 	case len(a) >= 2 && a[0] == "usage":
 		err = usage(a[1:])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: floor N | floor deprovision N | floor start SPEC ID | floor bare-bus ADDR DIR | floor usage PID|agents...")
+		fmt.Fprintln(os.Stderr, "usage: floor N | floor deprovision N | floor start SPEC ID | floor walls SPEC ID REPS | floor bare-bus ADDR DIR | floor usage PID|agents...")
 		os.Exit(2)
 	}
 	if err != nil {
@@ -215,25 +221,33 @@ func eachUnit(f *spec.Flock, job func(spec.Agent) error) error {
 // startOne starts one agent's unit as flockctl would, with nothing else:
 // the benchmarks' way to time a unit's start alone.
 func startOne(ctx context.Context, file, rawID string) error {
-	f, err := spec.Load(file)
+	u, err := agentUnit(file, rawID)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.Atoi(rawID)
-	if err != nil {
-		return fmt.Errorf("agent id: %w", err)
-	}
-	a, ok := f.Agent(id)
-	if !ok {
-		return fmt.Errorf("no agent %d in %s", id, file)
-	}
-	u := units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()})
 	conn, err := sd.NewSystemdConnectionContext(ctx)
 	if err != nil {
 		return fmt.Errorf("systemd: %w", err)
 	}
 	defer conn.Close()
 	return startUnit(ctx, conn, u)
+}
+
+// agentUnit is the unit flockctl plans for agent rawID of the spec file.
+func agentUnit(file, rawID string) (units.Unit, error) {
+	f, err := spec.Load(file)
+	if err != nil {
+		return units.Unit{}, err
+	}
+	id, err := strconv.Atoi(rawID)
+	if err != nil {
+		return units.Unit{}, fmt.Errorf("agent id: %w", err)
+	}
+	a, ok := f.Agent(id)
+	if !ok {
+		return units.Unit{}, fmt.Errorf("no agent %d in %s", id, file)
+	}
+	return units.ForAgent(f, a, units.Options{Runtimes: sandbox.HostRuntimes()}), nil
 }
 
 // bareBus is the idle floor of flock.service: the same server library
