@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -64,10 +65,7 @@ func (s *System) WriteConfig(ctx context.Context, c Config) error {
 }
 
 func (s *System) RemoveConfig(ctx context.Context) error {
-	if err := os.Remove(s.ConfigPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", s.ConfigPath, err)
-	}
-	return nil
+	return fsutil.RemoveWithDir(s.ConfigPath)
 }
 
 // reloadTimeout bounds a reload: the bus answers once its new users and

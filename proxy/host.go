@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/flockrun/flock/internal/fsutil"
 )
 
 // Host is the proxy's config file as the planner sees it; the proxy's
@@ -52,10 +54,7 @@ func (s *System) WriteConfig(ctx context.Context, b []byte) error {
 }
 
 func (s *System) RemoveConfig(ctx context.Context) error {
-	if err := os.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", s.Path, err)
-	}
-	return nil
+	return fsutil.RemoveWithDir(s.Path)
 }
 
 // Fake keeps the config in memory for planner tests.

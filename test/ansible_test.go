@@ -167,12 +167,16 @@ agents:
 
 // TestVMAnsible runs ansible/site.yml against a fresh qemu VM (Debian 12,
 // no flock binaries installed, no network but its forwarded ssh) the way
-// an operator would, and checks what the role promises: the first run
+// an operator would, and checks what the role promises. With the package
+// (flock_install: package, the deb make deb builds): the first run
 // installs and provisions the 3-agent example, the second changes nothing,
 // --check --diff with a changed spec shows the spec's diff and flockctl's
 // plan and changes nothing, a bad spec fails the play with flockctl's
-// message and changes nothing, and a new flockctl restarts the bus but no
-// agent.
+// message and changes nothing, and a newer package upgrades flockctl and
+// flock-agent and restarts what runs them. Then with the binaries
+// (flock_install: binaries, the default): the switch moves the units to
+// /usr/local/bin, a new flockctl restarts the bus but no agent, and the
+// run after changes nothing.
 //
 // Tier: root + VM (qemu, harness.BootVMWith), with ansible-core on the
 // controller (this machine).
@@ -181,9 +185,11 @@ func TestVMAnsible(t *testing.T) {
 		t.Skip("boots a qemu VM: not with -short")
 	}
 	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
+	deb := harness.Deb(t)
 	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
 	bin := harness.BinDir(t)
-	p := harness.NewAnsiblePlayer(t, v, playbook, "ansible/site.yml", map[string]any{"flock_bin_dir": bin})
+	p := harness.NewAnsiblePlayer(t, v, playbook, "ansible/site.yml", map[string]any{
+		"flock_bin_dir": bin, "flock_install": "package", "flock_deb": deb})
 	vmAgents := []int{1, 2, 3}
 
 	if !t.Run("check mode on a host without flock changes nothing", func(t *testing.T) {
@@ -193,13 +199,15 @@ func TestVMAnsible(t *testing.T) {
 			t.Errorf("--check on a new host: changed=0, want changes\n%s", r.Out)
 		}
 		r.AssertTasks(t, map[string]string{
-			"Install flockctl in /usr/local/bin":                         "changed",
+			"Copy the flock package to the host":                         "changed",
+			"Install the flock package":                                  "skipping",
+			"Install flockctl in /usr/local/bin":                         "skipping",
 			"Install the spec (flockctl explain checks it first)":        "changed",
 			"Say that a real run would install and provision everything": "changed",
 			"Ask flockctl provision --dry-run what it would change":      "skipping",
 			"Keep flock.service (the bus) enabled and running":           "skipping",
 		})
-		for _, path := range []string{"/usr/local/bin/flockctl", "/usr/local/bin/flock-agent", "/etc/flock", "/etc/systemd/system/flock.service"} {
+		for _, path := range []string{"/usr/bin/flockctl", "/usr/bin/flock-agent", "/var/cache/flock", "/etc/flock", "/etc/systemd/system/flock.service"} {
 			if out, _, err := run(t, v, "ls", "-d", path); err == nil {
 				t.Errorf("--check made %s", out)
 			}
@@ -215,8 +223,9 @@ func TestVMAnsible(t *testing.T) {
 			t.Errorf("first run: changed=0, want changes\n%s", r.Out)
 		}
 		r.AssertTasks(t, map[string]string{
-			"Install flockctl in /usr/local/bin":                  "changed",
-			"Install flock-agent in /usr/local/bin":               "changed",
+			"Copy the flock package to the host":                  "changed",
+			"Install the flock package":                           "changed",
+			"Install flockctl in /usr/local/bin":                  "skipping",
 			"Install the spec (flockctl explain checks it first)": "changed",
 			"Provision the flock":                                 "changed",
 			// The VM has them all (and no network to fetch any).
@@ -250,6 +259,7 @@ func TestVMAnsible(t *testing.T) {
 		if !strings.Contains(r.Out, "flock-agent@3.service") || !strings.Contains(r.Out, "ID  USER") {
 			t.Errorf("the play does not show flockctl status:\n%s", r.Out)
 		}
+		assertPrograms(t, v, "/usr/bin")
 	}) {
 		t.FailNow()
 	}
@@ -341,6 +351,50 @@ func TestVMAnsible(t *testing.T) {
 		})
 	}
 
+	t.Run("a newer package restarts the bus and the agents, which run it", func(t *testing.T) {
+		// The same source as another version: every program is new.
+		newVersion, err := harness.DebField(deb, "Version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		newVersion += "+upgrade"
+		newDeb, err := harness.BuildDeb(t.TempDir(), "VERSION="+newVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := vmSnapshot(t, v)
+		r := p.Play(t, map[string]any{"flock_deb": newDeb})
+		r.MustSucceed(t)
+		r.AssertTasks(t, map[string]string{
+			"Copy the flock package to the host": "changed",
+			"Install the flock package":          "changed",
+			"Provision the flock":                "changed",
+		})
+		if out := mustRun(t, v, "flockctl", "version"); !strings.HasPrefix(out, "flockctl "+newVersion+" ") {
+			t.Errorf("after the upgrade: %q, want version %s", out, newVersion)
+		}
+		after := vmSnapshot(t, v)
+		for _, k := range []string{"flock.service", unitName(1), unitName(2), unitName(3)} {
+			if before[k] == after[k] {
+				t.Errorf("%s was not restarted onto the new package: %s", k, after[k])
+			}
+		}
+		vmWaitActive(t, v, 2*time.Minute, vmAgents...)
+	})
+
+	t.Run("the binaries path moves the units to /usr/local/bin", func(t *testing.T) {
+		r := p.Play(t, map[string]any{"flock_install": "binaries"})
+		r.MustSucceed(t)
+		r.AssertTasks(t, map[string]string{
+			"Install flockctl in /usr/local/bin":    "changed",
+			"Install flock-agent in /usr/local/bin": "changed",
+			"Copy the flock package to the host":    "skipping",
+			"Provision the flock":                   "changed",
+		})
+		vmWaitActive(t, v, 2*time.Minute, vmAgents...)
+		assertPrograms(t, v, "/usr/local/bin")
+	})
+
 	t.Run("a new flockctl restarts the bus and no agent", func(t *testing.T) {
 		// A rebuilt flockctl (another build id) beside the same
 		// flock-agent: what an upgrade of flockctl alone looks like.
@@ -348,8 +402,9 @@ func TestVMAnsible(t *testing.T) {
 		if err := harness.CopyFile(filepath.Join(bin, "flock-agent"), filepath.Join(newBin, "flock-agent"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		binaries := map[string]any{"flock_install": "binaries", "flock_bin_dir": newBin}
 		before := vmSnapshot(t, v)
-		r := p.Play(t, nil, "-e", "flock_bin_dir="+newBin)
+		r := p.Play(t, binaries)
 		r.MustSucceed(t)
 		if got := r.Tasks["Install flockctl in /usr/local/bin"]; got != "changed" {
 			t.Errorf("task Install flockctl in /usr/local/bin: %q, want changed\n%s", got, r.Out)
@@ -375,12 +430,26 @@ func TestVMAnsible(t *testing.T) {
 			}
 			return nil
 		})
-		r = p.Play(t, nil, "-e", "flock_bin_dir="+newBin)
+		r = p.Play(t, binaries)
 		r.MustSucceed(t)
 		if r.Recap.Changed != 0 {
 			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
 		}
 	})
+}
+
+// assertPrograms checks that flock.service and every agent's unit run the
+// flockctl and flock-agent in dir.
+func assertPrograms(t *testing.T, v *harness.VM, dir string) {
+	t.Helper()
+	if p := vmProps(t, v, "flock.service", "ExecStart"); !strings.Contains(p["ExecStart"], "path="+dir+"/flockctl ") {
+		t.Errorf("flock.service runs %s, want %s/flockctl", p["ExecStart"], dir)
+	}
+	for _, id := range []int{1, 2, 3} {
+		if p := vmProps(t, v, unitName(id), "ExecStart"); !strings.Contains(p["ExecStart"], "path="+dir+"/flock-agent ") {
+			t.Errorf("%s runs %s, want %s/flock-agent", unitName(id), p["ExecStart"], dir)
+		}
+	}
 }
 
 // flockSpec is the vars that make s the role's flock_spec.
@@ -414,7 +483,7 @@ func vmSnapshot(t testing.TB, v *harness.VM) map[string]string {
 	snap := map[string]string{}
 	for name, argv := range map[string][]string{
 		"spec":     {"sh", "-c", "ls -l --time-style=full-iso /etc/flock/flock.yaml && cat /etc/flock/flock.yaml"},
-		"binaries": {"sh", "-c", "ls -l --time-style=full-iso /usr/local/bin/flockctl /usr/local/bin/flock-agent && sha256sum /usr/local/bin/flockctl /usr/local/bin/flock-agent"},
+		"binaries": {"sh", "-c", "cd / && ls -l --time-style=full-iso usr/bin/flock* usr/local/bin/flock* var/cache/flock 2>&1; sha256sum usr/bin/flock* usr/local/bin/flock* 2>&1; dpkg-query -W flock 2>&1"},
 		"state":    {"sh", "-c", "cat /var/lib/flock/applied.json /etc/flock/bus.json"},
 		"users":    {"sh", "-c", "getent passwd | grep ^flock"},
 	} {

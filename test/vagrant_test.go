@@ -198,7 +198,8 @@ func TestVagrantfileValidates(t *testing.T) {
 		`config.vm.box = "debian/bookworm64"`,
 		`config.vm.define "flock-vm"`,
 		`ansible.groups = { "flock" => ["flock-vm"] }`,
-		`flock_bin_dir: File.join(__dir__, "bin")`,
+		`flock_install: "package"`,
+		`flock_deb: Dir.glob(File.join(__dir__, "bin", "flock_*_amd64.deb"))`,
 	} {
 		if !strings.Contains(string(good), want) {
 			t.Errorf("Vagrantfile lacks %s", want)

@@ -22,7 +22,8 @@ type Options struct {
 	// SystemdVersion enables properties newer systemds have (254+:
 	// RestartSteps); 0 means the oldest supported, 252.
 	SystemdVersion int
-	// AgentBin is the runner every unit starts; default DefaultAgentBin.
+	// AgentBin is the runner every unit starts (flockctl finds it:
+	// FindPrograms); default DefaultAgentBin.
 	AgentBin string
 	// FlockctlBin runs the bus (flock.service); default DefaultFlockctlBin.
 	FlockctlBin string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -169,8 +170,8 @@ func (s *System) RemoveAll(ctx context.Context) error {
 		g, ok := db.group(spec.SharedGroup)
 		return ok && db.sharedGroupOurs(g)
 	}()
-	if err := os.Remove(s.SysusersPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", s.SysusersPath, err)
+	if err := fsutil.RemoveWithDir(s.SysusersPath); err != nil {
+		return err
 	}
 	var names []string
 	for _, a := range db.accounts() {

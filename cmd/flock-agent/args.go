@@ -13,9 +13,11 @@ const (
 	// (argv[0], probe.Batch) as the agent, inside its walls, and prints
 	// the answered batch. Not in the usage: only the audit starts it.
 	modeProbe mode = "probe"
+	// modeVersion prints the build (internal/version) and exits.
+	modeVersion mode = "--version"
 )
 
-const usage = "usage: flock-agent [task -- COMMAND ARGS... | exec -- COMMAND ARGS...]"
+const usage = "usage: flock-agent [task -- COMMAND ARGS... | exec -- COMMAND ARGS... | --version]"
 
 // invocation is a parsed command line.
 type invocation struct {
@@ -29,6 +31,8 @@ func parseArgs(args []string) (invocation, error) {
 	switch {
 	case len(args) == 0:
 		return invocation{mode: modeDefault}, nil
+	case args[0] == string(modeVersion) && len(args) == 1:
+		return invocation{mode: modeVersion}, nil
 	case args[0] == "--" && len(args) > 1:
 		return invocation{mode: modeExec, argv: args[1:]}, nil
 	case args[0] == string(modeProbe) && len(args) == 2:

@@ -27,6 +27,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"exec"}, "", nil, true},
 		{[]string{"run", "--", "x"}, "", nil, true},
 		{[]string{"-v"}, "", nil, true},
+		{[]string{"--version"}, modeVersion, nil, false},
+		{[]string{"--version", "x"}, "", nil, true},
 	} {
 		inv, err := parseArgs(tc.args)
 		switch {

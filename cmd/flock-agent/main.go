@@ -7,6 +7,7 @@
 //	flock-agent task -- ARGV...    the same, and run ARGV for each task
 //	flock-agent exec -- ARGV...    exec ARGV, the agent's own program
 //	flock-agent -- ARGV...         the same as exec
+//	flock-agent --version          print the build (version, commit, date)
 //	flock-agent sandbox FLAGS -- [ARGS]
 //	                               (root) run flock-agent ARGS in the agent's
 //	                               container (a contained level: sandbox.Launcher)
@@ -22,6 +23,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/audit/probe"
+	"github.com/flockrun/flock/internal/version"
 	"github.com/flockrun/flock/sandbox"
 )
 
@@ -53,6 +55,10 @@ func run(args []string) error {
 	inv, err := parseArgs(args)
 	if err != nil {
 		return err
+	}
+	if inv.mode == modeVersion {
+		fmt.Println(version.Get("flock-agent"))
+		return nil
 	}
 	env, err := agent.FromEnv()
 	if err != nil {

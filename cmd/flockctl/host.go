@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,20 +32,12 @@ func preflight() error {
 	return nil
 }
 
-// installed checks for the programs the units run (flock-agent in every
+// installed finds the programs the units run (flock-agent in every
 // agent's, flockctl serve in flock.service), so a missing install is one
 // sentence here and not failed start jobs.
-func installed() error {
-	for _, p := range []struct{ bin, who string }{
-		{units.DefaultAgentBin, "every agent's unit"},
-		{units.DefaultFlockctlBin, "flock.service (the bus)"},
-	} {
-		fi, err := os.Stat(p.bin)
-		if err != nil || fi.Mode()&0o111 == 0 {
-			return fmt.Errorf("%s is not installed, and %s runs it: run make install (or install it there)", p.bin, p.who)
-		}
-	}
-	return nil
+func installed() (units.Programs, error) {
+	self, _ := os.Executable() // "" when unknown: the first install found
+	return units.FindPrograms(self, units.InstallDirs)
 }
 
 // runtimesFor checks that the agents' levels can run here: each level's
@@ -72,9 +65,13 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 		m.Close()
 		return h, uo, nil, err
 	}
-	// Unknown (not installed) is "": installed() says so where it matters.
-	uo.AgentBuild, _ = units.BuildID(units.DefaultAgentBin)
-	uo.FlockctlBuild, _ = units.BuildID(units.DefaultFlockctlBin)
+	// Not installed: the units' defaults, and unknown builds ("");
+	// installed() says so where it matters.
+	if p, err := installed(); err == nil {
+		uo.AgentBin, uo.FlockctlBin = p.Agent, p.Flockctl
+	}
+	uo.AgentBuild, _ = units.BuildID(cmp.Or(uo.AgentBin, units.DefaultAgentBin))
+	uo.FlockctlBuild, _ = units.BuildID(cmp.Or(uo.FlockctlBin, units.DefaultFlockctlBin))
 	uo.Runtimes = sandbox.HostRuntimes()
 	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem(), Proxy: proxy.NewSystem()}
 	return h, uo, m.Close, nil

@@ -23,11 +23,24 @@ func main() {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "flockctl",
-		Short:         "Run a flock of AI agents, each as its own user in its own hardened systemd unit",
+		Use:   "flockctl",
+		Short: "Run a flock of AI agents, each as its own user in its own hardened systemd unit",
+		Long: `flockctl runs a flock of AI agents on one Linux host: every agent is its
+own Unix user (flock-N) in its own hardened transient systemd unit
+(flock-agent@N.service), sees its own directory and the shared one, and
+its sockets reach nothing but the flock's bus (an embedded NATS server,
+flock.service) and what its spec allows (nftables table inet flock).
+
+  flockctl provision -f flock.yaml    make the host match the spec
+  flockctl status                     units, bus connections, heartbeats
+  flockctl send "a task"              hand a worker a task, print its result
+  flockctl deprovision --all --purge  remove everything flock made
+
+The spec's format and every verb are described in the README
+(/usr/share/doc/flock/README.md when installed from the package).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit(), newEvents())
+	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit(), newEvents(), newVersion(), newMan())
 	return root
 }

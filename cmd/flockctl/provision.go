@@ -43,7 +43,7 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			warnSpec(cmd.ErrOrStderr(), f)
 			// A dry run changes nothing, so it may show what a first
 			// provision would do before the programs are installed.
-			if err := installed(); err != nil && !dryRun {
+			if _, err := installed(); err != nil && !dryRun {
 				return err
 			}
 			if err := runtimesFor(f, sandbox.HostRuntimes()); err != nil && !dryRun {

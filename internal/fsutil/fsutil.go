@@ -1,7 +1,14 @@
 // Package fsutil holds what flock's packages say about files alike.
 package fsutil
 
-import "io/fs"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
 
 // TypeName names a file type for an operator: "symlink", "directory",
 // "file" or "special file".
@@ -15,4 +22,21 @@ func TypeName(m fs.FileMode) string {
 		return "file"
 	}
 	return "special file"
+}
+
+// RemoveWithDir removes the file at p (absent is fine) and, when there was
+// one, its directory if that is now empty: flock makes the directories of
+// its files with them (/etc/flock, /etc/sysusers.d), and deprovision
+// leaves nothing. A directory that holds anything else stays.
+func RemoveWithDir(p string) error {
+	if err := os.Remove(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("removing %s: %w", p, err)
+	}
+	dir := filepath.Dir(p)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return fmt.Errorf("removing %s, left empty: %w", dir, err)
+	}
+	return nil
 }

@@ -120,6 +120,9 @@ func vmNeeds() []tier.Need {
 		{"ssh", "openssh-client"},
 		{"ssh-keygen", "openssh-client"},
 		{"unshare", "util-linux"},
+		// make deb builds the package the VM tests install.
+		{"make", "make"},
+		{"dpkg-deb", "dpkg"},
 	} {
 		needs = append(needs, tier.Program(x.tool, x.pkg))
 	}

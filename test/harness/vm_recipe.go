@@ -24,10 +24,14 @@ const (
 // vmPackages are installed in the chroot, without recommends. flockctl
 // needs systemd-sysusers (systemd), userdel/groupdel (passwd), D-Bus to
 // reach systemd and the nf_tables module (kmod loads it on demand); the
-// tests need ssh, python3 (their hogs, and Ansible), ps and ip.
+// tests need ssh, python3 (their hogs, and Ansible), ps and ip, and
+// python3-apt for the Ansible role's package path (ansible.builtin.apt
+// deb=), which Ansible would install itself on a host with a network; the
+// VM has none.
 var vmPackages = []string{
 	"linux-image-cloud-amd64", "initramfs-tools", "systemd-sysv", "udev", "kmod", "dbus",
 	"openssh-server", "nftables", "python3", "procps", "iproute2", "passwd", "netbase",
+	"python3-apt",
 }
 
 // vmMasked are units a test VM never wants: periodic maintenance, the

@@ -1,0 +1,70 @@
+package harness
+
+// The Debian package, built by make deb as CI and an operator build it.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var debBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Deb is the package make deb builds from this checkout (built once per
+// test process, under the harness's directory).
+func Deb(t testing.TB) string {
+	t.Helper()
+	debBuild.once.Do(func() {
+		dir := filepath.Join(parentDir, fmt.Sprintf("deb-%d", os.Getpid()))
+		if err := machineDirs.claim(dir, func(string, ...any) {}); err != nil {
+			debBuild.err = err
+			return
+		}
+		debBuild.path, debBuild.err = BuildDeb(dir)
+	})
+	if debBuild.err != nil {
+		t.Fatal(debBuild.err)
+	}
+	return debBuild.path
+}
+
+// BuildDeb runs make deb DEBDIR=dir and more make variables (VERSION=...),
+// and returns the one package it wrote there.
+func BuildDeb(dir string, vars ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	before, _ := filepath.Glob(filepath.Join(dir, "flock_*.deb"))
+	for _, p := range before {
+		if err := os.Remove(p); err != nil {
+			return "", err
+		}
+	}
+	out, err := RunInRepo(ctx, os.Environ(), append([]string{"make", "--no-print-directory", "deb", "DEBDIR=" + dir}, vars...)...)
+	if err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(dir, "flock_*_amd64.deb"))
+	if len(debs) != 1 {
+		return "", fmt.Errorf("make deb DEBDIR=%s wrote %q, want one flock_*_amd64.deb\n%s", dir, debs, out)
+	}
+	return debs[0], nil
+}
+
+// DebField is one field of a package's control file (dpkg-deb --field).
+func DebField(deb, field string) (string, error) {
+	out, err := exec.Command("dpkg-deb", "--field", deb, field).Output()
+	if err != nil {
+		return "", fmt.Errorf("dpkg-deb --field %s %s: %w", deb, field, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
