@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/flockrun/flock/netpolicy"
 )
 
 // Counts are one uid's denied packets as table inet flock counts them:
-// Refused all of them, Logged those written to the kernel log.
-type Counts struct{ Refused, Logged uint64 }
+// Refused all of them, Logged those written to the kernel log
+// (netpolicy.Firewall.Refused's own type).
+type Counts = netpolicy.Refusals
 
 // CounterSource reports the firewall's per-uid counters (netpolicy's sets
 // refused and logged). The kernel log has a line for at most 5 refused

@@ -54,7 +54,7 @@ per-agent counters. -f keeps printing new events as they happen.
 			}
 			sources := []events.Source{
 				&events.JournalSource{UIDBase: uidBase, Wall: wall},
-				&events.CounterSource{UIDBase: uidBase, Read: firewallCounts, KernelLog: kernelLogInJournal(cmd.Context())},
+				&events.CounterSource{UIDBase: uidBase, Read: netpolicy.New().Refused, KernelLog: kernelLogInJournal(cmd.Context())},
 			}
 			return events.Stream(cmd.Context(), sources, o, eventPrinter(cmd.OutOrStdout(), output))
 		},
@@ -121,19 +121,6 @@ func eventPrinter(w io.Writer, output string) func(events.Event) error {
 		_, err := fmt.Fprintln(w, e.Text())
 		return err
 	}
-}
-
-// firewallCounts reads table inet flock's per-uid counters.
-func firewallCounts(ctx context.Context) (map[uint32]events.Counts, error) {
-	r, err := netpolicy.New().Refused(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[uint32]events.Counts, len(r))
-	for uid, c := range r {
-		out[uid] = events.Counts{Refused: c.Refused, Logged: c.Logged}
-	}
-	return out, nil
 }
 
 // kernelLogInJournal says whether journald reads the kernel's log here:
