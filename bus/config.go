@@ -38,6 +38,29 @@ type Config struct {
 	Metrics string `json:"metrics,omitempty"` // "127.0.0.1:8223", where /metrics is served; "" = off
 	Users   []User `json:"users"`             // agents by id, then the operator
 	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
+	// Cluster joins this host's bus to the other hosts' (a multi-host
+	// flock); nil on one host.
+	Cluster *Cluster `json:"cluster,omitempty"`
+}
+
+// Cluster is how this host's bus meets the others': NATS routes with
+// mutual TLS (every host's certificate is signed by the flock's own CA)
+// and a route password, JetStream replicated across them.
+type Cluster struct {
+	Name     string   `json:"name"`     // spec.ClusterName
+	Server   string   `json:"server"`   // this host's name: the NATS server_name, unique in the cluster
+	Listen   string   `json:"listen"`   // this host's address:cluster port
+	Routes   []string `json:"routes"`   // the other hosts' address:cluster port, sorted
+	Replicas int      `json:"replicas"` // copies of each stream (spec.Flock.Replicas)
+	// Hosts names the host of every agent id, for status across hosts.
+	Hosts map[int]string `json:"hosts"`
+	// Files are the cluster's secrets, read at start (serve runs with
+	// them as systemd credentials): PEM CA, this host's certificate and
+	// key, and the route password.
+	CAFile       string `json:"ca_file"`
+	CertFile     string `json:"cert_file"`
+	KeyFile      string `json:"key_file"`
+	PasswordFile string `json:"password_file"`
 }
 
 // User is one identity on the bus and what it may do there.

@@ -76,6 +76,9 @@ type Flock struct {
 	UIDBase uint32 // agent N gets uid and gid UIDBase+N
 	Bus     Bus
 	Agents  []Agent // sorted by ID, ids unique
+	// Hosts are the machines of a multi-host flock (cluster.go); empty on
+	// one host.
+	Hosts []Host
 }
 
 // Bus is where agents reach the embedded NATS server, where its
@@ -94,6 +97,9 @@ type Bus struct {
 	// died, or stopped, before storing its result) before it is
 	// dead-lettered with a failed result.
 	MaxDeliveries int
+	// ClusterPort is where the hosts' buses route to each other (a
+	// multi-host flock only): listened on at the host's Address.
+	ClusterPort int
 }
 
 // URL is the NATS_URL handed to agents.
@@ -124,7 +130,10 @@ func (b Bus) Metrics() string {
 
 // Agent is one agent, defaults applied.
 type Agent struct {
-	ID    int
+	ID int
+	// Host is the name of the host the agent runs on (a multi-host flock
+	// only; "" on one host).
+	Host  string
 	Role  Role
 	Level Level
 	// Command runs once per task (workers only), the task's payload on its
