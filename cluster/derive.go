@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,5 +43,9 @@ func AgentSeed(secret []byte, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: deriving the nkey of %s: %w", name, err)
 	}
-	return kp.Seed()
+	// Seed returns the pair's own slice, which Wipe overwrites: copy first.
+	seed, err := kp.Seed()
+	seed = bytes.Clone(seed)
+	kp.Wipe()
+	return seed, err
 }
