@@ -45,12 +45,24 @@ func TestForFlockCluster(t *testing.T) {
 	if p := ForFlock(&spec.Flock{UIDBase: spec.DefaultUIDBase, Bus: bus, Hosts: hosts}); p.Cluster.Port != 7222 {
 		t.Errorf("cluster_port 7222: port %d", p.Cluster.Port)
 	}
-	// The output rules of a multi-host flock's agents are a single host's.
+	// A multi-host flock's agents have a single host's output rules, and
+	// before them the refusals of the cluster port, which no allowance
+	// overrides: the peers' addresses, then this host's.
 	for _, uid := range single.AgentUIDs {
 		a, _ := PlannedRulesFor(single, uid)
 		b, _ := PlannedRulesFor(got, uid)
-		if len(a) != len(b) || len(b) == 0 || strings.Contains(strings.Join(b, "\n"), "6222") {
-			t.Errorf("uid %d: rules\n%s\nwant (but for the hash) as on one host:\n%s", uid, strings.Join(b, "\n"), strings.Join(a, "\n"))
+		refusals := []string{
+			`meta skuid @agents ip daddr @cluster_peers4 tcp dport 6222 counter name "denied" update @refused { meta skuid counter } update @denylog { meta skuid limit rate 5/minute } update @logged { meta skuid counter } log prefix "flock-deny " flags skuid comment "deny the cluster port of the flock's hosts (IPv4): count, log"`,
+			`meta skuid @agents ip daddr @cluster_peers4 tcp dport 6222 reject with tcp reset comment "deny the cluster port of the flock's hosts (IPv4): reset"`,
+			`meta skuid @agents ip6 daddr @cluster_peers6 tcp dport 6222 counter name "denied" update @refused { meta skuid counter } update @denylog { meta skuid limit rate 5/minute } update @logged { meta skuid counter } log prefix "flock-deny " flags skuid comment "deny the cluster port of the flock's hosts (IPv6): count, log"`,
+			`meta skuid @agents ip6 daddr @cluster_peers6 tcp dport 6222 reject with tcp reset comment "deny the cluster port of the flock's hosts (IPv6): reset"`,
+			`meta skuid @agents tcp dport 6222 fib daddr type @hosttypes counter name "denied" update @refused { meta skuid counter } update @denylog { meta skuid limit rate 5/minute } update @logged { meta skuid counter } log prefix "flock-deny " flags skuid comment "deny the cluster port of this host: count, log"`,
+			`meta skuid @agents tcp dport 6222 fib daddr type @hosttypes reject with tcp reset comment "deny the cluster port of this host: reset"`,
+		}
+		want := strings.Join(append(append(a[:1:1], refusals...), a[1:]...), "\n")
+		want = strings.ReplaceAll(want, single.Hash(), got.Hash()) // the policy's hash differs
+		if strings.Join(b, "\n") != want {
+			t.Errorf("uid %d: rules\n%s\nwant\n%s", uid, strings.Join(b, "\n"), want)
 		}
 	}
 }
@@ -84,8 +96,11 @@ func TestValidateCluster(t *testing.T) {
 // wired to one standing for host b (a peer, over IPv4 and IPv6) and one
 // standing for a stranger. Only b reaches a's cluster port; the stranger's
 // connections are dropped and counted; other ports are not ours to close;
-// a's agents reach neither b's cluster port nor b at all. A second Ensure
-// of the same policy leaves the table as it was, and drift is seen.
+// a's agents reach neither b's cluster port nor b at all, and an agent
+// whose allowances cover b (0.0.0.0/0:*, ::/0:*, b's address by name)
+// reaches b's other ports but no host's cluster port, refused and counted
+// as its own. A second Ensure of the same policy leaves the table as it
+// was, and drift is seen.
 func TestKernelCluster(t *testing.T) {
 	requireRoot(t)
 	ctx := context.Background()
@@ -104,7 +119,12 @@ func TestKernelCluster(t *testing.T) {
 			{Name: "b", Address: netip.MustParseAddr("10.99.1.2")},
 			{Name: "b6", Address: netip.MustParseAddr("fd99:1::2")},
 		},
-		Agents: []spec.Agent{{ID: 1, Host: "a"}},
+		Agents: []spec.Agent{{ID: 1, Host: "a"}, {ID: 2, Host: "a", Egress: []spec.Egress{
+			egress("0.0.0.0/0", 0, "tcp"), egress("::/0", 0, "tcp"),
+			// Explicit, so neither the host guard of a wide allowance nor
+			// the deny at the end would stop them: only the refusals do.
+			egress("10.99.1.2/32", 6222, "tcp"), egress("10.99.1.1/32", 0, "tcp"), egress("127.0.0.1/32", 6222, "tcp"),
+		}}},
 	})
 	fw := NewInNetNS(a.fd)
 	if err := fw.Ensure(ctx, p); err != nil {
@@ -113,6 +133,7 @@ func TestKernelCluster(t *testing.T) {
 	a.serveTCP(t, "[::]:6222") // the bus's cluster port, both IP versions
 	a.serveTCP(t, "[::]:8080") // anything else on host a
 	b.serveTCP(t, "[::]:6222") // b's cluster port
+	b.serveTCP(t, "[::]:8080") // anything else on host b
 	a.serveTCP(t, "127.0.0.1:4222")
 
 	t.Run("the flock's hosts reach the cluster port", func(t *testing.T) {
@@ -148,6 +169,35 @@ func TestKernelCluster(t *testing.T) {
 		a.expectRefused(t, "agent 1", agent1, "dial", "tcp6", "[fd99:1::2]:6222")
 		a.expectRefused(t, "agent 1", agent1, "dial", "tcp", "10.99.1.1:6222")
 		a.expectRefused(t, "agent 1", agent1, "dial", "tcp", "127.0.0.1:6222")
+	})
+	t.Run("no allowance opens a cluster port to an agent", func(t *testing.T) {
+		before, err := fw.Refused(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its allowances are real: b's other ports, a's own by its address.
+		a.expectOK(t, "agent 2", agent2, "dial", "tcp", "10.99.1.2:8080")
+		a.expectOK(t, "agent 2", agent2, "dial", "tcp6", "[fd99:1::2]:8080")
+		a.expectOK(t, "agent 2", agent2, "dial", "tcp", "10.99.1.1:8080")
+		for _, to := range []struct{ network, addr string }{
+			{"tcp", "10.99.1.2:6222"},    // b: 0.0.0.0/0:* and by name
+			{"tcp6", "[fd99:1::2]:6222"}, // b over IPv6: ::/0:*
+			{"tcp", "10.99.1.1:6222"},    // a's listed address, by name
+			{"tcp", "127.0.0.1:6222"},    // a over loopback, by name
+		} {
+			a.expectRefused(t, "agent 2", agent2, "dial", to.network, to.addr)
+		}
+		// From a's listed address (bound by the agent) to one of a's
+		// unlisted ones: the input chain would take it for a peer's, so
+		// the output rule of this host's addresses (fib) must refuse it.
+		a.expectRefused(t, "agent 2 from a's listed address", agent2, "dialfrom", "tcp", "10.99.1.1,127.0.0.1:6222")
+		// Counted (and logged) as agent 2's own refusals, as status and
+		// the events show them; each refused connect is one SYN.
+		poll(t, 2*time.Second, "agent 2's refusals counted", func() (bool, string) {
+			now, err := fw.Refused(ctx)
+			r, was := now[agent2], before[agent2]
+			return err == nil && r.Refused == was.Refused+5 && r.Logged == was.Logged+5, fmt.Sprintf("%+v (before %+v), %v", r, was, err)
+		})
 	})
 	t.Run("a second Ensure changes nothing; drift is seen and repaired", func(t *testing.T) {
 		matches := func(want bool, when string) {

@@ -58,8 +58,9 @@ func goldenCases() map[string]Policy {
 }
 
 // threeHosts is host a's policy in a flock on three hosts (one reached
-// over IPv6): its own agents' output rules as on one host, and the input
-// chain that opens the cluster port to the three hosts only.
+// over IPv6): its own agents' output rules as on one host but for the
+// refusals of the cluster port after the bus's rule, and the input chain
+// that opens the cluster port to the three hosts only.
 func threeHosts() Policy {
 	return ForFlock(&spec.Flock{
 		UIDBase: spec.DefaultUIDBase,

@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/google/nftables"
@@ -30,6 +31,11 @@ type ruleset struct {
 // The rules, in chain order, for packets whose socket belongs to an agent:
 //
 //  1. to the bus (BusHost, tcp BusPort): accept;
+//     in a multi-host flock, then, tcp to the cluster port of the flock's
+//     hosts (sets cluster_peers4/6) or of this host (a fib type in set
+//     hosttypes): counted, logged and reset as in 3 and 4, before any
+//     allowance can let it through: only the bus talks to the other hosts
+//     (addClusterRefusals);
 //  2. each allowance: accept, for its own uid only; a wide one (a range
 //     such as 0.0.0.0/0 or 10.0.0.0/8) only when the destination is not
 //     this host: not in set host4/host6 (loopback, link-local, multicast)
@@ -121,6 +127,10 @@ func build(p Policy) (*ruleset, error) {
 	agents := skuidInAgents(rs.sets[0])
 
 	add("bus", agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort), accept())
+	if p.Cluster != nil {
+		addClusterSets(rs, p.Cluster)
+		addClusterRefusals(add, agents, p.Cluster.Port)
+	}
 	for _, uid := range sortedKeys(p.Egress) {
 		for _, a := range p.Egress[uid] {
 			var port []expr.Any
@@ -135,25 +145,8 @@ func build(p Policy) (*ruleset, error) {
 			add(comment, skuidIs(uid), daddr(a.Prefix), guard, l4(a.Proto), port, accept())
 		}
 	}
-	add("deny: count, log", agents,
-		[]expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter}},
-		// Every denied packet is counted for its uid; then the log limit,
-		// one token bucket per uid (an element of denylog, made by the
-		// first refusal and expiring after a minute of quiet, by when its
-		// bucket would be full again anyway): a packet over its own uid's
-		// limit ends the rule and falls through to the rejects below, so
-		// one agent's flood cannot spend another's log budget. Packets
-		// that pass are counted as logged, then logged.
-		perUID(RefusedSet, &expr.Counter{}),
-		perUID(DenyLogSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst}),
-		perUID(LoggedSet, &expr.Counter{}),
-		[]expr.Any{&expr.Log{
-			Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
-			Data:  []byte(LogPrefix),
-			Level: expr.LogLevelWarning,
-			Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
-		}})
-	add("deny tcp: reset", agents, l4("tcp"), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
+	add("deny: count, log", agents, countAndLog())
+	add("deny tcp: reset", agents, l4("tcp"), reset())
 	add("deny the rest: admin-prohibited; flock policy "+p.Hash(), agents, []expr.Any{
 		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
 	})
@@ -161,6 +154,60 @@ func build(p Policy) (*ruleset, error) {
 		addCluster(rs, p.Cluster)
 	}
 	return rs, nil
+}
+
+// countAndLog is what every refusal of an agent's packet does before its
+// reject: count it (named counter denied), count it for its uid; then the
+// log limit, one token bucket per uid (an element of denylog, made by the
+// first refusal and expiring after a minute of quiet, by when its bucket
+// would be full again anyway): a packet over its own uid's limit ends the
+// rule and falls through to the reject that follows, so one agent's flood
+// cannot spend another's log budget. Packets that pass are counted as
+// logged, then logged, the uid in the line.
+func countAndLog() []expr.Any {
+	var out []expr.Any
+	out = append(out, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter})
+	out = append(out, perUID(RefusedSet, &expr.Counter{})...)
+	out = append(out, perUID(DenyLogSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst})...)
+	out = append(out, perUID(LoggedSet, &expr.Counter{})...)
+	return append(out, &expr.Log{
+		Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
+		Data:  []byte(LogPrefix),
+		Level: expr.LogLevelWarning,
+		Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
+	})
+}
+
+// reset refuses a tcp packet with a reset: connect() fails at once.
+func reset() []expr.Any { return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}} }
+
+// addClusterRefusals keeps agents off the cluster port, whatever their
+// allowances say (0.0.0.0/0:*, or a host's address by name): the input
+// chain accepts the port from the flock's hosts' addresses, and an agent's
+// packets leave from them too. Three destinations, each a count-and-log
+// rule then a reset rule, as the refusals at the end of the chain (same
+// counters, same log, so status and events name the agent):
+//
+//   - the other hosts, and this one's listed address: set cluster_peers4,
+//   - the same over IPv6: set cluster_peers6,
+//   - any address of this host (loopback, another interface's, one the
+//     agent bound itself to a listed address to use): fib daddr type in
+//     set hosttypes, as the wide allowances' host guard asks.
+func addClusterRefusals(add func(string, ...[]expr.Any), agents []expr.Any, port uint16) {
+	tcp := append(l4("tcp"), dport(port)...)
+	for _, to := range []struct {
+		what  string
+		match []expr.Any
+	}{
+		{"the flock's hosts (IPv4)", append(addrIn(false, false), tcp...)},
+		{"the flock's hosts (IPv6)", append(addrIn(true, false), tcp...)},
+		{"this host", append(slices.Clone(tcp),
+			&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+			&expr.Lookup{SourceRegister: 1, SetName: HostTypesSet, SetID: setIDs[HostTypesSet]})},
+	} {
+		add("deny the cluster port of "+to.what+": count, log", agents, to.match, countAndLog())
+		add("deny the cluster port of "+to.what+": reset", agents, to.match, reset())
+	}
 }
 
 // addCluster guards the cluster port of a multi-host flock, in a chain of
@@ -174,23 +221,13 @@ func build(p Policy) (*ruleset, error) {
 //     one budget for all, as no uid tells the senders apart), then
 //  3. drop: a stranger learns nothing, not even that the port exists.
 //
-// The agents need no rule here: their output rules already keep them from
-// every address but the bus's and their allowances, the other hosts'
-// included. Judging on input by source address is right here, unlike for
-// the agents (see build): the port is the bus's, whoever sends to it.
+// The agents are not judged here but on output (addClusterRefusals): their
+// packets leave from this host's addresses, listed ones included, so by
+// source address they look like the bus's. Judging on input by source
+// address is right for everyone else, unlike for the agents (see build):
+// the port is the bus's, whoever sends to it.
 func addCluster(rs *ruleset, c *Cluster) {
 	t := rs.table
-	rs.objs = append(rs.objs, &nftables.NamedObj{Table: t, Name: ClusterDeniedCounter, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
-	rs.sets = append(rs.sets,
-		&nftables.Set{Table: t, Name: ClusterPeers4Set, KeyType: nftables.TypeIPAddr, ID: setIDs[ClusterPeers4Set]},
-		&nftables.Set{Table: t, Name: ClusterPeers6Set, KeyType: nftables.TypeIP6Addr, ID: setIDs[ClusterPeers6Set]})
-	for _, a := range c.Peers {
-		set := ClusterPeers4Set
-		if a.Is6() {
-			set = ClusterPeers6Set
-		}
-		rs.elems[set] = append(rs.elems[set], nftables.SetElement{Key: a.AsSlice()})
-	}
 	ch := &nftables.Chain{
 		Table: t, Name: InputChain, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter,
@@ -208,8 +245,8 @@ func addCluster(rs *ruleset, c *Cluster) {
 		})
 	}
 	port := func() []expr.Any { return append(l4("tcp"), dport(c.Port)...) }
-	add("cluster: the flock's hosts (IPv4)", saddrIn(false), port(), accept())
-	add("cluster: the flock's hosts (IPv6)", saddrIn(true), port(), accept())
+	add("cluster: the flock's hosts (IPv4)", addrIn(false, true), port(), accept())
+	add("cluster: the flock's hosts (IPv6)", addrIn(true, true), port(), accept())
 	add("cluster: others: count, log", port(),
 		[]expr.Any{
 			&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ClusterDeniedCounter},
@@ -219,12 +256,32 @@ func addCluster(rs *ruleset, c *Cluster) {
 	add("cluster: others: drop", port(), []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}})
 }
 
-// saddrIn matches a source address in the cluster peers set of its IP
-// version, with the version check an inet table needs first.
-func saddrIn(v6 bool) []expr.Any {
-	proto, off, n, set := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4), ClusterPeers4Set // ip saddr
+// addClusterSets adds the cluster's counter and its peers' sets, which
+// both chains use.
+func addClusterSets(rs *ruleset, c *Cluster) {
+	t := rs.table
+	rs.objs = append(rs.objs, &nftables.NamedObj{Table: t, Name: ClusterDeniedCounter, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+	rs.sets = append(rs.sets,
+		&nftables.Set{Table: t, Name: ClusterPeers4Set, KeyType: nftables.TypeIPAddr, ID: setIDs[ClusterPeers4Set]},
+		&nftables.Set{Table: t, Name: ClusterPeers6Set, KeyType: nftables.TypeIP6Addr, ID: setIDs[ClusterPeers6Set]})
+	for _, a := range c.Peers {
+		set := ClusterPeers4Set
+		if a.Is6() {
+			set = ClusterPeers6Set
+		}
+		rs.elems[set] = append(rs.elems[set], nftables.SetElement{Key: a.AsSlice()})
+	}
+}
+
+// addrIn matches a source (or destination) address in the cluster peers
+// set of its IP version, with the version check an inet table needs first.
+func addrIn(v6, source bool) []expr.Any {
+	proto, off, n, set := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4), ClusterPeers4Set // ip daddr
 	if v6 {
-		proto, off, n, set = unix.NFPROTO_IPV6, 8, 16, ClusterPeers6Set // ip6 saddr
+		proto, off, n, set = unix.NFPROTO_IPV6, 24, 16, ClusterPeers6Set // ip6 daddr
+	}
+	if source {
+		off -= n // ip saddr at 12, ip6 saddr at 8
 	}
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},

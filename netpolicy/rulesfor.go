@@ -38,7 +38,7 @@ func PlannedRulesFor(p Policy, uid uint32) ([]string, error) {
 // for uid. A rule added by hand is shown like one of ours. The input
 // chain of a multi-host flock is left out: it judges by source address,
 // never by uid, and only packets to the cluster port, which the output
-// chain already refuses to every agent.
+// chain refuses to every agent before any allowance.
 func rulesFor(rs *ruleset, uid uint32) []string {
 	var out []string
 	for _, c := range rs.chains {
