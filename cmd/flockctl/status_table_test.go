@@ -30,7 +30,7 @@ func tableRows() []agentStatus {
 // as before flocks spanned hosts.
 func TestStatusTableOneHost(t *testing.T) {
 	var b strings.Builder
-	printTable(&b, tableRows())
+	printTable(&b, tableRows(), false)
 	golden.Check(t, filepath.Join("testdata", "status-one-host.golden"), b.String())
 }
 
