@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,6 +58,26 @@ var taskNow = time.Date(2026, 11, 27, 10, 0, 30, 0, time.UTC)
 // as before flocks spanned hosts.
 func TestTasksTableOneHost(t *testing.T) {
 	var b strings.Builder
-	printTasks(&b, taskRows(), taskNow)
+	printTasks(&b, taskRows(), taskNow, nil)
 	golden.Check(t, filepath.Join("testdata", "tasks-one-host.golden"), b.String())
+}
+
+// Tier: unit. The tasks table of a flock on three hosts: the host of the
+// agent holding the task, else of the one it is addressed to or that
+// stored its result; "-" for a pending task and one the bus ended.
+func TestTasksTableHosts(t *testing.T) {
+	where := &placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
+	var b strings.Builder
+	printTasks(&b, taskRows(), taskNow, where)
+	golden.Check(t, filepath.Join("testdata", "tasks-hosts.golden"), b.String())
+	data, err := json.Marshal(withHosts(taskRows()[:3], where))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":"t-1","state":"running","subject":"tasks.worker","holder":2,"time":"2026-11-27T10:00:00Z","host":"b"}`,
+		`"agent":3,"time":"2026-11-27T10:00:00Z","host":"c"}`, `"id":"t-3","state":"pending","subject":"tasks.worker","time":"2026-11-27T10:00:01Z"}`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("JSON %s lacks %s", data, want)
+		}
+	}
 }

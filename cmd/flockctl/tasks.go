@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,15 +44,19 @@ failed result was stored for it). Done and dead tasks are newest first.`,
 			if err != nil {
 				return err
 			}
+			where := tasksPlacement(cmd.Context())
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
+				if where != nil {
+					return enc.Encode(withHosts(entries, where))
+				}
 				if entries == nil {
 					entries = []bus.TaskEntry{}
 				}
 				return enc.Encode(entries)
 			}
-			printTasks(cmd.OutOrStdout(), entries, time.Now())
+			printTasks(cmd.OutOrStdout(), entries, time.Now(), where)
 			return nil
 		},
 	}
@@ -59,13 +65,19 @@ failed result was stored for it). Done and dead tasks are newest first.`,
 	return cmd
 }
 
-func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
+// printTasks is the tasks table; where (a flock on several hosts) adds
+// the HOST column.
+func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, where *placement) {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+	if where != nil {
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
+	} else {
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+	}
 	for _, e := range entries {
 		agent := "-"
 		if e.Agent > 0 {
@@ -76,6 +88,9 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
 		holder := "-"
 		if e.Holder > 0 {
 			holder = strconv.Itoa(e.Holder)
+		}
+		if where != nil {
+			holder += "\t" + cmp.Or(taskHost(e, where), "-")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
 	}
@@ -95,4 +110,44 @@ func outcome(e bus.TaskEntry) string {
 		return "failed: " + e.Error
 	}
 	return "-"
+}
+
+// taskRow is a task in JSON on several hosts: the entry and its host.
+type taskRow struct {
+	bus.TaskEntry
+	Host string `json:"host,omitempty"`
+}
+
+// withHosts is entries with the host of each one's agent.
+func withHosts(entries []bus.TaskEntry, where *placement) []taskRow {
+	out := make([]taskRow, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, where)})
+	}
+	return out
+}
+
+// taskHost is the host of the agent holding the task, else of the one it
+// is addressed to or that stored its result; "" for none (pending, or
+// stored by the bus).
+func taskHost(e bus.TaskEntry, where *placement) string {
+	switch {
+	case e.Holder > 0:
+		return where.host(e.Holder)
+	case e.Agent > 0:
+		return where.host(e.Agent)
+	}
+	return ""
+}
+
+// tasksPlacement is where the agents run, from the bus config and the
+// last provisioned spec; nil on one host (or when neither can be read:
+// then there is no host to show).
+func tasksPlacement(ctx context.Context) *placement {
+	cfg, _ := bus.NewSystem().Config(ctx)
+	f, err := appliedFlock()
+	if err != nil {
+		f = nil
+	}
+	return placementOf(f, cfg)
 }
