@@ -56,3 +56,20 @@ func GatherUnits(ctx context.Context, nc *nats.Conn, hosts []string, wait time.D
 	}
 	return got, nil
 }
+
+// AddHolders names the holder of each running task that has none in
+// entries (ListTasks asks only this host's desk) from the other hosts'
+// desks, as GatherUnits brought them.
+func AddHolders(entries []TaskEntry, answers map[string]wire.HostUnits) {
+	holders := map[uint64]int{}
+	for _, u := range answers {
+		for _, h := range u.Held {
+			holders[h.Seq] = h.Agent
+		}
+	}
+	for i, e := range entries {
+		if e.State == Running && e.Holder == 0 && e.seq > 0 {
+			entries[i].Holder = holders[e.seq]
+		}
+	}
+}

@@ -114,3 +114,27 @@ func TestGatherUnits(t *testing.T) {
 		t.Errorf("no bus, yet it waited %s", took)
 	}
 }
+
+// Tier: unit. A running task this host's desk does not hold is named
+// after the worker another host's desk handed it to; one held here, a
+// pending one and one nobody holds keep what they have.
+func TestAddHolders(t *testing.T) {
+	entries := []TaskEntry{
+		{ID: "t-1", State: Running, seq: 1, Holder: 2},
+		{ID: "t-2", State: Running, seq: 2},
+		{ID: "t-3", State: Running, seq: 3},
+		{ID: "t-4", State: Pending, seq: 4},
+		{ID: "t-5", State: Done},
+	}
+	AddHolders(entries, map[string]wire.HostUnits{
+		"b": {Host: "b", Held: []wire.Held{{Seq: 2, ID: "t-2", Agent: 5}, {Seq: 4, ID: "t-4", Agent: 6}}},
+		"c": {Host: "c"},
+	})
+	var got []int
+	for _, e := range entries {
+		got = append(got, e.Holder)
+	}
+	if !slices.Equal(got, []int{2, 5, 0, 0, 0}) {
+		t.Errorf("holders %v, want [2 5 0 0 0]", got)
+	}
+}

@@ -45,7 +45,8 @@ func (s *Server) onUnits(m *nats.Msg) {
 	s.respond(m, data)
 }
 
-// HostUnits is this host's agents' units and what the bus saw of each.
+// HostUnits is this host's agents' units, what the bus saw of each, and
+// the tasks its desk has handed out.
 func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
 	s.mu.Lock()
 	cfg := s.cfg
@@ -53,6 +54,7 @@ func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
 	host, ids := localAgents(cfg)
 	out := wire.HostUnits{Host: host, Agents: make(map[int]wire.AgentUnit, len(ids))}
 	onBus := s.Status().Agents
+	out.Held = s.desk.heldTasks().Tasks
 	for _, id := range ids {
 		out.Agents[id] = wire.AgentUnit{Bus: onBus[id]}
 	}

@@ -17,6 +17,10 @@ const UnitsSubject = "flock.bus.units"
 type HostUnits struct {
 	Host   string            `json:"host"` // its host's name in the spec; "" on a single-host flock
 	Agents map[int]AgentUnit `json:"agents"`
+	// Held is what this bus's task desk has handed to workers (its
+	// host's: a worker asks the desk of the bus it is connected to), so
+	// flockctl tasks on any host names every task's holder.
+	Held []Held `json:"held,omitempty"`
 	// Error is why the units could not be read (no D-Bus system bus);
 	// Agents then carry only what the bus saw of each agent.
 	Error string `json:"error,omitempty"`

@@ -18,7 +18,7 @@ func TestUnitsRoundTrip(t *testing.T) {
 			2: {Unit: "flock-agent@2.service", ActiveState: "active", SubState: "running", Restarts: 3, ExitCode: "killed", ExitStatus: 9,
 				Bus: AgentOnBus{Connections: 1, HeartbeatAt: &at, ViolationsTotal: 2, Violations: map[string]uint64{ViolationPublish: 2}}},
 			3: {}, // no unit loaded
-		}},
+		}, Held: []Held{{Seq: 7, ID: "t-1", Agent: 2, Delivery: 1, DeliveredAt: at}}},
 	} {
 		data, err := EncodeUnits(u)
 		if err != nil {

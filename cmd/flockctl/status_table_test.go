@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
 )
 
@@ -79,5 +81,18 @@ func TestTasksTableHosts(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("JSON %s lacks %s", data, want)
 		}
+	}
+}
+
+// Tier: unit. Below the tasks table: the hosts whose desks did not say
+// what their workers hold.
+func TestPrintSilent(t *testing.T) {
+	var b strings.Builder
+	printSilent(&b, []string{"b", "c"}, map[string]wire.HostUnits{"b": {Host: "b"}}, nil)
+	printSilent(&b, []string{"b"}, nil, errors.New("no bus answers flock.bus.units"))
+	want := "note: host c did not answer: the tasks its workers hold show no holder\n" +
+		"note: host b could not be asked: no bus answers flock.bus.units: the tasks its workers hold show no holder\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 )
 
 func newTasks() *cobra.Command {
@@ -26,7 +27,11 @@ running: handed to a worker and no result stored yet; HOLDER is the worker
 holding it now, as the bus's task desk says, "-" while it waits to be handed
 out again), then the last --limit results (done) and the last --limit dead
 letters (dead: no worker finished it within the bus's max_deliveries; a
-failed result was stored for it). Done and dead tasks are newest first.`,
+failed result was stored for it). Done and dead tasks are newest first.
+On a flock of several hosts, HOST is the host of the agent holding the
+task, else of the one it is addressed to or that stored its result; every
+host's bus is asked which tasks its workers hold (a host that does not
+answer within 2 s is named below the table).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -44,7 +49,18 @@ failed result was stored for it). Done and dead tasks are newest first.`,
 			if err != nil {
 				return err
 			}
+			// On several hosts, each host's desk knows the tasks its
+			// workers hold: the others' are asked.
 			where := tasksPlacement(cmd.Context())
+			notes := cmd.OutOrStdout()
+			if output == "json" {
+				notes = cmd.ErrOrStderr() // stdout stays one JSON document
+			}
+			if where != nil {
+				said, err := bus.GatherUnits(cmd.Context(), nc, where.others(), bus.GatherWait)
+				bus.AddHolders(entries, said)
+				defer printSilent(notes, where.others(), said, err)
+			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -150,4 +166,19 @@ func tasksPlacement(ctx context.Context) *placement {
 		f = nil
 	}
 	return placementOf(f, cfg)
+}
+
+// printSilent names the hosts whose desks did not say which tasks their
+// workers hold: those tasks show no holder.
+func printSilent(w io.Writer, hosts []string, said map[string]wire.HostUnits, askErr error) {
+	for _, h := range hosts {
+		if _, ok := said[h]; ok {
+			continue
+		}
+		why := "did not answer"
+		if askErr != nil {
+			why = "could not be asked: " + askErr.Error()
+		}
+		fmt.Fprintf(w, "note: host %s %s: the tasks its workers hold show no holder\n", h, why)
+	}
 }
