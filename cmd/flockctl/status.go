@@ -94,10 +94,10 @@ func newStatus() *cobra.Command {
 			byAgent, flockWide := driftOf(f, pl.plan)
 			// On several hosts the others' buses are asked for their
 			// agents' units while this host's are read.
-			where := placementOf(f, pl.have.BusConfig)
+			placed := placementOf(f, pl.have.BusConfig)
 			var hostsSaid func() hostsAnswers
-			if where != nil {
-				hostsSaid = where.askHosts(ctx)
+			if placed != nil {
+				hostsSaid = placed.askHosts(ctx)
 			}
 			scoped := agent.IPCScopesSupported()
 			// The bus's answer to the observation above; asked again only
@@ -109,10 +109,9 @@ func newStatus() *cobra.Command {
 			refused, fwErr := pl.host.Firewall.Refused(ctx)
 			now := time.Now()
 			sts := make([]units.Status, len(f.Agents))
-			for i, a := range f.Agents {
-				if where.local(a.ID) {
-					sts[i] = pl.have.Units[spec.UnitName(a.ID)]
-				}
+			for i := range f.Agents {
+				// Another host's agent has no unit here: no state.
+				sts[i] = pl.have.Units[spec.UnitName(f.Agents[i].ID)]
 			}
 			sts = withExits(ctx, pl.host.Units, sts)
 			var said hostsAnswers
@@ -121,8 +120,8 @@ func newStatus() *cobra.Command {
 			}
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
-				if !where.local(a.ID) {
-					row := remoteRow(f, a, where.host(a.ID), said, onBus, now)
+				if !placed.local(a.ID) {
+					row := remoteRow(f, a, placed.host(a.ID), said, onBus, now)
 					row.Drift = strings.Join(byAgent[a.ID], "; ")
 					row.IPCScoped = scoped
 					rows = append(rows, row)
@@ -130,7 +129,7 @@ func newStatus() *cobra.Command {
 				}
 				st := sts[i]
 				row := statusOf(f, a, st)
-				row.Host = where.host(a.ID)
+				row.Host = placed.host(a.ID)
 				row.Diagnosis = diagnose(ctx, a, st)
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
@@ -157,7 +156,7 @@ func newStatus() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
-			printTable(cmd.OutOrStdout(), rows, where != nil)
+			printTable(cmd.OutOrStdout(), rows, placed != nil)
 			printViolations(cmd.OutOrStdout(), rows)
 			printRefused(cmd.OutOrStdout(), rows)
 			printDiagnoses(cmd.OutOrStdout(), rows)

@@ -68,11 +68,11 @@ func TestTasksTableOneHost(t *testing.T) {
 // agent holding the task, else of the one it is addressed to or that
 // stored its result; "-" for a pending task and one the bus ended.
 func TestTasksTableHosts(t *testing.T) {
-	where := &placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
+	placed := &placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
 	var b strings.Builder
-	printTasks(&b, taskRows(), taskNow, where)
+	printTasks(&b, taskRows(), taskNow, placed)
 	golden.Check(t, filepath.Join("testdata", "tasks-hosts.golden"), b.String())
-	data, err := json.Marshal(withHosts(taskRows()[:3], where))
+	data, err := json.Marshal(withHosts(taskRows()[:3], placed))
 	if err != nil {
 		t.Fatal(err)
 	}

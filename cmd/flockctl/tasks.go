@@ -51,28 +51,28 @@ answer within 2 s is named below the table).`,
 			}
 			// On several hosts, each host's desk knows the tasks its
 			// workers hold: the others' are asked.
-			where := tasksPlacement(cmd.Context())
+			placed := tasksPlacement(cmd.Context())
 			notes := cmd.OutOrStdout()
 			if output == "json" {
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
 			}
-			if where != nil {
-				said, err := bus.GatherUnits(cmd.Context(), nc, where.others(), bus.GatherWait)
+			if placed != nil {
+				said, err := bus.GatherUnits(cmd.Context(), nc, placed.others(), bus.GatherWait)
 				bus.AddHolders(entries, said)
-				defer printSilent(notes, where.others(), said, err)
+				defer printSilent(notes, placed.others(), said, err)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				if where != nil {
-					return enc.Encode(withHosts(entries, where))
+				if placed != nil {
+					return enc.Encode(withHosts(entries, placed))
 				}
 				if entries == nil {
 					entries = []bus.TaskEntry{}
 				}
 				return enc.Encode(entries)
 			}
-			printTasks(cmd.OutOrStdout(), entries, time.Now(), where)
+			printTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
 			return nil
 		},
 	}
@@ -81,15 +81,15 @@ answer within 2 s is named below the table).`,
 	return cmd
 }
 
-// printTasks is the tasks table; where (a flock on several hosts) adds
+// printTasks is the tasks table; placed (a flock on several hosts) adds
 // the HOST column.
-func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, where *placement) {
+func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *placement) {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if where != nil {
+	if placed != nil {
 		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
 	} else {
 		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
@@ -105,8 +105,8 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, where *plac
 		if e.Holder > 0 {
 			holder = strconv.Itoa(e.Holder)
 		}
-		if where != nil {
-			holder += "\t" + cmp.Or(taskHost(e, where), "-")
+		if placed != nil {
+			holder += "\t" + cmp.Or(taskHost(e, placed), "-")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
 	}
@@ -135,10 +135,10 @@ type taskRow struct {
 }
 
 // withHosts is entries with the host of each one's agent.
-func withHosts(entries []bus.TaskEntry, where *placement) []taskRow {
+func withHosts(entries []bus.TaskEntry, placed *placement) []taskRow {
 	out := make([]taskRow, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, where)})
+		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, placed)})
 	}
 	return out
 }
@@ -146,12 +146,12 @@ func withHosts(entries []bus.TaskEntry, where *placement) []taskRow {
 // taskHost is the host of the agent holding the task, else of the one it
 // is addressed to or that stored its result; "" for none (pending, or
 // stored by the bus).
-func taskHost(e bus.TaskEntry, where *placement) string {
+func taskHost(e bus.TaskEntry, placed *placement) string {
 	switch {
 	case e.Holder > 0:
-		return where.host(e.Holder)
+		return placed.host(e.Holder)
 	case e.Agent > 0:
-		return where.host(e.Agent)
+		return placed.host(e.Agent)
 	}
 	return ""
 }
