@@ -190,9 +190,10 @@ func reset() []expr.Any { return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_T
 //
 //   - the other hosts, and this one's listed address: set cluster_peers4,
 //   - the same over IPv6: set cluster_peers6,
-//   - any address of this host (loopback, another interface's, one the
-//     agent bound itself to a listed address to use): fib daddr type in
-//     set hosttypes, as the wide allowances' host guard asks.
+//   - any address of this host (loopback, another interface's: an agent
+//     that binds its socket to the listed address reaches them with a
+//     peer's source): fib daddr type in set hosttypes, as the wide
+//     allowances' host guard asks.
 func addClusterRefusals(add func(string, ...[]expr.Any), agents []expr.Any, port uint16) {
 	tcp := append(l4("tcp"), dport(port)...)
 	for _, to := range []struct {
