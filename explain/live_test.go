@@ -47,7 +47,7 @@ func newFakeHostFor(t *testing.T, specText string) *fakeHost {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	h := &fakeHost{units: units.NewFake(), fw: netpolicy.NewFake(), users: users.NewFake(), perms: map[int]wire.Permissions{}, d: plan.Build(f, units.Options{})}
+	h := &fakeHost{units: units.NewFake(), fw: netpolicy.NewFake(), users: users.NewFake(), perms: map[int]wire.Permissions{}, d: plan.Build(f, plan.Site{}, units.Options{})}
 	for _, u := range h.d.Units {
 		if err := h.units.Start(ctx, u); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -156,6 +157,14 @@ func (p Plan) Without(kinds ...Kind) Plan {
 	return out
 }
 
+// With is p and c, in the apply order (a change the caller knows of and
+// the plan cannot see: the route password provision writes).
+func (p Plan) With(c Change) Plan {
+	out := Plan{Changes: append(slices.Clone(p.Changes), c)}
+	sort.SliceStable(out.Changes, func(i, j int) bool { return rank(out.Changes[i].Kind) < rank(out.Changes[j].Kind) })
+	return out
+}
+
 // Empty reports whether the host already matches.
 func (p Plan) Empty() bool { return len(p.Changes) == 0 }
 
@@ -264,7 +273,7 @@ func Diff(d Desired, c Current) Plan {
 
 	for i, u := range d.Units {
 		st, ok := c.Units[u.Name]
-		user := spec.UserName(d.Flock.Agents[i].ID)
+		user := spec.UserName(d.Agents[i].ID)
 		switch {
 		case !ok:
 			add(StartUnit, u.Name, "not running")
@@ -300,16 +309,30 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	}
 	created := map[string]bool{}
 	for _, name := range d.Identities {
-		if _, ok := c.Keys[name]; !ok {
+		got, ok := c.Keys[name]
+		derived, isDerived := d.Site.Keys[name]
+		switch {
+		case !ok:
 			add(CreateIdentity, name, "missing")
+			created[name] = true
+		case isDerived && got != derived:
+			// A random seed from before the flock spanned hosts, or one
+			// of another secret: replaced, and handed to its agent again.
+			add(CreateIdentity, name, "not the key derived from the cluster secret")
+			if _, bad := c.BadPaths[spec.CredPath(name)]; !bad {
+				add(EnsurePath, spec.CredPath(name), "its seed is replaced")
+			}
 			created[name] = true
 		}
 	}
 	cfg := d.BusConfig(c.Keys)
 	changed := ""
+	clusterMoved := c.BusConfig != nil && !reflect.DeepEqual(cfg.Cluster, c.BusConfig.Cluster)
 	switch {
 	case c.BusConfig == nil:
 		changed = "missing"
+	case clusterMoved:
+		changed = "its cluster (hosts, addresses, port or files) changed"
 	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
 		changed = "users, permissions or task settings changed"
 	}
@@ -334,6 +357,9 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
 		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
+	case clusterMoved:
+		// Routes and the cluster listener are set up at start.
+		add(StartBus, units.BusUnit, changed)
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ metrics on /metrics there: the bus's figures and the agents' units as
 systemd has them, read over the system bus when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := bus.ReadConfig(configPath)
+			cfg, err := readServed(configPath)
 			if err != nil {
 				return err
 			}
@@ -41,7 +42,7 @@ systemd has them, read over the system bus when scraped.`,
 			}
 			var srv *bus.Server
 			reload := func() error {
-				c, err := bus.ReadConfig(configPath)
+				c, err := readServed(configPath)
 				if err != nil {
 					return err
 				}
@@ -95,4 +96,32 @@ func serveMetrics(addr string, srv *bus.Server) (stop func(), err error) {
 		}
 		obs.Close()
 	}, nil
+}
+
+// readServed reads the bus config at path, its cluster's files where
+// flock.service hands them over.
+func readServed(path string) (bus.Config, error) {
+	c, err := bus.ReadConfig(path)
+	if err != nil {
+		return c, err
+	}
+	return withCredentials(c, os.Getenv("CREDENTIALS_DIRECTORY")), nil
+}
+
+// withCredentials points c's cluster files into dir, systemd's
+// $CREDENTIALS_DIRECTORY, where flock.service's LoadCredential= puts each
+// by its base name: the bus's user cannot read them where they are
+// (root's, 0600). Without dir (a test, or serve by hand) the paths stay.
+func withCredentials(c bus.Config, dir string) bus.Config {
+	if c.Cluster == nil || dir == "" {
+		return c
+	}
+	cl := *c.Cluster
+	for _, p := range []*string{&cl.CAFile, &cl.CertFile, &cl.KeyFile, &cl.PasswordFile} {
+		if *p != "" {
+			*p = filepath.Join(dir, filepath.Base(*p))
+		}
+	}
+	c.Cluster = &cl
+	return c
 }

@@ -80,7 +80,11 @@ func newStatus() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			// Drift is what provision would change, planned read-only.
-			pl, err := planFor(ctx, f)
+			w, err := whereFor(f, "", true)
+			if err != nil {
+				return err
+			}
+			pl, err := planFor(ctx, f, w)
 			if err != nil {
 				return err
 			}
@@ -97,7 +101,8 @@ func newStatus() *cobra.Command {
 			now := time.Now()
 			sts := make([]units.Status, len(f.Agents))
 			for i := range f.Agents {
-				sts[i] = pl.have.Units[pl.want.Units[i].Name]
+				// Another host's agent has no unit here: no state.
+				sts[i] = pl.have.Units[spec.UnitName(f.Agents[i].ID)]
 			}
 			sts = withExits(ctx, pl.host.Units, sts)
 			rows := make([]agentStatus, 0, len(f.Agents))
