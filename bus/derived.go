@@ -57,8 +57,8 @@ func derivedPair(secret, name string) (nkeys.KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer wipe(seed)
-	kp, err := nkeys.FromSeed(seed)
+	kp, err := nkeys.FromSeed(seed) // holds seed: kp.Wipe wipes it
+
 	if err != nil {
 		return nil, fmt.Errorf("deriving the nkey of %s: %w", name, err)
 	}

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,5 +44,7 @@ func AgentSeed(secret, name string) ([]byte, error) {
 		return nil, fmt.Errorf("deriving the nkey of %s: %w", name, err)
 	}
 	defer kp.Wipe()
-	return kp.Seed()
+	seed, err := kp.Seed()
+	// A copy: Wipe overwrites the pair's own.
+	return bytes.Clone(seed), err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -223,9 +224,22 @@ func Diff(d Desired, c Current) Plan {
 	for _, u := range d.Units {
 		wantUnit[u.Name] = true
 	}
+	elsewhere := map[string]string{} // unit and user names of other hosts' agents -> why
+	for _, a := range d.Flock.Agents {
+		if a.Host != d.Site.Host {
+			why := "runs on host " + a.Host
+			elsewhere[spec.UnitName(a.ID)], elsewhere[spec.UserName(a.ID)] = why, why
+		}
+	}
+	notHere := func(name, why string) string {
+		if w, ok := elsewhere[name]; ok {
+			return w
+		}
+		return why
+	}
 	for _, name := range sortedKeys(c.Units) {
 		if !wantUnit[name] {
-			add(StopUnit, name, "agent not in spec")
+			add(StopUnit, name, notHere(name, "agent not in spec"))
 		}
 	}
 
@@ -265,7 +279,7 @@ func Diff(d Desired, c Current) Plan {
 			add(EnsurePath, pth.Path, why)
 		}
 	}
-	newID := diffBus(d, c, add)
+	newID := diffBus(d, c, add, notHere)
 	diffProxy(d, c, newID[bus.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
@@ -297,14 +311,14 @@ func Diff(d Desired, c Current) Plan {
 // diffBus lists the bus's changes: identities, its config, its unit and
 // whether it must start, restart or reload. It returns the identities
 // that will be created (their agents restart to load them).
-func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bool {
+func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(name, why string) string) map[string]bool {
 	want := map[string]bool{}
 	for _, name := range d.Identities {
 		want[name] = true
 	}
 	for _, name := range sortedKeys(c.Keys) {
 		if !want[name] {
-			add(RemoveIdentity, name, "not in spec")
+			add(RemoveIdentity, name, notHere(name, "not in spec"))
 		}
 	}
 	created := map[string]bool{}
@@ -327,12 +341,17 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	}
 	cfg := d.BusConfig(c.Keys)
 	changed := ""
-	clusterMoved := c.BusConfig != nil && !reflect.DeepEqual(cfg.Cluster, c.BusConfig.Cluster)
+	clusterMoved, hostsMoved := false, false
+	if c.BusConfig != nil {
+		clusterMoved, hostsMoved = clusterChanged(cfg.Cluster, c.BusConfig.Cluster)
+	}
 	switch {
 	case c.BusConfig == nil:
 		changed = "missing"
 	case clusterMoved:
 		changed = "its cluster (hosts, addresses, port or files) changed"
+	case hostsMoved:
+		changed = "an agent moved between hosts"
 	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
 		changed = "users, permissions or task settings changed"
 	}
@@ -360,6 +379,8 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 	case clusterMoved:
 		// Routes and the cluster listener are set up at start.
 		add(StartBus, units.BusUnit, changed)
+	case hostsMoved:
+		add(ReloadBus, units.BusUnit, changed)
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:
@@ -370,6 +391,19 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
+}
+
+// clusterChanged compares the cluster of two bus configs: moved is a
+// change the bus sets up at start (its listener, routes, replicas, files),
+// hosts one of where agents run alone (read on reload).
+func clusterChanged(want, have *bus.Cluster) (moved, hosts bool) {
+	if want == nil || have == nil {
+		return want != have, false
+	}
+	w, h := *want, *have
+	hosts = !maps.Equal(w.Hosts, h.Hosts)
+	w.Hosts, h.Hosts = nil, nil
+	return !reflect.DeepEqual(w, h), hosts
 }
 
 // diffProxy lists the egress proxy's changes: its config and unit while
