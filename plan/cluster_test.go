@@ -190,9 +190,8 @@ func TestJoiningAClusterReplacesRandomSeeds(t *testing.T) {
 }
 
 // Moving an agent to another host stops it here and takes its seed and
-// firewall rules; its user stays (every host has every agent's), and the
-// bus reloads. A new cluster port restarts the bus, whose listener and
-// routes are set at start.
+// firewall rules; its user stays (every host has every agent's). The bus
+// restarts, as for a new cluster port: its cluster is set up at start.
 func TestMovingAnAgentAndThePort(t *testing.T) {
 	ctx := context.Background()
 	f := mustParse(t, threeHosts)
@@ -208,8 +207,8 @@ func TestMovingAnAgentAndThePort(t *testing.T) {
 	want := []Change{
 		{StopUnit, spec.UnitName(4), "runs on host b"},
 		{RemoveIdentity, spec.UserName(4), "runs on host b"},
-		{WriteBusConfig, bus.ConfigPath, "an agent moved between hosts"},
-		{ReloadBus, units.BusUnit, "an agent moved between hosts"},
+		{WriteBusConfig, bus.ConfigPath, "its cluster (hosts, addresses, port, files or agents' hosts) changed"},
+		{StartBus, units.BusUnit, "its cluster (hosts, addresses, port, files or agents' hosts) changed"},
 		{Firewall, "inet flock", "table missing or not as planned"},
 	}
 	if !reflect.DeepEqual(p.Changes, want) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -341,17 +340,14 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 	}
 	cfg := d.BusConfig(c.Keys)
 	changed := ""
-	clusterMoved, hostsMoved := false, false
-	if c.BusConfig != nil {
-		clusterMoved, hostsMoved = clusterChanged(cfg.Cluster, c.BusConfig.Cluster)
-	}
+	// The cluster is set up at start (listener, routes, replicas, files,
+	// and which host each agent is on), so a change restarts the bus.
+	clusterMoved := c.BusConfig != nil && !reflect.DeepEqual(cfg.Cluster, c.BusConfig.Cluster)
 	switch {
 	case c.BusConfig == nil:
 		changed = "missing"
 	case clusterMoved:
-		changed = "its cluster (hosts, addresses, port or files) changed"
-	case hostsMoved:
-		changed = "an agent moved between hosts"
+		changed = "its cluster (hosts, addresses, port, files or agents' hosts) changed"
 	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
 		changed = "users, permissions or task settings changed"
 	}
@@ -377,10 +373,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 	case listenMoved:
 		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
 	case clusterMoved:
-		// Routes and the cluster listener are set up at start.
 		add(StartBus, units.BusUnit, changed)
-	case hostsMoved:
-		add(ReloadBus, units.BusUnit, changed)
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:
@@ -391,19 +384,6 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
-}
-
-// clusterChanged compares the cluster of two bus configs: moved is a
-// change the bus sets up at start (its listener, routes, replicas, files),
-// hosts one of where agents run alone (read on reload).
-func clusterChanged(want, have *bus.Cluster) (moved, hosts bool) {
-	if want == nil || have == nil {
-		return want != have, false
-	}
-	w, h := *want, *have
-	hosts = !maps.Equal(w.Hosts, h.Hosts)
-	w.Hosts, h.Hosts = nil, nil
-	return !reflect.DeepEqual(w, h), hosts
 }
 
 // diffProxy lists the egress proxy's changes: its config and unit while
