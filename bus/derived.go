@@ -23,7 +23,7 @@ func Derived(name string) bool {
 
 // AgentKey is the public key of agent user name (flock-3) derived from
 // secret, as Store.Ensure writes its seed.
-func AgentKey(secret, name string) (string, error) {
+func AgentKey(secret []byte, name string) (string, error) {
 	kp, err := derivedPair(secret, name)
 	if err != nil {
 		return "", err
@@ -34,7 +34,7 @@ func AgentKey(secret, name string) (string, error) {
 
 // AgentKeys are the public keys of the named agent users derived from
 // secret: the keys of agents on other hosts, which have no seed here.
-func AgentKeys(secret string, names []string) (map[string]string, error) {
+func AgentKeys(secret []byte, names []string) (map[string]string, error) {
 	keys := make(map[string]string, len(names))
 	for _, name := range names {
 		pub, err := AgentKey(secret, name)
@@ -46,12 +46,9 @@ func AgentKeys(secret string, names []string) (map[string]string, error) {
 	return keys, nil
 }
 
-func derivedPair(secret, name string) (nkeys.KeyPair, error) {
+func derivedPair(secret []byte, name string) (nkeys.KeyPair, error) {
 	if !Derived(name) {
 		return nil, fmt.Errorf("%q is not an agent's identity; only agents' seeds are derived", name)
-	}
-	if secret == "" {
-		return nil, fmt.Errorf("deriving the nkey of %s: no cluster secret", name)
 	}
 	seed, err := cluster.AgentSeed(secret, name)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 func TestDerivedSeedsAreTheSameOnEveryHost(t *testing.T) {
 	ctx := context.Background()
-	const secret = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7"
+	secret := secretOf(0x5e)
 	a := Store{Dir: filepath.Join(t.TempDir(), "a"), Secret: secret}
 	b := Store{Dir: filepath.Join(t.TempDir(), "b"), Secret: secret}
 	pubA, createdA, err := a.Ensure(ctx, "flock-3")
@@ -35,7 +35,7 @@ func TestDerivedSeedsAreTheSameOnEveryHost(t *testing.T) {
 	if k, _ := AgentKey(secret, "flock-4"); k == pubA {
 		t.Error("two agents have one key")
 	}
-	if k, _ := AgentKey(secret+"0", "flock-3"); k == pubA {
+	if k, _ := AgentKey(secretOf(0x5f), "flock-3"); k == pubA {
 		t.Error("another secret gives the same key")
 	}
 	if again, created, err := a.Ensure(ctx, "flock-3"); err != nil || created || again != pubA {
@@ -60,7 +60,7 @@ func TestDerivedSeedReplacesAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Store{Dir: dir, Secret: "one secret"}
+	s := Store{Dir: dir, Secret: secretOf(1)}
 	pub, created, err := s.Ensure(ctx, "flock-1")
 	if err != nil || !created || pub == random {
 		t.Fatalf("over a random seed: %s created %v (%v)", pub, created, err)
@@ -73,7 +73,7 @@ func TestDerivedSeedReplacesAnother(t *testing.T) {
 		t.Errorf("Keys has %s, want %s", keys["flock-1"], pub)
 	}
 	// Another secret: replaced again.
-	if other, created, err := (Store{Dir: dir, Secret: "another"}).Ensure(ctx, "flock-1"); err != nil || !created || other == pub {
+	if other, created, err := (Store{Dir: dir, Secret: secretOf(2)}).Ensure(ctx, "flock-1"); err != nil || !created || other == pub {
 		t.Errorf("another secret: %s created %v (%v)", other, created, err)
 	}
 	// A damaged one is simply written again: its content is known.
@@ -99,9 +99,9 @@ func TestFakeDerivesAsStoreDoes(t *testing.T) {
 	ctx := context.Background()
 	f := NewFakeIdentities()
 	random, _, _ := f.Ensure(ctx, "flock-2")
-	f.Secret = "s"
+	f.Secret = secretOf(3)
 	pub, created, err := f.Ensure(ctx, "flock-2")
-	want, _ := AgentKey("s", "flock-2")
+	want, _ := AgentKey(f.Secret, "flock-2")
 	if err != nil || !created || pub != want || pub == random {
 		t.Errorf("fake: %s created %v (%v), want %s", pub, created, err, want)
 	}
@@ -109,3 +109,6 @@ func TestFakeDerivesAsStoreDoes(t *testing.T) {
 		t.Error("fake replaced its derived key")
 	}
 }
+
+// secretOf is a cluster secret of 32 bytes b (cluster.SecretSize).
+func secretOf(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }

@@ -19,7 +19,7 @@ type FakeIdentities struct {
 	// Err, when set, is returned by every method: an unreadable disk.
 	Err error
 	// Secret, when set, derives the agents' keys as Store does.
-	Secret string
+	Secret []byte
 }
 
 var _ Identities = (*FakeIdentities)(nil)
@@ -51,7 +51,7 @@ func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool,
 	if err := checkName(name); err != nil {
 		return "", false, fmt.Errorf("ensuring a bus identity: %w", err)
 	}
-	if f.Secret != "" && Derived(name) {
+	if f.Secret != nil && Derived(name) {
 		want, err := AgentKey(f.Secret, name)
 		if err != nil {
 			return "", false, err

@@ -42,7 +42,7 @@ const seedExt = ".nk"
 // disk is replaced; without, every seed is random.
 type Store struct {
 	Dir    string
-	Secret string
+	Secret []byte // cluster.LoadSecret's; nil on one host
 }
 
 var _ Identities = Store{}
@@ -110,7 +110,7 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 	if err := s.ensureDir(); err != nil {
 		return "", false, err
 	}
-	if s.Secret != "" && Derived(name) {
+	if s.Secret != nil && Derived(name) {
 		return s.ensureDerived(name)
 	}
 	pub, mode, err := s.read(name)

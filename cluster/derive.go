@@ -1,10 +1,3 @@
-// Package cluster is the material of a multi-host flock: its CA, each
-// host's certificate, and the flock-wide secret the route password and
-// the agents' seeds are derived from.
-//
-// Provision's minimal copy (H2): the derivations provision needs, with
-// the signatures of the design; the PKI comes with the package's own
-// version (H5), which replaces this file at the merge.
 package cluster
 
 import (
@@ -17,34 +10,42 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Dir holds a host's cluster material: ca.crt, host.crt, host.key,
-// secret, and the route.password provision derives (root, 0700).
-const Dir = "/etc/flock/cluster"
+// Labels of the derivations: HMAC-SHA256(secret, label). Changing one
+// changes every host's password or every agent's key.
+const (
+	routePasswordLabel = "flock route password"
+	agentSeedLabel     = "flock agent nkey " // + the agent's name
+)
 
-// derive is HMAC-SHA256 of label keyed with the secret: one secret, many
-// independent values, none of which reveals it or another.
-func derive(secret, label string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+func derive(secret []byte, label string) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(label))
 	return m.Sum(nil)
 }
 
-// RoutePassword is the password the hosts' buses route with, the same on
-// every host (hex: it goes into nats-route:// URLs unescaped).
-func RoutePassword(secret string) string {
-	return hex.EncodeToString(derive(secret, "flock route password"))
+// RoutePassword is the password the buses' routes authenticate with (user
+// "flock"), the same on every host: 64 hex digits.
+func RoutePassword(secret []byte) string {
+	return hex.EncodeToString(derive(secret, routePasswordLabel))
 }
 
-// AgentSeed is the user nkey seed of agent user name (flock-3), the same
-// on every host, so every bus knows every agent's public key and an agent
-// may move between hosts.
-func AgentSeed(secret, name string) ([]byte, error) {
-	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, derive(secret, "flock agent nkey "+name))
-	if err != nil {
-		return nil, fmt.Errorf("deriving the nkey of %s: %w", name, err)
+// AgentSeed is the nkey user seed ("SU…") of the agent called name (e.g.
+// "flock-2"): the same on every host, so every bus knows every agent's
+// public key and an agent may move between hosts.
+func AgentSeed(secret []byte, name string) ([]byte, error) {
+	if len(secret) != SecretSize {
+		return nil, fmt.Errorf("cluster: deriving the nkey of %s: the secret has %d bytes, want %d", name, len(secret), SecretSize)
 	}
-	defer kp.Wipe()
+	if name == "" {
+		return nil, fmt.Errorf("cluster: deriving an agent's nkey: no agent name")
+	}
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, derive(secret, agentSeedLabel+name))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: deriving the nkey of %s: %w", name, err)
+	}
+	// Seed returns the pair's own slice, which Wipe overwrites: copy first.
 	seed, err := kp.Seed()
-	// A copy: Wipe overwrites the pair's own.
-	return bytes.Clone(seed), err
+	seed = bytes.Clone(seed)
+	kp.Wipe()
+	return seed, err
 }

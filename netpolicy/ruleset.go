@@ -53,7 +53,7 @@ type ruleset struct {
 // blanket "ct state established accept": the bus connection needs none,
 // because every packet the agent sends on it goes to BusPort.
 //
-// Why there is no input hook: every packet an agent's socket emits (the
+// Why agents need no input hook: every packet an agent's socket emits (the
 // connections it opens, the answers of the ones it listens on) passes this
 // output hook with the socket's uid, so output alone stops any two-way
 // exchange outside the bus and the allowances, and agent-to-agent traffic is
@@ -63,7 +63,8 @@ type ruleset struct {
 // which would be judging the host's own traffic. What remains is one-way:
 // a non-agent sender (a host process, a remote host) can deliver datagrams
 // to a UDP port an agent bound, but the agent cannot answer; keeping
-// strangers out of the host is the host firewall's job.
+// strangers out of the host is the host firewall's job, with one exception
+// that is flock's own: the bus's cluster port (addCluster).
 func build(p Policy) (*ruleset, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -156,7 +157,81 @@ func build(p Policy) (*ruleset, error) {
 	add("deny the rest: admin-prohibited; flock policy "+p.Hash(), agents, []expr.Any{
 		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
 	})
+	if p.Cluster != nil {
+		addCluster(rs, p.Cluster)
+	}
 	return rs, nil
+}
+
+// addCluster guards the cluster port of a multi-host flock, in a chain of
+// its own on the input hook (policy accept: everything else that arrives
+// is the host firewall's business, not ours):
+//
+//  1. tcp to the cluster port from a host of the flock (set cluster_peers4
+//     or cluster_peers6): accept;
+//  2. tcp to the cluster port from anywhere else: count (named counter
+//     cluster_denied), log at most 5/minute (prefix flock-cluster-deny;
+//     one budget for all, as no uid tells the senders apart), then
+//  3. drop: a stranger learns nothing, not even that the port exists.
+//
+// The agents need no rule here: their output rules already keep them from
+// every address but the bus's and their allowances, the other hosts'
+// included. Judging on input by source address is right here, unlike for
+// the agents (see build): the port is the bus's, whoever sends to it.
+func addCluster(rs *ruleset, c *Cluster) {
+	t := rs.table
+	rs.objs = append(rs.objs, &nftables.NamedObj{Table: t, Name: ClusterDeniedCounter, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+	rs.sets = append(rs.sets,
+		&nftables.Set{Table: t, Name: ClusterPeers4Set, KeyType: nftables.TypeIPAddr, ID: setIDs[ClusterPeers4Set]},
+		&nftables.Set{Table: t, Name: ClusterPeers6Set, KeyType: nftables.TypeIP6Addr, ID: setIDs[ClusterPeers6Set]})
+	for _, a := range c.Peers {
+		set := ClusterPeers4Set
+		if a.Is6() {
+			set = ClusterPeers6Set
+		}
+		rs.elems[set] = append(rs.elems[set], nftables.SetElement{Key: a.AsSlice()})
+	}
+	ch := &nftables.Chain{
+		Table: t, Name: InputChain, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter,
+		Policy: ref(nftables.ChainPolicyAccept),
+	}
+	rs.chains = append(rs.chains, ch)
+	add := func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		rs.rules[InputChain] = append(rs.rules[InputChain], &nftables.Rule{
+			Table: t, Chain: ch, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
+		})
+	}
+	port := func() []expr.Any { return append(l4("tcp"), dport(c.Port)...) }
+	add("cluster: the flock's hosts (IPv4)", saddrIn(false), port(), accept())
+	add("cluster: the flock's hosts (IPv6)", saddrIn(true), port(), accept())
+	add("cluster: others: count, log", port(),
+		[]expr.Any{
+			&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ClusterDeniedCounter},
+			&expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst},
+			&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Data: []byte(ClusterLogPrefix), Level: expr.LogLevelWarning},
+		})
+	add("cluster: others: drop", port(), []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}})
+}
+
+// saddrIn matches a source address in the cluster peers set of its IP
+// version, with the version check an inet table needs first.
+func saddrIn(v6 bool) []expr.Any {
+	proto, off, n, set := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4), ClusterPeers4Set // ip saddr
+	if v6 {
+		proto, off, n, set = unix.NFPROTO_IPV6, 8, 16, ClusterPeers6Set // ip6 saddr
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Lookup{SourceRegister: 1, SetName: set, SetID: setIDs[set]},
+	}
 }
 
 func ref[T any](v T) *T { return &v }
@@ -164,7 +239,8 @@ func ref[T any](v T) *T { return &v }
 // setIDs are the sets' transaction ids, by which rules in the same batch
 // refer to them. Fixed ids keep the batch (and its golden file) stable;
 // they only need to be unique inside one batch.
-var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7}
+var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7,
+	ClusterPeers4Set: 8, ClusterPeers6Set: 9}
 
 // logRate and logBurst are each agent's log limit on its denied packets:
 // per minute, and at once.

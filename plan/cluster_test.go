@@ -5,6 +5,7 @@ package plan
 // every bus, with keys derived from the flock's secret.
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"slices"
@@ -29,10 +30,11 @@ agents:
   - {id: 4, command: [/bin/cat]}
 `
 
-const secret = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+// secret is the flock's (cluster.SecretSize bytes).
+var secret = bytes.Repeat([]byte{0x5e}, 32)
 
 // siteOf is host's Site in f, its agents' keys derived from secret.
-func siteOf(t *testing.T, f *spec.Flock, host, secret string) Site {
+func siteOf(t *testing.T, f *spec.Flock, host string, secret []byte) Site {
 	t.Helper()
 	var names []string
 	for _, a := range f.Agents {
@@ -61,7 +63,7 @@ func provisionOn(t *testing.T, h Host, f *spec.Flock, s Site) Plan {
 	return p
 }
 
-func clusteredFakes(secret string) (Host, fakes) {
+func clusteredFakes(secret []byte) (Host, fakes) {
 	h, fk := newFakes()
 	fk.bus.Secret = secret
 	return h, fk

@@ -31,11 +31,10 @@ type Site struct {
 // password provision derives from it. flock.service loads the four the
 // bus reads as credentials.
 var (
-	ClusterCA       = filepath.Join(cluster.Dir, "ca.crt")
-	ClusterCert     = filepath.Join(cluster.Dir, "host.crt")
-	ClusterKey      = filepath.Join(cluster.Dir, "host.key")
-	ClusterSecret   = filepath.Join(cluster.Dir, "secret")
-	ClusterPassword = filepath.Join(cluster.Dir, "route.password")
+	ClusterCA       = filepath.Join(cluster.Dir, cluster.CAFile)
+	ClusterCert     = filepath.Join(cluster.Dir, cluster.CertFile)
+	ClusterKey      = filepath.Join(cluster.Dir, cluster.KeyFile)
+	ClusterPassword = filepath.Join(cluster.Dir, cluster.RoutePasswordFile)
 )
 
 // ClusterCredentials are the files flock.service hands the bus as

@@ -38,7 +38,7 @@ the bus's store of tasks and results, are kept unless --purge is given.`,
 				}
 			}
 			ctx := cmd.Context()
-			h, _, closeHost, err := openHost(ctx, "")
+			h, _, closeHost, err := openHost(ctx, nil)
 			if err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ func runtimesFor(agents []spec.Agent, rt sandbox.Runtimes) error {
 
 // openHost connects to the host's OS boundaries. close releases them.
 // secret (a multi-host flock's) derives the agents' seeds.
-func openHost(ctx context.Context, secret string) (h plan.Host, uo units.Options, close func(), err error) {
+func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options, close func(), err error) {
 	if err := preflight(); err != nil {
 		return h, uo, nil, err
 	}

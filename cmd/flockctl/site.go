@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/renameio/v2"
@@ -22,7 +23,7 @@ import (
 // (both empty on one host).
 type where struct {
 	site   plan.Site
-	secret string
+	secret []byte
 }
 
 // hostFlagHelp is --host's help, the same on every verb that takes it.
@@ -137,33 +138,25 @@ func hostList(f *spec.Flock) string {
 // clusterMaterial checks that dir holds what a host of a multi-host flock
 // needs (flockctl cluster certs makes it, the Ansible role copies it) and
 // returns the flock's secret.
-func clusterMaterial(dir string) (string, error) {
-	files := []string{"ca.crt", "host.crt", "host.key", "secret"}
+func clusterMaterial(dir string) ([]byte, error) {
+	files := []string{cluster.CAFile, cluster.CertFile, cluster.KeyFile, cluster.SecretFile}
 	var missing []string
 	for _, name := range files {
-		if fi, err := os.Stat(dir + "/" + name); err != nil || !fi.Mode().IsRegular() {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.Mode().IsRegular() {
 			missing = append(missing, name)
 		}
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("a flock on several hosts needs its cluster material, and %s lacks %s: make it once with flockctl cluster certs -f SPEC --dir DIR, then copy DIR/ca.crt, DIR/secret and DIR/hosts/NAME.crt and NAME.key of this host to %s/ as ca.crt, secret, host.crt and host.key (root, 0600, the directory 0700); or let the Ansible role (ansible/site.yml) do both",
+		return nil, fmt.Errorf("a flock on several hosts needs its cluster material, and %s lacks %s: make it once with flockctl cluster certs -f SPEC --dir DIR, then copy DIR/ca.crt, DIR/secret and DIR/hosts/NAME.crt and NAME.key of this host to %s/ as ca.crt, secret, host.crt and host.key (root, 0600, the directory 0700); or let the Ansible role (ansible/site.yml) do both",
 			dir, strings.Join(missing, ", "), dir)
 	}
-	data, err := os.ReadFile(dir + "/secret")
-	if err != nil {
-		return "", fmt.Errorf("reading the cluster secret: %w", err)
-	}
-	secret := string(bytes.TrimSpace(data))
-	if secret == "" {
-		return "", fmt.Errorf("the cluster secret %s/secret is empty: copy it again from where flockctl cluster certs made it", dir)
-	}
-	return secret, nil
+	return cluster.LoadSecret(dir)
 }
 
 // routePassword writes the route password derived from secret to path
 // (root, 0600), unless dryRun, and reports whether it changed: a running
 // bus then restarts, as it reads the password once, at start.
-func routePassword(path, secret string, dryRun bool) (bool, error) {
+func routePassword(path string, secret []byte, dryRun bool) (bool, error) {
 	want := []byte(cluster.RoutePassword(secret) + "\n")
 	got, err := os.ReadFile(path)
 	if dryRun {

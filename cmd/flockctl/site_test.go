@@ -77,33 +77,34 @@ func TestMissingClusterMaterialNamesTheFix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("abc123\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := clusterMaterial(dir); err != nil || s != "abc123" {
-		t.Errorf("secret %q, %v", s, err)
+	if s, err := clusterMaterial(dir); err != nil || !bytes.Equal(s, bytes.Repeat([]byte{0xab}, 32)) {
+		t.Errorf("secret %x, %v", s, err)
 	}
 }
 
 func TestRoutePasswordIsWrittenOnce(t *testing.T) {
+	secretS := bytes.Repeat([]byte{1}, 32)
 	path := filepath.Join(t.TempDir(), "route.password")
-	if changed, err := routePassword(path, "s", true); err != nil || !changed {
+	if changed, err := routePassword(path, secretS, true); err != nil || !changed {
 		t.Errorf("dry run: changed %v, %v", changed, err)
 	}
 	if _, err := os.Stat(path); err == nil {
 		t.Error("a dry run wrote the password")
 	}
-	if changed, err := routePassword(path, "s", false); err != nil || !changed {
+	if changed, err := routePassword(path, secretS, false); err != nil || !changed {
 		t.Errorf("first: changed %v, %v", changed, err)
 	}
 	data, _ := os.ReadFile(path)
-	if fi, _ := os.Stat(path); fi.Mode() != 0o600 || string(data) != cluster.RoutePassword("s")+"\n" || len(data) != 65 {
+	if fi, _ := os.Stat(path); fi.Mode() != 0o600 || string(data) != cluster.RoutePassword(secretS)+"\n" || len(data) != 65 {
 		t.Errorf("password file %v %q", fi.Mode(), data)
 	}
-	if changed, err := routePassword(path, "s", false); err != nil || changed {
+	if changed, err := routePassword(path, secretS, false); err != nil || changed {
 		t.Errorf("second: changed %v, %v", changed, err)
 	}
-	if changed, _ := routePassword(path, "another", false); !changed {
+	if changed, _ := routePassword(path, bytes.Repeat([]byte{2}, 32), false); !changed {
 		t.Error("a new secret did not change the password")
 	}
 }
