@@ -53,7 +53,11 @@ machine has. The cluster's material must be in /etc/flock/cluster first
 			// Which host this is, and its cluster material: refused here,
 			// before anything is touched.
 			w, err := whereFor(f, host, false)
-			if err != nil {
+			if errors.Is(err, errNoMaterial) && dryRun && w.site.Host != "" {
+				// What a first run would do once the material is there
+				// (the Ansible role copies it before it provisions).
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\nwarning: the plan below is this host's without it: its agents' keys are not the derived ones yet\n", err)
+			} else if err != nil {
 				return err
 			}
 			// A dry run changes nothing, so it may show what a first
@@ -79,7 +83,7 @@ machine has. The cluster's material must be in /etc/flock/cluster first
 			}
 			defer pl.close()
 			p := pl.plan
-			if f.Clustered() {
+			if f.Clustered() && w.secret != nil {
 				// The bus reads its route password once, at start.
 				changed, err := routePassword(plan.ClusterPassword, w.secret, dryRun)
 				if err != nil {

@@ -61,7 +61,8 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 	}
 	secret, err := clusterMaterial(cluster.Dir)
 	if err != nil {
-		return where{}, err
+		// The host is known: a dry run may plan without the material.
+		return where{site: plan.Site{Host: name}}, err
 	}
 	names := make([]string, len(f.Agents))
 	for i, a := range f.Agents {
@@ -135,6 +136,10 @@ func hostList(f *spec.Flock) string {
 	return strings.Join(parts, ", ")
 }
 
+// errNoMaterial is a host of a multi-host flock without its cluster
+// material (yet: a first `ansible-playbook --check` has not copied it).
+var errNoMaterial = errors.New("a flock on several hosts needs its cluster material")
+
 // clusterMaterial checks that dir holds what a host of a multi-host flock
 // needs (flockctl cluster certs makes it, the Ansible role copies it) and
 // returns the flock's secret.
@@ -147,8 +152,8 @@ func clusterMaterial(dir string) ([]byte, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("a flock on several hosts needs its cluster material, and %s lacks %s: make it once with flockctl cluster certs -f SPEC --dir DIR, then copy DIR/ca.crt, DIR/secret and DIR/hosts/NAME.crt and NAME.key of this host to %s/ as ca.crt, secret, host.crt and host.key (root, 0600, the directory 0700); or let the Ansible role (ansible/site.yml) do both",
-			dir, strings.Join(missing, ", "), dir)
+		return nil, fmt.Errorf("%w: %s lacks %s: make it once with flockctl cluster certs -f SPEC --dir DIR, then copy DIR/ca.crt, DIR/secret and DIR/hosts/NAME.crt and NAME.key of this host to %s/ as ca.crt, secret, host.crt and host.key (root, 0600, the directory 0700); or let the Ansible role (ansible/site.yml) do both",
+			errNoMaterial, dir, strings.Join(missing, ", "), dir)
 	}
 	return cluster.LoadSecret(dir)
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -67,6 +68,9 @@ func TestMissingClusterMaterialNamesTheFix(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := clusterMaterial(dir)
+	if !errors.Is(err, errNoMaterial) {
+		t.Errorf("error %v is not errNoMaterial (a dry run goes on without it)", err)
+	}
 	for _, want := range []string{"lacks host.crt, host.key, secret", "flockctl cluster certs -f SPEC --dir DIR", "Ansible role"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
