@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/metrics"
 	"github.com/flockrun/flock/units"
@@ -32,7 +35,7 @@ metrics on /metrics there: the bus's figures and the agents' units as
 systemd has them, read over the system bus when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := bus.ReadConfig(configPath)
+			cfg, err := readServed(configPath)
 			if err != nil {
 				return err
 			}
@@ -45,7 +48,7 @@ systemd has them, read over the system bus when scraped.`,
 			defer obs.Close()
 			var srv *bus.Server
 			reload := func() error {
-				c, err := bus.ReadConfig(configPath)
+				c, err := readServed(configPath)
 				if err != nil {
 					return err
 				}
@@ -59,7 +62,7 @@ systemd has them, read over the system bus when scraped.`,
 				return nil
 			}
 			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
-				Events: events.Journal{Fallback: os.Stderr}, Units: obs})
+				Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs}})
 			if err != nil {
 				return err
 			}
@@ -96,4 +99,67 @@ func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(
 			logf("closing %s on %s: %v", metrics.Path, addr, err)
 		}
 	}, nil
+}
+
+// readServed reads the bus config at path, its cluster's files where
+// flock.service hands them over.
+func readServed(path string) (bus.Config, error) {
+	c, err := bus.ReadConfig(path)
+	if err != nil {
+		return c, err
+	}
+	return withCredentials(c, os.Getenv("CREDENTIALS_DIRECTORY")), nil
+}
+
+// withCredentials points c's cluster files into dir, systemd's
+// $CREDENTIALS_DIRECTORY, where flock.service's LoadCredential= puts each
+// by its base name: the bus's user cannot read them where they are
+// (root's, 0600). Without dir (a test, or serve by hand) the paths stay.
+func withCredentials(c bus.Config, dir string) bus.Config {
+	if c.Cluster == nil || dir == "" {
+		return c
+	}
+	cl := *c.Cluster
+	for _, p := range []*string{&cl.CAFile, &cl.CertFile, &cl.KeyFile, &cl.PasswordFile} {
+		if *p != "" {
+			*p = filepath.Join(dir, filepath.Base(*p))
+		}
+	}
+	c.Cluster = &cl
+	return c
+}
+
+// unitStates reads the agents' units for the bus's answers on
+// wire.UnitsSubject through the Observer /metrics uses. A stopped unit is
+// not asked for its restarts: reading its properties while systemd
+// collects it would load it again (as status's withExit).
+type unitStates struct{ obs *units.Observer }
+
+func (u unitStates) States(ctx context.Context, names []string) (map[string]wire.AgentUnit, error) {
+	loaded, err := u.obs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]wire.AgentUnit{}
+	var running []string
+	for _, st := range loaded {
+		if !want[st.Name] {
+			continue
+		}
+		out[st.Name] = wire.AgentUnit{Unit: st.Name, ActiveState: st.ActiveState, SubState: st.SubState}
+		if st.ActiveState != "inactive" {
+			running = append(running, st.Name)
+		}
+	}
+	usage, err := u.obs.Usage(ctx, running)
+	for name, us := range usage {
+		a := out[name]
+		a.Restarts, a.ExitCode, a.ExitStatus = us.Restarts, us.LastExit.Code, us.LastExit.Status
+		out[name] = a
+	}
+	return out, err
 }
