@@ -202,3 +202,15 @@ var errNoMetaLeader = errors.New("JetStream has no meta leader yet (waiting for 
 
 // errNotReady is the desk's answer while the streams are being made.
 var errNotReady = errors.New("the bus is still setting up its streams (a cluster forming, or short of a majority of its hosts): ask again")
+
+// describeCluster says what a reload would change of the cluster.
+func describeCluster(old, c *Cluster) string {
+	switch {
+	case old == nil:
+		return "one host -> cluster " + c.Server
+	case c == nil:
+		return "cluster " + old.Server + " -> one host"
+	}
+	return fmt.Sprintf("server %s, listen %s, routes %v, %d copies -> server %s, listen %s, routes %v, %d copies",
+		old.Server, old.Listen, old.Routes, old.Replicas, c.Server, c.Listen, c.Routes, c.Replicas)
+}

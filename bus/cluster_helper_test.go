@@ -147,7 +147,7 @@ type testCluster struct {
 
 func hostName(i int) string { return string(rune('a' + i)) }
 
-func newTestCluster(t testing.TB, n int) *testCluster {
+func newTestCluster(t testing.TB, n int, change ...func(*Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, ids: newIdentities(t, clusterUsers...), reloads: make([]atomic.Int32, n)}
 	ca := newTestCA(t)
@@ -168,6 +168,9 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 			}
 		}
 		c.Cluster = &cl
+		for _, f := range change {
+			f(&c)
+		}
 		tc.configs = append(tc.configs, c)
 		tc.dirs = append(tc.dirs, dir)
 		tc.servers = append(tc.servers, nil)

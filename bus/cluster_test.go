@@ -238,7 +238,15 @@ func TestClusterHostLoss(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	waitForWithin(t, 30*time.Second, "30 results", func() bool { return len(stored(t, op.Conn)) >= 30 })
+	waitForWithin(t, 30*time.Second, "30 results, some of them by agent 2 on b", func() bool {
+		byB := 0
+		for _, rs := range stored(t, op.Conn) {
+			if rs[0].Agent == 2 {
+				byB++
+			}
+		}
+		return byB > 0 && len(stored(t, op.Conn)) >= 30
+	})
 	tc.servers[1].Shutdown()
 	wg.Wait()
 	got := waitResults(t, op.Conn, 90*time.Second, ids...)
@@ -282,5 +290,77 @@ func TestClusterHostLoss(t *testing.T) {
 	}
 	if got := stored(t, op.Conn); len(got) != len(ids)+1 {
 		t.Errorf("%d tasks have results after b's return, want %d", len(got), len(ids)+1)
+	}
+}
+
+// TestClusterDeadLetterOnce: a task no worker finishes is dead-lettered
+// once, with one failed result, though every bus watches the
+// max-deliveries advisories.
+func TestClusterDeadLetterOnce(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.Tasks.MaxDeliveries = 2 })
+	tc.waitReady()
+	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	send(t, op.Conn, wire.AgentTasks(2), "doomed", "poison")
+	// Agent 2 on b takes it and never says a word, each delivery.
+	w := connect(t, tc.servers[1], tc.ids, "flock-2")
+	body, _ := json.Marshal(wire.NextRequest{WaitMS: 1000})
+	waitForWithin(t, 30*time.Second, "a result for the task", func() bool {
+		_, _ = w.Request(wire.Desk(2, wire.DeskNext), body, 2*time.Second)
+		return len(stored(t, op.Conn)["doomed"]) > 0
+	})
+	waitForWithin(t, 10*time.Second, "TASKS to be empty", func() bool { return streamMsgs(t, op.Conn, wire.TasksStream) == 0 })
+	if r := stored(t, op.Conn)["doomed"]; len(r) != 1 || r[0].OK || !strings.Contains(r[0].Error, "dead-lettered after 2 deliveries") {
+		t.Errorf("results of the task: %+v, want one failed by the bus", r)
+	}
+	if n := streamMsgs(t, op.Conn, wire.DeadStream); n != 1 {
+		t.Errorf("DEAD holds %d messages, want 1", n)
+	}
+	if n := streamMsgs(t, op.Conn, givenUpStream); n != 0 {
+		t.Errorf("%s holds %d advisories, want them all taken", givenUpStream, n)
+	}
+	lines := 0
+	for _, l := range tc.logs {
+		lines += strings.Count(l.String(), "task doomed (tasks.agent.2) dead-lettered")
+	}
+	if lines != 1 {
+		t.Errorf("%d buses logged the dead letter, want 1", lines)
+	}
+}
+
+// TestClusterReload: moving an agent to another host is a reload (its
+// desk follows it, and no route drops); any other cluster change needs a
+// restart.
+func TestClusterReload(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.waitReady()
+	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	routes := tc.servers[0].ns.NumRoutes()
+
+	moved := tc.configs[0]
+	cl := *moved.Cluster
+	cl.Hosts = map[int]string{1: "a", 3: "a", 5: "a", 2: "a", 4: "c"}
+	moved.Cluster = &cl
+	for i, s := range tc.servers {
+		c := tc.configs[i]
+		mc := *c.Cluster
+		mc.Hosts = cl.Hosts
+		c.Cluster = &mc
+		if err := s.Reload(c); err != nil {
+			t.Fatalf("moving agent 2 to a on %s: %v", hostName(i), err)
+		}
+	}
+	e := newEcho()
+	startWorker(t, tc.servers[0].ClientURL(), tc.ids, 2, e.handler(2))
+	send(t, op.Conn, wire.AgentTasks(2), "moved", "on a now")
+	if r := waitResults(t, op.Conn, 20*time.Second, "moved")["moved"]; len(r) != 1 || r[0].Agent != 2 {
+		t.Errorf("result of the task for agent 2 on a: %+v", r)
+	}
+	if n := tc.servers[0].ns.NumRoutes(); n != routes {
+		t.Errorf("a has %d routes after the reload, %d before", n, routes)
+	}
+
+	cl.Replicas = 1
+	if err := tc.servers[0].Reload(moved); !errors.Is(err, ErrRestartNeeded) || !strings.Contains(err.Error(), "3 copies -> server a") {
+		t.Errorf("reloading with 1 copy: %v, want ErrRestartNeeded naming the change", err)
 	}
 }

@@ -179,6 +179,13 @@ func (c Config) validate() error {
 		if err := c.Cluster.validate(); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
+		// Only an agent's own host's bus serves it: one without a host
+		// would never be served.
+		for _, u := range c.Users {
+			if _, ok := c.Cluster.Hosts[u.Agent]; u.Agent > 0 && !ok {
+				return fmt.Errorf("cluster: hosts: agent %d (a user) has no host", u.Agent)
+			}
+		}
 	}
 	return nil
 }

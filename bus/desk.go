@@ -40,6 +40,11 @@ const maxPullsPerConsumer = 256
 // takes one task at a time, and each ask holds a timer and a pull.
 const maxAsksPerAgent = 8
 
+// errDuplicateInFlight is JetStream's answer to a message whose
+// deduplication id a clustered stream is still storing
+// (JSStreamDuplicateMessageConflict).
+const errDuplicateInFlight = 10158
+
 // resultTimeout bounds storing one result.
 const resultTimeout = 10 * time.Second
 
@@ -594,6 +599,11 @@ func (d *desk) store(agent int, h *holding, body []byte) (kind, reason string) {
 	case err == nil:
 		d.s.tally.result(agent, r.OK)
 		return "", ""
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInFlight:
+		// Another host's desk is storing this task's result this very
+		// moment (a redelivery after a host was lost): asked again, the
+		// stream answers duplicate, and the one result is that one.
+		return wire.RefusedUnavailable, "storing the result: " + err.Error()
 	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &apiErr):
 		return wire.RefusedNotStored, err.Error()
 	}

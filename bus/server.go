@@ -24,7 +24,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address or its store_max")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -294,6 +294,9 @@ func (s *Server) Reload(c Config) error {
 	s.mu.Lock()
 	old := s.cfg
 	s.mu.Unlock()
+	if c.NeedsRestart(old) && !sameCluster(c.Cluster, old.Cluster) {
+		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
+	}
 	if c.NeedsRestart(old) {
 		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d): %w",
 			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
