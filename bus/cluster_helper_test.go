@@ -147,7 +147,8 @@ type testCluster struct {
 
 func hostName(i int) string { return string(rune('a' + i)) }
 
-func newTestCluster(t testing.TB, n int, change ...func(*Config)) *testCluster {
+// prepareTestCluster is n buses' configs and stores, none started.
+func prepareTestCluster(t testing.TB, n int, change ...func(*Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, ids: newIdentities(t, clusterUsers...), reloads: make([]atomic.Int32, n)}
 	ca := newTestCA(t)
@@ -180,6 +181,15 @@ func newTestCluster(t testing.TB, n int, change ...func(*Config)) *testCluster {
 		if err := os.Mkdir(filepath.Join(tc.dirs[i], "store"), 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return tc
+}
+
+// newTestCluster is a cluster of n buses, all started.
+func newTestCluster(t testing.TB, n int, change ...func(*Config)) *testCluster {
+	t.Helper()
+	tc := prepareTestCluster(t, n, change...)
+	for i := range n {
 		tc.start(i)
 	}
 	return tc

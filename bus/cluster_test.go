@@ -364,3 +364,35 @@ func TestClusterReload(t *testing.T) {
 		t.Errorf("reloading with 1 copy: %v, want ErrRestartNeeded naming the change", err)
 	}
 }
+
+// TestClusterStartsWithoutQuorum: a bus whose peers are not up yet takes
+// clients at once; its desk tells a worker to ask again (no violation)
+// until the streams exist, made once the others come.
+func TestClusterStartsWithoutQuorum(t *testing.T) {
+	tc := prepareTestCluster(t, 3)
+	a := tc.start(0)
+	op := connect(t, a, tc.ids, OperatorName)
+	if _, err := op.Request(wire.OnServer(wire.StatusSubject, "a"), nil, 5*time.Second); err != nil {
+		t.Fatalf("status of a bus alone: %v", err)
+	}
+	w := connect(t, a, tc.ids, "flock-5")
+	msg, err := w.Request(wire.Desk(5, wire.DeskNext), nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := wire.ParseRefusal(msg.Header); r == nil || r.Kind != wire.RefusedUnavailable {
+		t.Errorf("an ask before the streams exist: refusal %+v, want %s", r, wire.RefusedUnavailable)
+	}
+	if v := a.Status().Agents[5].ViolationsTotal; v != 0 {
+		t.Errorf("agent 5 has %d violations for asking early", v)
+	}
+	e := newEcho()
+	startWorker(t, a.ClientURL(), tc.ids, 5, e.handler(5))
+	tc.start(1)
+	tc.start(2)
+	tc.waitReady()
+	send(t, op.Conn, wire.AgentTasks(5), "late", "streams at last")
+	if r := waitResults(t, op.Conn, 20*time.Second, "late")["late"]; len(r) != 1 || r[0].Agent != 5 {
+		t.Errorf("result: %+v", r)
+	}
+}

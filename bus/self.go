@@ -110,6 +110,11 @@ func (s *Server) onHeartbeat(m *nats.Msg) {
 	r.flooded = r.flooded || flood
 	s.rates[id] = r
 	s.mu.Unlock()
+	// Every bus hears every agent's heartbeats; only its host's counts
+	// what it does wrong (status across hosts adds them up).
+	if !s.local(id) {
+		return
+	}
 	if flood {
 		s.Violation(id, wire.ViolationFlood, fmt.Sprintf("more than %d heartbeats within %s", floodBeats, floodWindow))
 	}
