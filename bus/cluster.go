@@ -130,6 +130,12 @@ func (s *Server) ensureLater() {
 	}
 }
 
+// attemptTimeout bounds one try: a JetStream request lost while the
+// cluster elects its leaders is not answered at all, and three buses
+// making the same streams at once lose some. What a try made stays
+// made, so a flock with many consumers gets there over several.
+const attemptTimeout = 5 * time.Second
+
 func (s *Server) keepEnsured(ctx context.Context) {
 	defer close(s.ensureDone)
 	for {
@@ -148,7 +154,9 @@ func (s *Server) keepEnsured(ctx context.Context) {
 			delay := min(time.Second<<min(attempt-1, 5), 30*time.Second)
 			err := errNoMetaLeader
 			if s.ns.JetStreamIsCurrent() {
-				err = s.setUp(ctx, c)
+				actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+				err = s.setUp(actx, c)
+				cancel()
 			} else {
 				delay, attempt = 200*time.Millisecond, attempt-1
 			}

@@ -203,7 +203,11 @@ func (tc *testCluster) start(i int) *Server {
 	if err != nil {
 		tc.t.Fatalf("starting bus %s: %v", hostName(i), err)
 	}
-	tc.t.Cleanup(s.Shutdown)
+	tc.t.Cleanup(func() {
+		start := time.Now()
+		s.Shutdown()
+		tc.t.Logf("shutdown of %s took %s", hostName(i), time.Since(start))
+	})
 	tc.servers[i] = s
 	return s
 }
