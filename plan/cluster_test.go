@@ -193,7 +193,8 @@ func TestJoiningAClusterReplacesRandomSeeds(t *testing.T) {
 
 // Moving an agent to another host stops it here and takes its seed and
 // firewall rules; its user stays (every host has every agent's). The bus
-// restarts, as for a new cluster port: its cluster is set up at start.
+// reloads (which desk serves an agent is read at reload); a new cluster
+// port restarts it (routes are set up at start).
 func TestMovingAnAgentAndThePort(t *testing.T) {
 	ctx := context.Background()
 	f := mustParse(t, threeHosts)
@@ -210,7 +211,7 @@ func TestMovingAnAgentAndThePort(t *testing.T) {
 		{StopUnit, spec.UnitName(4), "runs on host b"},
 		{RemoveIdentity, spec.UserName(4), "runs on host b"},
 		{WriteBusConfig, bus.ConfigPath, "its cluster (hosts, addresses, port, files or agents' hosts) changed"},
-		{StartBus, units.BusUnit, "its cluster (hosts, addresses, port, files or agents' hosts) changed"},
+		{ReloadBus, units.BusUnit, "its cluster (hosts, addresses, port, files or agents' hosts) changed"},
 		{Firewall, "inet flock", "table missing or not as planned"},
 	}
 	if !reflect.DeepEqual(p.Changes, want) {

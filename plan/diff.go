@@ -340,8 +340,8 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 	}
 	cfg := d.BusConfig(c.Keys)
 	changed := ""
-	// The cluster is set up at start (listener, routes, replicas, files,
-	// and which host each agent is on), so a change restarts the bus.
+	// Most of the cluster is set up at start (listener, routes, replicas,
+	// files: Config.NeedsRestart); which host each agent is on is a reload.
 	clusterMoved := c.BusConfig != nil && !reflect.DeepEqual(cfg.Cluster, c.BusConfig.Cluster)
 	switch {
 	case c.BusConfig == nil:
@@ -371,9 +371,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
-	case clusterMoved:
-		add(StartBus, units.BusUnit, changed)
+		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max or cluster changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +34,7 @@ metrics on /metrics there: the bus's figures and the agents' units as
 systemd has them, read over the system bus when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := readServed(configPath)
+			cfg, err := bus.ReadConfig(configPath)
 			if err != nil {
 				return err
 			}
@@ -48,7 +47,7 @@ systemd has them, read over the system bus when scraped.`,
 			defer obs.Close()
 			var srv *bus.Server
 			reload := func() error {
-				c, err := readServed(configPath)
+				c, err := bus.ReadConfig(configPath)
 				if err != nil {
 					return err
 				}
@@ -62,7 +61,10 @@ systemd has them, read over the system bus when scraped.`,
 				return nil
 			}
 			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
-				Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs}})
+				Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs},
+				// flock.service hands the cluster's files over as credentials
+				// (LoadCredential=): the bus's user cannot read root's originals.
+				CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")})
 			if err != nil {
 				return err
 			}
@@ -99,34 +101,6 @@ func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(
 			logf("closing %s on %s: %v", metrics.Path, addr, err)
 		}
 	}, nil
-}
-
-// readServed reads the bus config at path, its cluster's files where
-// flock.service hands them over.
-func readServed(path string) (bus.Config, error) {
-	c, err := bus.ReadConfig(path)
-	if err != nil {
-		return c, err
-	}
-	return withCredentials(c, os.Getenv("CREDENTIALS_DIRECTORY")), nil
-}
-
-// withCredentials points c's cluster files into dir, systemd's
-// $CREDENTIALS_DIRECTORY, where flock.service's LoadCredential= puts each
-// by its base name: the bus's user cannot read them where they are
-// (root's, 0600). Without dir (a test, or serve by hand) the paths stay.
-func withCredentials(c bus.Config, dir string) bus.Config {
-	if c.Cluster == nil || dir == "" {
-		return c
-	}
-	cl := *c.Cluster
-	for _, p := range []*string{&cl.CAFile, &cl.CertFile, &cl.KeyFile, &cl.PasswordFile} {
-		if *p != "" {
-			*p = filepath.Join(dir, filepath.Base(*p))
-		}
-	}
-	c.Cluster = &cl
-	return c
 }
 
 // unitStates reads the agents' units for the bus's answers on

@@ -9,11 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
 	"github.com/flockrun/flock/spec"
 )
@@ -110,51 +108,5 @@ func TestRoutePasswordIsWrittenOnce(t *testing.T) {
 	}
 	if changed, _ := routePassword(path, bytes.Repeat([]byte{2}, 32), false); !changed {
 		t.Error("a new secret did not change the password")
-	}
-}
-
-func TestServeReadsTheClusterFilesAsCredentials(t *testing.T) {
-	c := bus.Config{Cluster: &bus.Cluster{CAFile: "/etc/flock/cluster/ca.crt", CertFile: "/etc/flock/cluster/host.crt",
-		KeyFile: "/etc/flock/cluster/host.key", PasswordFile: "/etc/flock/cluster/route.password"}}
-	got := withCredentials(c, "/run/credentials/flock.service")
-	want := bus.Cluster{CAFile: "/run/credentials/flock.service/ca.crt", CertFile: "/run/credentials/flock.service/host.crt",
-		KeyFile: "/run/credentials/flock.service/host.key", PasswordFile: "/run/credentials/flock.service/route.password"}
-	if !reflect.DeepEqual(*got.Cluster, want) {
-		t.Errorf("with credentials: %+v", got.Cluster)
-	}
-	if c.Cluster.CAFile != "/etc/flock/cluster/ca.crt" {
-		t.Error("withCredentials changed the config it was given")
-	}
-	if same := withCredentials(c, ""); same.Cluster.KeyFile != "/etc/flock/cluster/host.key" {
-		t.Errorf("without $CREDENTIALS_DIRECTORY: %+v", same.Cluster)
-	}
-	if one := withCredentials(bus.Config{}, "/run/x"); one.Cluster != nil {
-		t.Error("one host got a cluster")
-	}
-}
-
-// explain of a multi-host spec says where each agent runs; one host's
-// says nothing of hosts.
-func TestExplainSpecNamesTheHost(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "flock.yaml")
-	if err := os.WriteFile(p, []byte(twoHosts), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := newRoot()
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"explain", "-f", p, "2"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "# host: b (fd00::12): it runs there alone") || !strings.Contains(out.String(), "User=flock-2") {
-		t.Errorf("explain 2 of a multi-host spec:\n%s", out.String())
-	}
-	out.Reset()
-	cmd = newRoot()
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"explain", "--agents", "2"})
-	if err := cmd.Execute(); err != nil || strings.Contains(out.String(), "# host:") {
-		t.Errorf("one host's explain names a host (%v):\n%s", err, out.String())
 	}
 }
