@@ -182,6 +182,15 @@ func (d *desk) onNext(m *nats.Msg) {
 		d.refuse(agent, m, wire.RefusedUnavailable, errNotReady.Error())
 		return
 	}
+	// An ask read late may have no one listening by now (its request
+	// timed out, its agent was killed; asks and pulled tasks come on
+	// separate subscriptions, so it can be read after a task that came
+	// later, kept as a spare since no one waited): a spare handed to it
+	// would be lost until the ack wait. Like onPulled, the desk serves
+	// only an asker that still listens.
+	if !d.s.ns.GlobalAccount().SubscriptionInterest(m.Reply) {
+		return
+	}
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()

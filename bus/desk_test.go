@@ -243,13 +243,21 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 	if _, ok := ask(t, w2, 2, 200*time.Millisecond); ok || time.Since(start) < 200*time.Millisecond {
 		t.Errorf("an ask with nothing queued: handed %v after %s", ok, time.Since(start))
 	}
-	// One agent's asks are bounded: the ninth at once is refused.
+	// One agent's asks are bounded: the ninth at once is refused. They
+	// wait long enough that none expires before the ninth is read, however
+	// slow the machine, and are then withdrawn: each answered once.
 	var many []*nats.Subscription
 	for range maxAsksPerAgent + 1 {
 		sub, _ := w2.SubscribeSync(w2.NewInbox())
 		many = append(many, sub)
-		body, _ := json.Marshal(wire.NextRequest{WaitMS: 100})
+		body, _ := json.Marshal(wire.NextRequest{WaitMS: 20000})
 		_ = w2.PublishMsg(&nats.Msg{Subject: wire.Desk(2, wire.DeskNext), Reply: sub.Subject, Data: body})
+	}
+	for _, sub := range many {
+		withdraw, _ := json.Marshal(wire.NextRequest{Withdraw: sub.Subject})
+		if _, err := w2.Request(wire.Desk(2, wire.DeskNext), withdraw, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	refusedAsks := 0
 	for _, sub := range many {
@@ -283,6 +291,11 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 	if m, err := answers.NextMsg(200 * time.Millisecond); err == nil {
 		t.Errorf("a second answer: %v", m.Header)
 	}
+	for _, sub := range many {
+		if n, _, _ := sub.Pending(); n != 0 {
+			t.Errorf("%d more answers to one of the asks at once", n)
+		}
+	}
 	// Waiting when the task comes.
 	got := make(chan wire.Handed, 1)
 	go func() { h, _ := ask(t, w2, 2, 5*time.Second); got <- h }()
@@ -306,6 +319,38 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 	send(t, op.Conn, wire.RoleTasks("worker"), "spare", "x")
 	if h, ok := ask(t, w2, 2, 2*time.Second); !ok || h.ID != "spare" || h.Delivery != 1 {
 		t.Errorf("the next ask got %+v (%v), want the spare task's first delivery", h, ok)
+	}
+}
+
+// An ask the desk reads after its asker went (its request timed out, the
+// agent was killed: nothing listens on its reply any more) is not handed
+// the spare task: the spare waits for the next ask that is heard, instead
+// of the ack wait.
+func TestDeskHandsNoSpareToAnAskNoOneHears(t *testing.T) {
+	ids := newIdentities(t, everyoneAnd4...)
+	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = 30 * time.Second })
+	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	// A spare: its asker went while it waited.
+	gone := w2.NewInbox()
+	sub, _ := w2.SubscribeSync(gone)
+	body, _ := json.Marshal(wire.NextRequest{WaitMS: 10000})
+	_ = w2.PublishMsg(&nats.Msg{Subject: wire.Desk(2, wire.DeskNext), Reply: gone, Data: body})
+	waitFor(t, "agent 2's ask waiting in the status", func() bool { return s.Status().Agents[2].Waiting == 1 })
+	_ = sub.Unsubscribe()
+	_ = w2.Flush()
+	send(t, op.Conn, wire.RoleTasks("worker"), "spare", "x")
+	waitFor(t, "the task kept as a spare", func() bool {
+		s.desk.mu.Lock()
+		defer s.desk.mu.Unlock()
+		return len(s.desk.spares[wire.RoleConsumer("worker")]) == 1
+	})
+	// An ask no one hears any more (never subscribed), read before the next.
+	_ = w2.PublishMsg(&nats.Msg{Subject: wire.Desk(2, wire.DeskNext), Reply: wire.Inbox(2) + ".gone", Data: body})
+	if h, ok := ask(t, w2, 2, 2*time.Second); !ok || h.ID != "spare" || h.Delivery != 1 {
+		t.Errorf("the next ask got %+v (%v), want the spare task's first delivery", h, ok)
+	}
+	if n := s.Status().Agents[2].Holding; n != 1 {
+		t.Errorf("agent 2 holds %d tasks, want 1", n)
 	}
 }
 
