@@ -55,6 +55,39 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 	if hosts := inv["flock"].Hosts; len(hosts) != 1 {
 		t.Errorf("ansible/hosts.example: group flock has hosts %q, want one", hosts)
 	}
+
+	// The example of a flock on several hosts: three, one of them named
+	// in the spec by flock_host.
+	out, err = harness.RunInRepo(ctx, env, playbook, "--syntax-check", "-i", "ansible/hosts.cluster.example", "ansible/site.yml")
+	if err != nil || strings.Contains(out, "[WARNING]") {
+		t.Errorf("ansible-playbook --syntax-check -i ansible/hosts.cluster.example: %v\n%s", err, out)
+	}
+	out, err = harness.RunInRepo(ctx, env, inventory, "-i", "ansible/hosts.cluster.example", "--list")
+	if err != nil {
+		t.Fatalf("ansible-inventory --list: %v\n%s", err, out)
+	}
+	var cinv struct {
+		Meta struct {
+			HostVars map[string]map[string]any `json:"hostvars"`
+		} `json:"_meta"`
+		Flock struct {
+			Hosts []string `json:"hosts"`
+		} `json:"flock"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &cinv); err != nil {
+		t.Fatalf("ansible-inventory --list: %v\n%s", err, out)
+	}
+	var names []string
+	for _, h := range cinv.Flock.Hosts {
+		name, _ := cinv.Meta.HostVars[h]["flock_host"].(string)
+		if name == "" {
+			name = h
+		}
+		names = append(names, name)
+	}
+	if got := strings.Join(names, " "); got != "a b c" {
+		t.Errorf("ansible/hosts.cluster.example: group flock is hosts %q (flock_host or name), want a b c", got)
+	}
 	site, err := os.ReadFile(harness.InRepo(t, "ansible", "site.yml"))
 	if err != nil {
 		t.Fatal(err)
