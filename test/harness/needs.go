@@ -105,6 +105,16 @@ var HostsTier = Tier{Name: "system, hosts (a private network, sshd)", Needs: []t
 	tier.Program("ssh-keygen", "openssh-client"),
 }}
 
+// ClusterTier is what the test of a flock on several hosts adds to
+// HostsTier: Ansible on the controller; in the machines curl for the
+// bus's monitoring endpoint (JetStream's cluster state) and openssl to
+// check the certificates.
+var ClusterTier = Tier{Name: "system, cluster (ansible-core, curl)", Needs: []tier.Need{
+	tier.Program("ansible-playbook", "ansible-core"),
+	tier.Program("curl", "curl"),
+	tier.Program("openssl", "openssl"),
+}}
+
 // AnsibleTier is ansible-core alone, as Debian packages it.
 var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
 	tier.Program("ansible", "ansible-core"),
@@ -146,7 +156,7 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, HostsTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
 
 // FreshTier is a fresh machine (fresh.go): the tree is made by
 // debootstrap, the repository copied by what git tracks.

@@ -1,0 +1,451 @@
+package test
+
+// Tier: root + nspawn + ansible. A flock on three hosts (issue 20): three
+// booted systemd machines on a private network, each with sshd, provisioned
+// by one run of ansible/site.yml from the network's controller, as an
+// operator would; tasks sent on a are done on b and c; b's machine stopped
+// while tasks flow loses none and doubles none, and catches up when it is
+// back; a second run changes nothing; an agent reaches no other host.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/test/harness"
+)
+
+// clusterWorker upper-cases its task; a payload starting with "slow" takes
+// half a second first, so that b is stopped with tasks in its hands while
+// the latency's tasks ("fast ...") measure the flock, not a sleep.
+const clusterWorker = `["/bin/sh", "-c", "read x; case $x in slow*) sleep 0.5;; esac; echo \"$x\" | tr a-z A-Z"]`
+
+// clusterSpec: the orchestrator and the probe agent (4, a monitor, which
+// takes no tasks) on a, a worker on b and one on c.
+func clusterSpec(h *harness.Hosts) string {
+	return fmt.Sprintf(`hosts:
+  - {name: a, address: %s}
+  - {name: b, address: %s}
+  - {name: c, address: %s}
+defaults:
+  host: a
+  heartbeat: 1s
+agents:
+  - {id: 1, role: orchestrator}
+  - {id: 2, host: b, command: %s}
+  - {id: 3, host: c, command: %s}
+  - {id: 4, role: monitor, exec: ["/usr/local/bin/probe", "serve"]}
+`, h.Addr("a"), h.Addr("b"), h.Addr("c"), clusterWorker, clusterWorker)
+}
+
+// singleSpec is the same worker alone on one host: the latency's baseline.
+const singleSpec = `agents:
+  - {id: 2, command: ` + clusterWorker + `}
+`
+
+// clusterAgents are the agents of each host.
+var clusterAgents = map[string][]int{"a": {1, 4}, "b": {2}, "c": {3}}
+
+func TestCluster(t *testing.T) {
+	// Tier: root + nspawn + ansible (HostsTier, ClusterTier).
+	if testing.Short() {
+		t.Skip("boots four systemd machines: not with -short")
+	}
+	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
+	harness.ClusterTier.Require(t)
+	bin := harness.BinDir(t)
+	// flockctl and flock-agent come with the role, as on a real host;
+	// the probe is the test's.
+	h := harness.BootHosts(t, []string{"a", "b", "c"}, harness.Options{NoBinaries: true,
+		Binaries: map[string]string{"probe": bin + "/probe"}})
+	a, b, c := h.Machine("a"), h.Machine("b"), h.Machine("c")
+	p := harness.NewHostsPlayer(t, h, playbook, "ansible/site.yml",
+		map[string]any{"flock_bin_dir": bin, "flock_spec": clusterSpec(h)}, nil)
+
+	// One run provisions the three hosts.
+	t0 := time.Now()
+	r := p.Play(t, nil)
+	played := time.Since(t0)
+	r.MustSucceed(t)
+	for _, name := range h.Names() {
+		if rc := r.Recaps[name]; rc.Changed == 0 {
+			t.Errorf("first run: host %s changed nothing: %+v", name, rc)
+		}
+		if got := r.HostTasks[name]["Install this host's cluster files"]; got != "changed" {
+			t.Errorf("host %s: task Install this host's cluster files: %q, want changed", name, got)
+		}
+		if got := r.HostTasks[name]["Provision the flock"]; got != "changed" {
+			t.Errorf("host %s: task Provision the flock: %q, want changed", name, got)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	formed := waitClusterFormed(t, a, 3*time.Minute)
+	t.Logf("CLUSTER FORMATION: the play took %v; the JetStream cluster (3 servers, streams R3 with every replica current) was formed %v after it ended, %v after it began",
+		played.Round(time.Millisecond), formed.Sub(t0.Add(played)).Round(time.Millisecond), formed.Sub(t0).Round(time.Millisecond))
+	for name, ids := range clusterAgents {
+		clusterWaitUnits(t, h.Machine(name), time.Minute, ids...)
+	}
+
+	t.Run("each host has its own cluster files and only the first the CA's key", func(t *testing.T) {
+		for _, name := range h.Names() {
+			m := h.Machine(name)
+			out := mustRun(t, m, "stat", "-c", "%n %a %U", "/etc/flock/cluster", "/etc/flock/cluster/ca.crt",
+				"/etc/flock/cluster/host.crt", "/etc/flock/cluster/host.key", "/etc/flock/cluster/secret")
+			want := "/etc/flock/cluster 700 root\n/etc/flock/cluster/ca.crt 644 root\n/etc/flock/cluster/host.crt 644 root\n" +
+				"/etc/flock/cluster/host.key 600 root\n/etc/flock/cluster/secret 600 root\n"
+			if out != want {
+				t.Errorf("host %s: %s, want %s", name, out, want)
+			}
+			// The host's certificate names it (a SAN with its address).
+			cert := mustRun(t, m, "openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", "/etc/flock/cluster/host.crt")
+			if !strings.Contains(cert, h.Addr(name).String()) {
+				t.Errorf("host %s: its certificate's names: %s, want its address %s", name, cert, h.Addr(name))
+			}
+			mustRun(t, m, "openssl", "verify", "-CAfile", "/etc/flock/cluster/ca.crt", "/etc/flock/cluster/host.crt")
+			_, _, err := run(t, m, "test", "-e", "/var/lib/flock/cluster-authority/ca.key")
+			if hasKey := err == nil; hasKey != (name == "a") {
+				t.Errorf("host %s has the CA's key: %v", name, hasKey)
+			}
+		}
+		if strings.Contains(r.Out, "PRIVATE KEY") {
+			t.Errorf("the play printed a private key")
+		}
+	})
+
+	t.Run("a host runs its own agents only", func(t *testing.T) {
+		for name, m := range map[string]*harness.Machine{"a": a, "b": b, "c": c} {
+			for id := 1; id <= 4; id++ {
+				state := strings.TrimSpace(clusterRun(t, m, "systemctl", "is-active", unitName(id)))
+				if mine := slices.Contains(clusterAgents[name], id); mine != (state == "active") {
+					t.Errorf("host %s: %s is %s", name, unitName(id), state)
+				}
+			}
+			// Every agent's user, with the same uid everywhere.
+			if out := mustRun(t, m, "sh", "-c", "getent passwd flock-1 flock-2 flock-3 flock-4 | cut -d: -f1,3"); out != mustRun(t, a, "sh", "-c", "getent passwd flock-1 flock-2 flock-3 flock-4 | cut -d: -f1,3") {
+				t.Errorf("host %s's agent users differ from a's: %s", name, out)
+			}
+		}
+	})
+
+	t.Run("tasks sent on a are done on b and c", func(t *testing.T) {
+		for _, to := range []int{2, 3} {
+			var res wire.Result
+			out := mustRun(t, a, "flockctl", "send", "--to", strconv.Itoa(to), "--output", "json", "hello from a")
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("flockctl send --output json: %v\n%s", err, out)
+			}
+			if res.Agent != to || !res.OK || res.Output != "HELLO FROM A\n" {
+				t.Errorf("task for agent %d: %+v", to, res)
+			}
+		}
+	})
+
+	t.Run("latency across hosts against one host", func(t *testing.T) {
+		single := harness.BootWith(t, harness.Options{NoBinaries: true, Binaries: map[string]string{
+			"flockctl": bin + "/flockctl", "flock-agent": bin + "/flock-agent", "probe": bin + "/probe"}})
+		provision(t, single, singleSpec)
+		clusterWaitUnits(t, single, time.Minute, 2)
+		const n = 50
+		local := sendLatencies(t, single, "2", "single", n)
+		cross := append(sendLatencies(t, a, "2", "cross-b", n), sendLatencies(t, a, "3", "cross-c", n)...)
+		t.Logf("LATENCY (flockctl send, sent to result printed, %d tasks each): one host p50 %v p99 %v; a to b and c p50 %v p99 %v",
+			n, pct(local, 50), pct(local, 99), pct(cross, 50), pct(cross, 99))
+	})
+
+	t.Run("b stopped while 100 tasks flow loses none and doubles none", func(t *testing.T) {
+		ids := taskIDs("flow", 100)
+		sendTasks(t, a, "worker", ids[:30])
+		t1 := time.Now()
+		if err := b.PowerOff(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("b powered off in %v with 30 tasks sent", time.Since(t1).Round(time.Millisecond))
+		sendTasks(t, a, "worker", ids[30:])
+		done := waitAllDone(t, a, ids, 5*time.Minute)
+		by := map[int]int{}
+		for _, e := range done {
+			by[e.Agent]++
+		}
+		t.Logf("TASKS LOST: %d of %d (each has exactly one result); by agent: %v; all done %v after b went down",
+			len(ids)-len(done), len(ids), by, time.Since(t1).Round(time.Millisecond))
+	})
+
+	t.Run("b started again rejoins and catches up", func(t *testing.T) {
+		t1 := time.Now()
+		if err := b.PowerOn(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		booted := time.Since(t1)
+		clusterWaitUnits(t, b, 2*time.Minute, 2)
+		caught := waitCaughtUp(t, a, b, 3*time.Minute)
+		t.Logf("CATCH-UP: b booted in %v; its bus had every stream as a has it %v after power on",
+			booted.Round(time.Millisecond), caught.Sub(t1).Round(time.Millisecond))
+		// b's own view: every task once, done.
+		waitAllDone(t, b, taskIDs("flow", 100), time.Minute)
+		// And its worker takes tasks again.
+		for _, id := range taskIDs("back", 5) {
+			out := mustRun(t, a, "flockctl", "send", "--to", "2", "--id", id, "--output", "json", "fast "+id)
+			var res wire.Result
+			if err := json.Unmarshal([]byte(out), &res); err != nil || res.Agent != 2 || !res.OK {
+				t.Errorf("task %s for agent 2 after b's return: %v %s", id, err, out)
+			}
+		}
+	})
+
+	t.Run("a second run changes nothing", func(t *testing.T) {
+		r := p.Play(t, nil)
+		r.MustSucceed(t)
+		for _, name := range h.Names() {
+			if rc := r.Recaps[name]; rc.Changed != 0 {
+				t.Errorf("second run: host %s changed=%d\n%s", name, rc.Changed, r.Out)
+			}
+		}
+	})
+
+	t.Run("an agent reaches neither the other hosts nor the cluster port", func(t *testing.T) {
+		pr := startedProbe(t, a, 4)
+		var targets []string
+		for _, name := range h.Names() {
+			targets = append(targets, netip.AddrPortFrom(h.Addr(name), 6222).String())
+			if name != "a" {
+				targets = append(targets, netip.AddrPortFrom(h.Addr(name), 22).String())
+			}
+		}
+		targets = append(targets, netip.AddrPortFrom(harness.NetController, 22).String())
+		for _, addr := range targets {
+			req := map[string]any{"op": "connect-tcp", "addr": addr}
+			r := pr.do(t, req)
+			t.Logf("agent 4 on a: connect %s: %s", addr, r)
+			if r.OK {
+				t.Errorf("HOLE: agent 4 on a connected to %s", addr)
+			} else if r.ElapsedMS >= 1000 {
+				t.Errorf("connect %s: refused after %.0f ms; want < 1000 ms (a reject, not a drop)", addr, r.ElapsedMS)
+			}
+		}
+		// The control: root on a reaches b's and c's cluster port, which
+		// accept a's address; the refusal above is the agent's wall.
+		for _, name := range []string{"b", "c"} {
+			addr := netip.AddrPortFrom(h.Addr(name), 6222).String()
+			if c := asRootInside(t, a, pr.pid, map[string]any{"op": "connect-tcp", "addr": addr}); !c.OK {
+				t.Errorf("control: root on a cannot reach %s either (%s), so the refusal proves nothing", addr, c)
+			}
+		}
+		// And the cluster port takes no one but the hosts: the controller
+		// (10.77.0.1, not in the spec) is not let in.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := h.Net.Command(ctx, "curl", "-sS", "-m", "3", "telnet://"+netip.AddrPortFrom(h.Addr("b"), 6222).String()).CombinedOutput()
+		if err == nil {
+			t.Errorf("the controller, not a host of the flock, reached b's cluster port: %s", out)
+		} else {
+			t.Logf("controller to b's cluster port: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	})
+}
+
+// clusterRun is run's stdout, whatever the exit status (systemctl
+// is-active says "inactive" with status 3).
+func clusterRun(t testing.TB, m *harness.Machine, argv ...string) string {
+	t.Helper()
+	out, _, _ := run(t, m, argv...)
+	return out
+}
+
+// clusterWaitUnits waits until the agents' units are active on m, as m's
+// systemd says (not flockctl status, which also reports other hosts').
+func clusterWaitUnits(t testing.TB, m *harness.Machine, timeout time.Duration, ids ...int) {
+	t.Helper()
+	m.Eventually(t, timeout, func() error {
+		for _, id := range ids {
+			if st := strings.TrimSpace(clusterRun(t, m, "systemctl", "is-active", "flock.service", unitName(id))); st != "active\nactive" {
+				return fmt.Errorf("machine %s: flock.service and %s: %q", m.Name(), unitName(id), st)
+			}
+		}
+		return nil
+	})
+}
+
+// sendTasks queues one task per id for to (worker or an agent id) on m,
+// each "slow <id>", retrying a send the bus refused: while a host goes
+// down the streams may change leader. The same id is stored once.
+func sendTasks(t *testing.T, m *harness.Machine, to string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		for try := 0; ; try++ {
+			_, stderr, err := run(t, m, "flockctl", "send", "--to", to, "--id", id, "--no-wait", "slow "+id)
+			if err == nil {
+				break
+			}
+			if try > 100 {
+				t.Fatalf("send %s: %v\n%s", id, err, stderr)
+			}
+			t.Logf("send %s: %v (trying again)", id, strings.TrimSpace(stderr))
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// sendLatencies sends n tasks to agent `to` on m, one after the other,
+// each waited for, and returns how long each took, as an operator sees
+// it: flockctl's start, the task stored, run and its result read.
+func sendLatencies(t *testing.T, m *harness.Machine, to, prefix string, n int) []time.Duration {
+	t.Helper()
+	script := fmt.Sprintf(`for i in $(seq 1 %d); do s=$(date +%%s%%N); flockctl send --to %s --id %s-$i "fast $i" >/dev/null || exit 1; e=$(date +%%s%%N); echo $(( (e - s) / 1000 )); done`, n, to, prefix)
+	var ds []time.Duration
+	for _, l := range strings.Fields(mustRun(t, m, "sh", "-c", script)) {
+		us, err := strconv.Atoi(l)
+		if err != nil {
+			t.Fatalf("latency %q: %v", l, err)
+		}
+		ds = append(ds, time.Duration(us)*time.Microsecond)
+	}
+	return ds
+}
+
+// pct is the p-th percentile of ds (nearest rank).
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))].Round(100 * time.Microsecond)
+}
+
+// jsz is what the bus's monitoring endpoint says of JetStream
+// (/jsz?accounts=true&streams=true): the meta cluster and each stream's
+// state and replicas, as this server sees them.
+type jsz struct {
+	Meta *struct {
+		Leader string `json:"leader"`
+		Size   int    `json:"cluster_size"`
+	} `json:"meta_cluster"`
+	Accounts []struct {
+		Name    string `json:"name"`
+		Streams []struct {
+			Name    string `json:"name"`
+			Cluster *struct {
+				Leader   string `json:"leader"`
+				Replicas []struct {
+					Name    string `json:"name"`
+					Current bool   `json:"current"`
+					Offline bool   `json:"offline"`
+					Lag     uint64 `json:"lag"`
+				} `json:"replicas"`
+			} `json:"cluster"`
+			State struct {
+				Messages uint64 `json:"messages"`
+				FirstSeq uint64 `json:"first_seq"`
+				LastSeq  uint64 `json:"last_seq"`
+			} `json:"state"`
+		} `json:"stream_detail"`
+	} `json:"account_details"`
+}
+
+var clusterStreams = []string{wire.TasksStream, wire.ResultsStream, wire.DeadStream}
+
+func readJsz(t testing.TB, m *harness.Machine) (jsz, error) {
+	t.Helper()
+	var j jsz
+	out, stderr, err := run(t, m, "curl", "-sS", "-m", "5", "http://127.0.0.1:8222/jsz?accounts=true&streams=true")
+	if err != nil {
+		return j, fmt.Errorf("machine %s: /jsz: %v %s", m.Name(), err, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		return j, fmt.Errorf("machine %s: /jsz: %v\n%s", m.Name(), err, out)
+	}
+	return j, nil
+}
+
+// streamStates is each flock stream's state line on m, and whether each
+// has a leader and every replica current.
+func streamStates(j jsz) (map[string]string, error) {
+	states := map[string]string{}
+	var errs []string
+	for _, acc := range j.Accounts {
+		for _, s := range acc.Streams {
+			if !slices.Contains(clusterStreams, s.Name) {
+				continue
+			}
+			states[s.Name] = fmt.Sprintf("messages %d, seq %d..%d", s.State.Messages, s.State.FirstSeq, s.State.LastSeq)
+			switch {
+			case s.Cluster == nil || s.Cluster.Leader == "":
+				errs = append(errs, s.Name+": no leader")
+			case len(s.Cluster.Replicas) != 2:
+				errs = append(errs, fmt.Sprintf("%s: %d replicas besides the leader, want 2", s.Name, len(s.Cluster.Replicas)))
+			default:
+				for _, r := range s.Cluster.Replicas {
+					if !r.Current || r.Offline || r.Lag > 0 {
+						errs = append(errs, fmt.Sprintf("%s: replica %s current %v offline %v lag %d", s.Name, r.Name, r.Current, r.Offline, r.Lag))
+					}
+				}
+			}
+		}
+	}
+	for _, s := range clusterStreams {
+		if _, ok := states[s]; !ok {
+			errs = append(errs, s+": no such stream")
+		}
+	}
+	if len(errs) > 0 {
+		return states, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return states, nil
+}
+
+// waitClusterFormed waits until m's bus sees a JetStream cluster of three
+// with every flock stream led and replicated to the two others.
+func waitClusterFormed(t testing.TB, m *harness.Machine, timeout time.Duration) time.Time {
+	t.Helper()
+	m.Eventually(t, timeout, func() error {
+		j, err := readJsz(t, m)
+		if err != nil {
+			return err
+		}
+		if j.Meta == nil || j.Meta.Leader == "" || j.Meta.Size != 3 {
+			return fmt.Errorf("meta cluster: %+v", j.Meta)
+		}
+		_, err = streamStates(j)
+		return err
+	})
+	return time.Now()
+}
+
+// waitCaughtUp waits until back's bus holds every flock stream as ref's
+// does, with every replica current again.
+func waitCaughtUp(t testing.TB, ref, back *harness.Machine, timeout time.Duration) time.Time {
+	t.Helper()
+	ref.Eventually(t, timeout, func() error {
+		jr, err := readJsz(t, ref)
+		if err != nil {
+			return err
+		}
+		want, err := streamStates(jr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref.Name(), err)
+		}
+		jb, err := readJsz(t, back)
+		if err != nil {
+			return err
+		}
+		got, _ := streamStates(jb)
+		for _, s := range clusterStreams {
+			if got[s] != want[s] {
+				return fmt.Errorf("%s: %s has %q, %s has %q", s, back.Name(), got[s], ref.Name(), want[s])
+			}
+		}
+		return nil
+	})
+	return time.Now()
+}
