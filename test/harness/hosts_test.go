@@ -52,6 +52,14 @@ func TestHosts(t *testing.T) {
 		}
 	})
 
+	t.Run("root over ssh administers its machine's network", func(t *testing.T) {
+		// nft as flockctl provision runs it: CAP_NET_ADMIN in the
+		// machine's own namespace, as --private-network would give.
+		if out, err := ssh("a", "sh", "-c", "nft add table inet harness-test && nft list tables && nft delete table inet harness-test"); err != nil || !strings.Contains(out, "table inet harness-test") {
+			t.Errorf("nft over ssh: %q, %v", out, err)
+		}
+	})
+
 	t.Run("a machine reaches the other over ssh", func(t *testing.T) {
 		sshFrom(t, h, a, "b", b.Name())
 	})

@@ -73,7 +73,10 @@ func (m *Machine) spawn() (*boot, error) {
 		"--system-call-filter=" + allowedSyscalls,
 	}
 	if m.o.NetworkNamespace != "" {
-		argv = append(argv, "--network-namespace-path="+m.o.NetworkNamespace)
+		// nspawn keeps CAP_NET_ADMIN for --private-network only; the
+		// namespace is the machine's own as that one would be, and its
+		// root needs it there as on a host (nft, through ssh).
+		argv = append(argv, "--network-namespace-path="+m.o.NetworkNamespace, "--capability=CAP_NET_ADMIN")
 	} else {
 		argv = append(argv, "--private-network")
 	}
