@@ -81,6 +81,11 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "worker asks the bus to reload", agent: 2, pub: wire.ReloadSubject, want: refused + `Publish to "flock.bus.reload"`},
 		{name: "monitor asks the bus to reload", agent: 3, pub: wire.ReloadSubject, want: refused + `Publish to "flock.bus.reload"`},
 		{name: "worker asks the bus's status", agent: 2, pub: wire.StatusSubject, want: refused + `Publish to "flock.bus.status"`},
+		// Every bus answers flock.bus.units with its host's units: only the
+		// operator may ask, and no agent may answer in a bus's name.
+		{name: "orchestrator asks every bus for its units", agent: 1, pub: wire.UnitsSubject, want: refused + `Publish to "flock.bus.units"`},
+		{name: "worker asks every bus for its units", agent: 2, pub: wire.UnitsSubject, want: refused + `Publish to "flock.bus.units"`},
+		{name: "monitor hears the units requests", agent: 3, sub: wire.UnitsSubject, probe: wire.UnitsSubject, want: refused + `Subscription to "flock.bus.units"`},
 		{name: "orchestrator hears the bus's requests", agent: 1, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
 		{name: "worker hears the bus's requests", agent: 2, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
 		{name: "monitor hears the bus's requests", agent: 3, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},

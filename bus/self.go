@@ -46,6 +46,9 @@ func (s *Server) connectSelf() error {
 			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)
 		}
 	}
+	if err := s.answerUnits(nc); err != nil {
+		return err
+	}
 	if err := s.desk.start(nc); err != nil {
 		return err
 	}

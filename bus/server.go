@@ -42,6 +42,7 @@ type Options struct {
 	// their held-back counts, dead letters) as structured records,
 	// instead of Log (serve: the journal).
 	Events events.Writer
+	Units  Units // where the answers to wire.UnitsSubject read this host's units (units.go); nil: none
 }
 
 // Server is the embedded NATS server and the bus's own client on it.

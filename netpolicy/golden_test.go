@@ -53,7 +53,25 @@ func goldenCases() map[string]Policy {
 				{ID: 2, Egress: []spec.Egress{egress("192.0.2.7/32", 0, "tcp")}},
 			},
 		}),
+		"three-hosts": threeHosts(),
 	}
+}
+
+// threeHosts is host a's policy in a flock on three hosts (one reached
+// over IPv6): its own agents' output rules as on one host but for the
+// refusals of the cluster port after the bus's rule, and the input chain
+// that opens the cluster port to the three hosts only.
+func threeHosts() Policy {
+	return ForFlock(&spec.Flock{
+		UIDBase: spec.DefaultUIDBase,
+		Bus:     spec.Bus{Host: "127.0.0.1", Port: 4222, ClusterPort: spec.DefaultClusterPort},
+		Hosts: []spec.Host{
+			{Name: "a", Address: netip.MustParseAddr("10.77.0.11")},
+			{Name: "b", Address: netip.MustParseAddr("10.77.0.12")},
+			{Name: "c", Address: netip.MustParseAddr("fd00:77::13")},
+		},
+		Agents: []spec.Agent{{ID: 1, Host: "a"}, {ID: 2, Host: "a"}},
+	})
 }
 
 func TestGolden(t *testing.T) {

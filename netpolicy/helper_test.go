@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const helperEnv = "FLOCK_NETPOLICY_HELPER" // dial | ping | send | flood | listen
+const helperEnv = "FLOCK_NETPOLICY_HELPER" // dial | dialfrom | ping | send | flood | listen
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
@@ -54,6 +55,9 @@ func runHelper(mode string) int {
 	switch mode {
 	case "dial":
 		err = dial(os.Getenv("NP_NET"), os.Getenv("NP_ADDR"))
+	case "dialfrom": // NP_ADDR is "SOURCE-IP,DESTINATION"
+		from, to, _ := strings.Cut(os.Getenv("NP_ADDR"), ",")
+		err = dialFrom(os.Getenv("NP_NET"), from, to)
 	case "ping":
 		err = ping(os.Getenv("NP_ADDR"))
 	case "send":
@@ -104,8 +108,16 @@ func dropTo(uidText string) error {
 // dial opens network/addr and expects the other side to speak first
 // (tcp: the listener's banner) or to echo (udp). A timeout is a failure of
 // its own kind: a rejected packet must fail fast, not hang.
-func dial(network, addr string) error {
-	c, err := net.DialTimeout(network, addr, 3*time.Second)
+func dial(network, addr string) error { return dialFrom(network, "", addr) }
+
+// dialFrom is dial from a source address the caller binds (none: the
+// kernel's choice).
+func dialFrom(network, from, addr string) error {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial(network, addr)
 	if err != nil {
 		return err
 	}

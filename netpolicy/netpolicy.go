@@ -1,6 +1,7 @@
 // Package netpolicy owns flock's nftables table, inet flock: agent sockets
 // (matched by their uid) may reach the bus and their spec's allowances, and
-// nothing else. It never touches another table.
+// nothing else; in a multi-host flock, only the flock's hosts reach the
+// bus's cluster port. It never touches another table.
 //
 // The package is one OS boundary behind the small Firewall interface: NFT
 // talks netlink to the kernel, Fake keeps the policy in memory for planner
@@ -36,6 +37,16 @@ const (
 	LogPrefix     = "flock-deny " // kernel log prefix of denied agent packets
 )
 
+// Names of the multi-host part of the table (Policy.Cluster): present only
+// in a multi-host flock.
+const (
+	InputChain           = "input"               // the input-hook filter chain guarding the cluster port
+	ClusterPeers4Set     = "cluster_peers4"      // IPv4 addresses of the flock's hosts
+	ClusterPeers6Set     = "cluster_peers6"      // IPv6 addresses of the flock's hosts
+	ClusterDeniedCounter = "cluster_denied"      // named counter of connections to the cluster port from elsewhere
+	ClusterLogPrefix     = "flock-cluster-deny " // kernel log prefix of those
+)
+
 // Policy is the desired table as plain data. The zero value of every field
 // is meaningful except BusHost and BusPort, which must be set.
 type Policy struct {
@@ -44,6 +55,16 @@ type Policy struct {
 	BusPort   uint16     // tcp port of the bus
 	// Egress allowances per uid. Every key must also be in AgentUIDs.
 	Egress map[uint32][]Allow
+	// Cluster, in a multi-host flock, lets the flock's hosts reach the
+	// bus's cluster port and nobody else; nil on one host (no input chain).
+	Cluster *Cluster
+}
+
+// Cluster is the cluster port's guard: tcp to Port is accepted from Peers
+// and dropped from any other address.
+type Cluster struct {
+	Port  uint16       // the buses' route port (spec Bus.ClusterPort)
+	Peers []netip.Addr // every host's address, this one's included; order does not matter
 }
 
 // Allow is one extra destination an agent may reach. A wide one (a range
@@ -113,6 +134,19 @@ func ForFlock(f *spec.Flock) Policy {
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
 		}
 	}
+	if f.Clustered() {
+		port, c := f.Bus.ClusterPort, &Cluster{}
+		if port == 0 {
+			port = spec.DefaultClusterPort
+		}
+		if port > 0 && port <= 65535 {
+			c.Port = uint16(port) // else 0, which Validate rejects
+		}
+		for _, h := range f.Hosts {
+			c.Peers = append(c.Peers, h.Address)
+		}
+		p.Cluster = c
+	}
 	return p.canonical()
 }
 
@@ -127,6 +161,19 @@ func (p Policy) Validate() error {
 	}
 	if c.BusPort == 0 {
 		return fmt.Errorf("netpolicy: the bus port is not set")
+	}
+	if c.Cluster != nil {
+		if c.Cluster.Port == 0 {
+			return fmt.Errorf("netpolicy: the cluster port is not set (bus.cluster_port, default %d)", spec.DefaultClusterPort)
+		}
+		if len(c.Cluster.Peers) == 0 {
+			return fmt.Errorf("netpolicy: a cluster without hosts: list the hosts' addresses, or leave the cluster out on one host")
+		}
+		for _, a := range c.Cluster.Peers {
+			if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
+				return fmt.Errorf("netpolicy: cluster peer %q is not one host's address (want the IP literal of a host in hosts:)", a)
+			}
+		}
 	}
 	for _, uid := range sortedKeys(c.Egress) {
 		if _, ok := slices.BinarySearch(c.AgentUIDs, uid); !ok {
@@ -166,6 +213,15 @@ func (p Policy) canonical() Policy {
 		if len(out) > 0 {
 			c.Egress[uid] = out
 		}
+	}
+	if p.Cluster != nil {
+		cl := &Cluster{Port: p.Cluster.Port}
+		for _, a := range p.Cluster.Peers {
+			cl.Peers = append(cl.Peers, a.Unmap())
+		}
+		slices.SortFunc(cl.Peers, netip.Addr.Compare)
+		cl.Peers = slices.Compact(cl.Peers)
+		c.Cluster = cl
 	}
 	return c
 }
@@ -214,6 +270,14 @@ func (p Policy) String() string {
 	for _, uid := range sortedKeys(c.Egress) {
 		for _, a := range c.Egress[uid] {
 			fmt.Fprintf(&b, "egress %d %s %s %d\n", uid, a.Proto, a.Prefix, a.Port)
+		}
+	}
+	// Only a multi-host policy has these lines, so a single-host policy's
+	// text (and hash, and table) is what it was before clusters.
+	if c.Cluster != nil {
+		fmt.Fprintf(&b, "cluster port %d\n", c.Cluster.Port)
+		for _, a := range c.Cluster.Peers {
+			fmt.Fprintf(&b, "cluster peer %s\n", a)
 		}
 	}
 	return b.String()

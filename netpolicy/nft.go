@@ -163,13 +163,25 @@ func (n *NFT) Current(ctx context.Context) (text string, present bool, err error
 // Denied returns the packets and bytes counted as denied since the table
 // was last replaced. Absent table: zeros, no error.
 func (n *NFT) Denied(ctx context.Context) (packets, bytes uint64, err error) {
-	const what = "reading counter " + DeniedCounter + " of table inet " + Table
+	return n.counter(ctx, DeniedCounter)
+}
+
+// ClusterDenied returns the packets and bytes sent to the cluster port from
+// outside the flock's hosts (and dropped) since the table was last
+// replaced. Absent table: zeros, no error; a single-host table has no such
+// counter: an error.
+func (n *NFT) ClusterDenied(ctx context.Context) (packets, bytes uint64, err error) {
+	return n.counter(ctx, ClusterDeniedCounter)
+}
+
+func (n *NFT) counter(ctx context.Context, name string) (packets, bytes uint64, err error) {
+	what := "reading counter " + name + " of table inet " + Table
 	rs, ok, err := n.current(ctx)
 	if err != nil || !ok {
 		return 0, 0, err
 	}
 	for _, o := range rs.objs {
-		if c, isCounter := o.Obj.(*expr.Counter); isCounter && o.Name == DeniedCounter {
+		if c, isCounter := o.Obj.(*expr.Counter); isCounter && o.Name == name {
 			return c.Packets, c.Bytes, nil
 		}
 	}

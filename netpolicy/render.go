@@ -180,7 +180,7 @@ func ruleNote(ud []byte) string {
 // can print its operand decoded (a uid, an address, a port) next to the raw
 // bytes. Decoding is only a reading aid; the raw bytes are always printed.
 type regState struct {
-	loaded  string // "skuid", "nfproto", "l4proto", "daddr", "dport", or ""
+	loaded  string // "skuid", "nfproto", "l4proto", "daddr", "saddr", "dport", or ""
 	nfproto byte
 }
 
@@ -200,6 +200,9 @@ func (st *regState) expr(e expr.Any) string {
 		case e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 16 && st.nfproto == unix.NFPROTO_IPV4,
 			e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 24 && st.nfproto == unix.NFPROTO_IPV6:
 			st.loaded = "daddr"
+		case e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 12 && st.nfproto == unix.NFPROTO_IPV4,
+			e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 8 && st.nfproto == unix.NFPROTO_IPV6:
+			st.loaded = "saddr"
 		case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2:
 			st.loaded = "dport"
 		}
@@ -311,7 +314,7 @@ func (st *regState) decode(d []byte) string {
 		if len(d) == 2 {
 			return fmt.Sprintf(" (port %d)", binaryutil.BigEndian.Uint16(d))
 		}
-	case "daddr":
+	case "daddr", "saddr":
 		n := 4
 		if st.nfproto == unix.NFPROTO_IPV6 {
 			n = 16

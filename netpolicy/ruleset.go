@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/google/nftables"
@@ -30,6 +31,11 @@ type ruleset struct {
 // The rules, in chain order, for packets whose socket belongs to an agent:
 //
 //  1. to the bus (BusHost, tcp BusPort): accept;
+//     in a multi-host flock, then, tcp to the cluster port of the flock's
+//     hosts (sets cluster_peers4/6) or of this host (a fib type in set
+//     hosttypes): counted, logged and reset as in 3 and 4, before any
+//     allowance can let it through: only the bus talks to the other hosts
+//     (addClusterRefusals);
 //  2. each allowance: accept, for its own uid only; a wide one (a range
 //     such as 0.0.0.0/0 or 10.0.0.0/8) only when the destination is not
 //     this host: not in set host4/host6 (loopback, link-local, multicast)
@@ -53,7 +59,7 @@ type ruleset struct {
 // blanket "ct state established accept": the bus connection needs none,
 // because every packet the agent sends on it goes to BusPort.
 //
-// Why there is no input hook: every packet an agent's socket emits (the
+// Why agents need no input hook: every packet an agent's socket emits (the
 // connections it opens, the answers of the ones it listens on) passes this
 // output hook with the socket's uid, so output alone stops any two-way
 // exchange outside the bus and the allowances, and agent-to-agent traffic is
@@ -63,7 +69,8 @@ type ruleset struct {
 // which would be judging the host's own traffic. What remains is one-way:
 // a non-agent sender (a host process, a remote host) can deliver datagrams
 // to a UDP port an agent bound, but the agent cannot answer; keeping
-// strangers out of the host is the host firewall's job.
+// strangers out of the host is the host firewall's job, with one exception
+// that is flock's own: the bus's cluster port (addCluster).
 func build(p Policy) (*ruleset, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -120,6 +127,10 @@ func build(p Policy) (*ruleset, error) {
 	agents := skuidInAgents(rs.sets[0])
 
 	add("bus", agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort), accept())
+	if p.Cluster != nil {
+		addClusterSets(rs, p.Cluster)
+		addClusterRefusals(add, agents, p.Cluster.Port)
+	}
 	for _, uid := range sortedKeys(p.Egress) {
 		for _, a := range p.Egress[uid] {
 			var port []expr.Any
@@ -134,29 +145,151 @@ func build(p Policy) (*ruleset, error) {
 			add(comment, skuidIs(uid), daddr(a.Prefix), guard, l4(a.Proto), port, accept())
 		}
 	}
-	add("deny: count, log", agents,
-		[]expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter}},
-		// Every denied packet is counted for its uid; then the log limit,
-		// one token bucket per uid (an element of denylog, made by the
-		// first refusal and expiring after a minute of quiet, by when its
-		// bucket would be full again anyway): a packet over its own uid's
-		// limit ends the rule and falls through to the rejects below, so
-		// one agent's flood cannot spend another's log budget. Packets
-		// that pass are counted as logged, then logged.
-		perUID(RefusedSet, &expr.Counter{}),
-		perUID(DenyLogSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst}),
-		perUID(LoggedSet, &expr.Counter{}),
-		[]expr.Any{&expr.Log{
-			Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
-			Data:  []byte(LogPrefix),
-			Level: expr.LogLevelWarning,
-			Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
-		}})
-	add("deny tcp: reset", agents, l4("tcp"), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
+	add("deny: count, log", agents, countAndLog())
+	add("deny tcp: reset", agents, l4("tcp"), reset())
 	add("deny the rest: admin-prohibited; flock policy "+p.Hash(), agents, []expr.Any{
 		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
 	})
+	if p.Cluster != nil {
+		addCluster(rs, p.Cluster)
+	}
 	return rs, nil
+}
+
+// countAndLog is what every refusal of an agent's packet does before its
+// reject: count it (named counter denied), count it for its uid; then the
+// log limit, one token bucket per uid (an element of denylog, made by the
+// first refusal and expiring after a minute of quiet, by when its bucket
+// would be full again anyway): a packet over its own uid's limit ends the
+// rule and falls through to the reject that follows, so one agent's flood
+// cannot spend another's log budget. Packets that pass are counted as
+// logged, then logged, the uid in the line.
+func countAndLog() []expr.Any {
+	var out []expr.Any
+	out = append(out, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: DeniedCounter})
+	out = append(out, perUID(RefusedSet, &expr.Counter{})...)
+	out = append(out, perUID(DenyLogSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst})...)
+	out = append(out, perUID(LoggedSet, &expr.Counter{})...)
+	return append(out, &expr.Log{
+		Key:   1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL | 1<<unix.NFTA_LOG_FLAGS,
+		Data:  []byte(LogPrefix),
+		Level: expr.LogLevelWarning,
+		Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
+	})
+}
+
+// reset refuses a tcp packet with a reset: connect() fails at once.
+func reset() []expr.Any { return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}} }
+
+// addClusterRefusals keeps agents off the cluster port, whatever their
+// allowances say (0.0.0.0/0:*, or a host's address by name): the input
+// chain accepts the port from the flock's hosts' addresses, and an agent's
+// packets leave from them too. Three destinations, each a count-and-log
+// rule then a reset rule, as the refusals at the end of the chain (same
+// counters, same log, so status and events name the agent):
+//
+//   - the other hosts, and this one's listed address: set cluster_peers4,
+//   - the same over IPv6: set cluster_peers6,
+//   - any address of this host (loopback, another interface's: an agent
+//     that binds its socket to the listed address reaches them with a
+//     peer's source): fib daddr type in set hosttypes, as the wide
+//     allowances' host guard asks.
+func addClusterRefusals(add func(string, ...[]expr.Any), agents []expr.Any, port uint16) {
+	tcp := append(l4("tcp"), dport(port)...)
+	for _, to := range []struct {
+		what  string
+		match []expr.Any
+	}{
+		{"the flock's hosts (IPv4)", append(addrIn(false, false), tcp...)},
+		{"the flock's hosts (IPv6)", append(addrIn(true, false), tcp...)},
+		{"this host", append(slices.Clone(tcp),
+			&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+			&expr.Lookup{SourceRegister: 1, SetName: HostTypesSet, SetID: setIDs[HostTypesSet]})},
+	} {
+		add("deny the cluster port of "+to.what+": count, log", agents, to.match, countAndLog())
+		add("deny the cluster port of "+to.what+": reset", agents, to.match, reset())
+	}
+}
+
+// addCluster guards the cluster port of a multi-host flock, in a chain of
+// its own on the input hook (policy accept: everything else that arrives
+// is the host firewall's business, not ours):
+//
+//  1. tcp to the cluster port from a host of the flock (set cluster_peers4
+//     or cluster_peers6): accept;
+//  2. tcp to the cluster port from anywhere else: count (named counter
+//     cluster_denied), log at most 5/minute (prefix flock-cluster-deny;
+//     one budget for all, as no uid tells the senders apart), then
+//  3. drop: a stranger learns nothing, not even that the port exists.
+//
+// The agents are not judged here but on output (addClusterRefusals): their
+// packets leave from this host's addresses, listed ones included, so by
+// source address they look like the bus's. Judging on input by source
+// address is right for everyone else, unlike for the agents (see build):
+// the port is the bus's, whoever sends to it.
+func addCluster(rs *ruleset, c *Cluster) {
+	t := rs.table
+	ch := &nftables.Chain{
+		Table: t, Name: InputChain, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter,
+		Policy: ref(nftables.ChainPolicyAccept),
+	}
+	rs.chains = append(rs.chains, ch)
+	add := func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		rs.rules[InputChain] = append(rs.rules[InputChain], &nftables.Rule{
+			Table: t, Chain: ch, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
+		})
+	}
+	port := func() []expr.Any { return append(l4("tcp"), dport(c.Port)...) }
+	add("cluster: the flock's hosts (IPv4)", addrIn(false, true), port(), accept())
+	add("cluster: the flock's hosts (IPv6)", addrIn(true, true), port(), accept())
+	add("cluster: others: count, log", port(),
+		[]expr.Any{
+			&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: ClusterDeniedCounter},
+			&expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeMinute, Burst: logBurst},
+			&expr.Log{Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Data: []byte(ClusterLogPrefix), Level: expr.LogLevelWarning},
+		})
+	add("cluster: others: drop", port(), []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}})
+}
+
+// addClusterSets adds the cluster's counter and its peers' sets, which
+// both chains use.
+func addClusterSets(rs *ruleset, c *Cluster) {
+	t := rs.table
+	rs.objs = append(rs.objs, &nftables.NamedObj{Table: t, Name: ClusterDeniedCounter, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+	rs.sets = append(rs.sets,
+		&nftables.Set{Table: t, Name: ClusterPeers4Set, KeyType: nftables.TypeIPAddr, ID: setIDs[ClusterPeers4Set]},
+		&nftables.Set{Table: t, Name: ClusterPeers6Set, KeyType: nftables.TypeIP6Addr, ID: setIDs[ClusterPeers6Set]})
+	for _, a := range c.Peers {
+		set := ClusterPeers4Set
+		if a.Is6() {
+			set = ClusterPeers6Set
+		}
+		rs.elems[set] = append(rs.elems[set], nftables.SetElement{Key: a.AsSlice()})
+	}
+}
+
+// addrIn matches a source (or destination) address in the cluster peers
+// set of its IP version, with the version check an inet table needs first.
+func addrIn(v6, source bool) []expr.Any {
+	proto, off, n, set := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4), ClusterPeers4Set // ip daddr
+	if v6 {
+		proto, off, n, set = unix.NFPROTO_IPV6, 24, 16, ClusterPeers6Set // ip6 daddr
+	}
+	if source {
+		off -= n // ip saddr at 12, ip6 saddr at 8
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Lookup{SourceRegister: 1, SetName: set, SetID: setIDs[set]},
+	}
 }
 
 func ref[T any](v T) *T { return &v }
@@ -164,7 +297,8 @@ func ref[T any](v T) *T { return &v }
 // setIDs are the sets' transaction ids, by which rules in the same batch
 // refer to them. Fixed ids keep the batch (and its golden file) stable;
 // they only need to be unique inside one batch.
-var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7}
+var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7,
+	ClusterPeers4Set: 8, ClusterPeers6Set: 9}
 
 // logRate and logBurst are each agent's log limit on its denied packets:
 // per minute, and at once.

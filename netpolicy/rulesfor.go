@@ -35,10 +35,16 @@ func PlannedRulesFor(p Policy, uid uint32) ([]string, error) {
 
 // rulesFor is every rule of rs (chain by chain, in order) that can match
 // a packet of uid: one with no uid match at all, or whose uid match holds
-// for uid. A rule added by hand is shown like one of ours.
+// for uid. A rule added by hand is shown like one of ours. The input
+// chain of a multi-host flock is left out: it judges by source address,
+// never by uid, and only packets to the cluster port, which the output
+// chain refuses to every agent before any allowance.
 func rulesFor(rs *ruleset, uid uint32) []string {
 	var out []string
 	for _, c := range rs.chains {
+		if c.Name == InputChain {
+			continue
+		}
 		for _, r := range rs.rules[c.Name] {
 			if appliesTo(rs, r, uid) {
 				out = append(out, nftSyntax(r))
@@ -101,6 +107,8 @@ func nftSyntax(r *nftables.Rule) string {
 			switch st.loaded {
 			case "daddr":
 				pending = "daddr"
+			case "saddr":
+				pending = "saddr"
 			case "dport":
 				pending = "dport"
 			default:
@@ -120,8 +128,8 @@ func nftSyntax(r *nftables.Rule) string {
 				}
 				subject := "meta " + pending
 				switch pending {
-				case "daddr":
-					subject = proto + " daddr"
+				case "daddr", "saddr":
+					subject = proto + " " + pending
 				case "fib daddr type":
 					subject = pending
 				}

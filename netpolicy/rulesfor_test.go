@@ -45,7 +45,9 @@ func TestPlannedRulesFor(t *testing.T) {
 // (masks, IPv6, any port, any address) and for a rule added by hand.
 func TestRulesForIsNftList(t *testing.T) {
 	eachGoldenInNetNS(t, func(t *testing.T, ctx context.Context, ns *netNS, fw *NFT, p Policy) {
-		listed := ruleLines(ns.nft(t, "list", "table", "inet", "flock"))
+		// The output chain's: the input chain (a multi-host flock's) is
+		// no agent's, see rulesFor.
+		listed := ruleLines(ns.nft(t, "list", "chain", "inet", "flock", Chain))
 		seen := map[string]bool{}
 		for _, uid := range append(p.AgentUIDs, 1000) {
 			got, err := fw.RulesFor(ctx, uid)

@@ -55,14 +55,19 @@ func Wide(p netip.Prefix) bool {
 
 // Warnings are what provision and explain print before acting on f: each
 // allowance that names this host explicitly, which the firewall allows as
-// written, and each env variable whose name says it holds a secret. local holds the host's own addresses (nil: only the fixed host
-// blocks are checked). Pure.
+// written; each that names a host's cluster port, which it refuses; and
+// each env variable whose name says it holds a secret. local holds the
+// host's own addresses (nil: only the fixed host blocks are checked). Pure.
 func (f *Flock) Warnings(local []netip.Addr) []string {
 	var out []string
 	for _, a := range f.Agents {
 		for i, e := range a.Egress {
 			if e.IsName() {
 				continue // the proxy checks what a name resolves to
+			}
+			if h, ok := f.clusterPortOf(e); ok {
+				out = append(out, fmt.Sprintf("agent %d: egress[%d] %s is host %s's cluster port, which only the buses use: the firewall refuses it", a.ID, i, e, h.Name))
+				continue
 			}
 			what := ""
 			if b, ok := InHostBlock(e.Prefix); ok {
@@ -85,6 +90,24 @@ func (f *Flock) Warnings(local []netip.Addr) []string {
 		}
 	}
 	return out
+}
+
+// clusterPortOf returns the host whose cluster port e names, address and
+// port both written out, in a multi-host flock.
+func (f *Flock) clusterPortOf(e Egress) (Host, bool) {
+	port := f.Bus.ClusterPort
+	if port == 0 {
+		port = DefaultClusterPort
+	}
+	if !f.Clustered() || !e.Prefix.IsSingleIP() || int(e.Port) != port || e.Proto != "tcp" {
+		return Host{}, false
+	}
+	for _, h := range f.Hosts {
+		if h.Address.Unmap() == e.Prefix.Addr().Unmap() {
+			return h, true
+		}
+	}
+	return Host{}, false
 }
 
 // secretName is a variable name that usually holds a secret; pathName

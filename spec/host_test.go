@@ -108,3 +108,42 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func TestWarningsClusterPort(t *testing.T) {
+	eg := func(s string) Egress {
+		e, err := ParseEgress(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	f := &Flock{
+		Hosts: []Host{{Name: "a", Address: netip.MustParseAddr("10.77.0.11")}, {Name: "b", Address: netip.MustParseAddr("fd00:77::12")}},
+		Agents: []Agent{{ID: 3, Host: "a", Egress: []Egress{
+			eg("10.77.0.11:6222"),        // a's cluster port: warned, not "may reach"
+			eg("[fd00:77::12]:6222"),     // b's
+			eg("10.77.0.11:*"),           // any port: the cluster port is not named
+			eg("10.77.0.12:6222"),        // no host's address
+			eg("10.77.0.0/24:6222"),      // a range names no host
+			eg("[fd00:77::12]:6222/udp"), // the cluster port is tcp
+		}}},
+	}
+	want := []string{
+		"agent 3: egress[0] 10.77.0.11:6222/tcp is host a's cluster port, which only the buses use: the firewall refuses it",
+		"agent 3: egress[1] [fd00:77::12]:6222/tcp is host b's cluster port, which only the buses use: the firewall refuses it",
+		"agent 3 may reach 10.77.0.11:*/tcp on this host: egress[2] names one of this host's own addresses explicitly",
+	}
+	local := []netip.Addr{netip.MustParseAddr("10.77.0.11")}
+	if got := f.Warnings(local); !reflect.DeepEqual(got, want) {
+		t.Errorf("Warnings:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+	f.Bus.ClusterPort = 7222 // another port: 6222 is then nobody's
+	if got := f.Warnings(local); len(got) != 2 || !strings.Contains(got[0], "may reach 10.77.0.11:6222/tcp") || got[1] != want[2] {
+		t.Errorf("cluster_port 7222: Warnings = %q, want the two 'may reach' lines", got)
+	}
+	f.Hosts = f.Hosts[:1] // one host: no cluster, no cluster port
+	f.Bus.ClusterPort = 0
+	if got := f.Warnings(local); len(got) != 2 || !strings.Contains(got[0], "may reach 10.77.0.11:6222/tcp") {
+		t.Errorf("one host: Warnings = %q, want the two 'may reach' lines", got)
+	}
+}

@@ -93,7 +93,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {

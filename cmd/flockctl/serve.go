@@ -39,6 +39,10 @@ systemd has them, read over the system bus when scraped.`,
 			if storeDir == "" {
 				return errors.New("no store for tasks and results: give --store DIR, or run under flock.service (StateDirectory= sets $STATE_DIRECTORY)")
 			}
+			// One read-only D-Bus connection for /metrics and the answers
+			// to flock.bus.units (every host's status reads them).
+			obs := &units.Observer{}
+			defer obs.Close()
 			var srv *bus.Server
 			reload := func() error {
 				c, err := bus.ReadConfig(configPath)
@@ -55,13 +59,13 @@ systemd has them, read over the system bus when scraped.`,
 				return nil
 			}
 			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
-				Events: events.Journal{Fallback: os.Stderr}})
+				Events: events.Journal{Fallback: os.Stderr}, Units: obs})
 			if err != nil {
 				return err
 			}
 			defer srv.Shutdown()
 			if cfg.Metrics != "" {
-				stop, err := serveMetrics(cfg.Metrics, srv)
+				stop, err := serveMetrics(cfg.Metrics, srv, obs)
 				if err != nil {
 					return err
 				}
@@ -80,12 +84,10 @@ systemd has them, read over the system bus when scraped.`,
 // units, read over the system bus (flock.service has no privileges, so
 // not systemd's private socket). A change of addr restarts the bus
 // (bus.Config.NeedsRestart): it is bound once, here.
-func serveMetrics(addr string, srv *bus.Server) (stop func(), err error) {
-	obs := &units.Observer{}
+func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(), err error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
 	ms, err := metrics.Listen(addr, metrics.Handler(metrics.New(srv, obs, logf)))
 	if err != nil {
-		obs.Close()
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "[INF] serving %s on %s\n", metrics.Path, addr)
@@ -93,6 +95,5 @@ func serveMetrics(addr string, srv *bus.Server) (stop func(), err error) {
 		if err := ms.Close(); err != nil {
 			logf("closing %s on %s: %v", metrics.Path, addr, err)
 		}
-		obs.Close()
 	}, nil
 }

@@ -26,15 +26,19 @@ import (
 
 // agentStatus is one row of `flockctl status`; its JSON keys are a contract.
 type agentStatus struct {
-	ID       int    `json:"id"`
+	ID int `json:"id"`
+	// Host is where the agent runs, in a flock on several hosts only.
+	Host     string `json:"host,omitempty"`
 	User     string `json:"user"`
 	UID      uint32 `json:"uid"`
 	Unit     string `json:"unit"`
-	State    string `json:"state"` // systemd's ActiveState; "absent" if not loaded
+	State    string `json:"state"` // systemd's ActiveState; "absent" if not loaded; "unknown" if its host did not say
 	SubState string `json:"sub_state"`
-	Role     string `json:"role"`
-	Level    string `json:"level"`
-	Label    string `json:"label"`
+	// StateNote is why the state is unknown ("host b did not answer").
+	StateNote string `json:"state_note,omitempty"`
+	Role      string `json:"role"`
+	Level     string `json:"level"`
+	Label     string `json:"label"`
 	// IPCScoped: the kernel keeps the agent's abstract UNIX sockets and
 	// signals to itself (Landlock); false means they are shared host-wide.
 	IPCScoped bool `json:"ipc_scoped"`
@@ -62,6 +66,8 @@ type agentStatus struct {
 	// Proxy is flock-proxy.service's ActiveState for an agent with names
 	// in its egress (they reach them only through it); "" for the rest.
 	Proxy string `json:"proxy,omitempty"`
+
+	remote bool // runs on another host: its journal is there
 }
 
 func newStatus() *cobra.Command {
@@ -86,6 +92,13 @@ func newStatus() *cobra.Command {
 			}
 			defer pl.close()
 			byAgent, flockWide := driftOf(f, pl.plan)
+			// On several hosts the others' buses are asked for their
+			// agents' units while this host's are read.
+			placed := placementOf(f, pl.have.BusConfig)
+			var hostsSaid func() hostsAnswers
+			if placed != nil {
+				hostsSaid = placed.askHosts(ctx)
+			}
 			scoped := agent.IPCScopesSupported()
 			// The bus's answer to the observation above; asked again only
 			// when flock.service was not active then (it may be starting).
@@ -97,13 +110,26 @@ func newStatus() *cobra.Command {
 			now := time.Now()
 			sts := make([]units.Status, len(f.Agents))
 			for i := range f.Agents {
-				sts[i] = pl.have.Units[pl.want.Units[i].Name]
+				// Another host's agent has no unit here: no state.
+				sts[i] = pl.have.Units[spec.UnitName(f.Agents[i].ID)]
 			}
 			sts = withExits(ctx, pl.host.Units, sts)
+			var said hostsAnswers
+			if hostsSaid != nil {
+				said = hostsSaid()
+			}
 			rows := make([]agentStatus, 0, len(f.Agents))
 			for i, a := range f.Agents {
+				if !placed.local(a.ID) {
+					row := remoteRow(f, a, placed.host(a.ID), said, onBus, now)
+					row.Drift = strings.Join(byAgent[a.ID], "; ")
+					row.IPCScoped = scoped
+					rows = append(rows, row)
+					continue
+				}
 				st := sts[i]
 				row := statusOf(f, a, st)
+				row.Host = placed.host(a.ID)
 				row.Diagnosis = diagnose(ctx, a, st)
 				row.Drift = strings.Join(byAgent[a.ID], "; ")
 				row.IPCScoped = scoped
@@ -130,7 +156,7 @@ func newStatus() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
-			printTable(cmd.OutOrStdout(), rows)
+			printTable(cmd.OutOrStdout(), rows, placed != nil)
 			printViolations(cmd.OutOrStdout(), rows)
 			printRefused(cmd.OutOrStdout(), rows)
 			printDiagnoses(cmd.OutOrStdout(), rows)
@@ -213,19 +239,31 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 	}
 }
 
-func printTable(w io.Writer, rows []agentStatus) {
+// printTable is the status table; withHost adds the HOST column (a flock
+// on several hosts).
+func printTable(w io.Writer, rows []agentStatus, withHost bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tVIOLATIONS\tDRIFT")
+	id := func(r agentStatus) string { return strconv.Itoa(r.ID) }
+	head := "ID"
+	if withHost {
+		id = func(r agentStatus) string { return strconv.Itoa(r.ID) + "\t" + r.Host }
+		head = "ID\tHOST"
+	}
+	fmt.Fprintln(tw, head+"\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tVIOLATIONS\tDRIFT")
 	for _, r := range rows {
 		drift, beat := r.Drift, "-"
+		state := r.State + "/" + r.SubState
+		if r.StateNote != "" {
+			state = r.State + " (" + r.StateNote + ")"
+		}
 		if drift == "" {
 			drift = "-"
 		}
 		if r.HeartbeatAgeS != nil {
 			beat = (time.Duration(*r.HeartbeatAgeS * float64(time.Second))).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-			r.ID, r.User, r.UID, r.Unit, r.State, r.SubState, r.Restarts, r.Role, r.Level, r.Label, r.Bus, beat, r.Violations, drift)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+			id(r), r.User, r.UID, r.Unit, state, r.Restarts, r.Role, r.Level, r.Label, r.Bus, beat, r.Violations, drift)
 	}
 	tw.Flush()
 }
@@ -295,8 +333,12 @@ func printDiagnoses(w io.Writer, rows []agentStatus) {
 			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s). Likely wall: %s: %s.\n  fix: %s\n",
 				r.ID, r.Restarts, r.LastExit, d.Wall, d.Why, d.Fix)
 		case r.Restarts > 0 && r.LastExit != "" && r.LastExit != "exited 0":
-			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s); no wall explains it: flockctl logs %d\n",
-				r.ID, r.Restarts, r.LastExit, r.ID)
+			on := ""
+			if r.remote {
+				on = " on host " + r.Host // its journal is there
+			}
+			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s); no wall explains it: flockctl logs %d%s\n",
+				r.ID, r.Restarts, r.LastExit, r.ID, on)
 		}
 	}
 }

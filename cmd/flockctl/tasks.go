@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 )
 
 func newTasks() *cobra.Command {
@@ -24,7 +27,11 @@ running: handed to a worker and no result stored yet; HOLDER is the worker
 holding it now, as the bus's task desk says, "-" while it waits to be handed
 out again), then the last --limit results (done) and the last --limit dead
 letters (dead: no worker finished it within the bus's max_deliveries; a
-failed result was stored for it). Done and dead tasks are newest first.`,
+failed result was stored for it). Done and dead tasks are newest first.
+On a flock of several hosts, HOST is the host of the agent holding the
+task, else of the one it is addressed to or that stored its result; every
+host's bus is asked which tasks its workers hold (a host that does not
+answer within 2 s is named below the table).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -42,15 +49,30 @@ failed result was stored for it). Done and dead tasks are newest first.`,
 			if err != nil {
 				return err
 			}
+			// On several hosts, each host's desk knows the tasks its
+			// workers hold: the others' are asked.
+			placed := tasksPlacement(cmd.Context())
+			notes := cmd.OutOrStdout()
+			if output == "json" {
+				notes = cmd.ErrOrStderr() // stdout stays one JSON document
+			}
+			if placed != nil {
+				said, err := bus.GatherUnits(cmd.Context(), nc, placed.others(), bus.GatherWait)
+				bus.AddHolders(entries, said)
+				defer printSilent(notes, placed.others(), said, err)
+			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
+				if placed != nil {
+					return enc.Encode(withHosts(entries, placed))
+				}
 				if entries == nil {
 					entries = []bus.TaskEntry{}
 				}
 				return enc.Encode(entries)
 			}
-			printTasks(cmd.OutOrStdout(), entries, time.Now())
+			printTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
 			return nil
 		},
 	}
@@ -59,13 +81,19 @@ failed result was stored for it). Done and dead tasks are newest first.`,
 	return cmd
 }
 
-func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
+// printTasks is the tasks table; placed (a flock on several hosts) adds
+// the HOST column.
+func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *placement) {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+	if placed != nil {
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
+	} else {
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+	}
 	for _, e := range entries {
 		agent := "-"
 		if e.Agent > 0 {
@@ -76,6 +104,9 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time) {
 		holder := "-"
 		if e.Holder > 0 {
 			holder = strconv.Itoa(e.Holder)
+		}
+		if placed != nil {
+			holder += "\t" + cmp.Or(taskHost(e, placed), "-")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
 	}
@@ -95,4 +126,59 @@ func outcome(e bus.TaskEntry) string {
 		return "failed: " + e.Error
 	}
 	return "-"
+}
+
+// taskRow is a task in JSON on several hosts: the entry and its host.
+type taskRow struct {
+	bus.TaskEntry
+	Host string `json:"host,omitempty"`
+}
+
+// withHosts is entries with the host of each one's agent.
+func withHosts(entries []bus.TaskEntry, placed *placement) []taskRow {
+	out := make([]taskRow, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, placed)})
+	}
+	return out
+}
+
+// taskHost is the host of the agent holding the task, else of the one it
+// is addressed to or that stored its result; "" for none (pending, or
+// stored by the bus).
+func taskHost(e bus.TaskEntry, placed *placement) string {
+	switch {
+	case e.Holder > 0:
+		return placed.host(e.Holder)
+	case e.Agent > 0:
+		return placed.host(e.Agent)
+	}
+	return ""
+}
+
+// tasksPlacement is where the agents run, from the bus config and the
+// last provisioned spec; nil on one host (or when neither can be read:
+// then there is no host to show).
+func tasksPlacement(ctx context.Context) *placement {
+	cfg, _ := bus.NewSystem().Config(ctx)
+	f, err := appliedFlock()
+	if err != nil {
+		f = nil
+	}
+	return placementOf(f, cfg)
+}
+
+// printSilent names the hosts whose desks did not say which tasks their
+// workers hold: those tasks show no holder.
+func printSilent(w io.Writer, hosts []string, said map[string]wire.HostUnits, askErr error) {
+	for _, h := range hosts {
+		if _, ok := said[h]; ok {
+			continue
+		}
+		why := "did not answer"
+		if askErr != nil {
+			why = "could not be asked: " + askErr.Error()
+		}
+		fmt.Fprintf(w, "note: host %s %s: the tasks its workers hold show no holder\n", h, why)
+	}
 }

@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+)
+
+// Units is where the bus reads its host's agents' units for
+// wire.UnitsSubject: units.Observer in flock.service (the system bus,
+// read-only, as /metrics), units.Fake in tests.
+type Units interface {
+	List(ctx context.Context) ([]units.Status, error)
+	Usage(ctx context.Context, names []string) (map[string]units.Usage, error)
+}
+
+// unitsTimeout bounds one answer's reads: flockctl waits 2 s for every
+// host, and an answer without units beats none.
+const unitsTimeout = 1500 * time.Millisecond
+
+// answerUnits subscribes the bus's own client to wire.UnitsSubject: a
+// plain subscription, so every bus of a cluster answers for its host.
+func (s *Server) answerUnits(nc *nats.Conn) error {
+	if _, err := nc.Subscribe(wire.UnitsSubject, s.onUnits); err != nil {
+		return fmt.Errorf("subscribing the bus's own client to %s: %w", wire.UnitsSubject, err)
+	}
+	return nil
+}
+
+func (s *Server) onUnits(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), unitsTimeout)
+	defer cancel()
+	data, err := wire.EncodeUnits(s.HostUnits(ctx))
+	if err != nil {
+		s.log.Errorf("encoding the units answer: %v", err)
+		return
+	}
+	s.respond(m, data)
+}
+
+// HostUnits is this host's agents' units, what the bus saw of each, and
+// the tasks its desk has handed out.
+func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
+	s.mu.Lock()
+	cfg := s.cfg
+	s.mu.Unlock()
+	host, ids := localAgents(cfg)
+	out := wire.HostUnits{Host: host, Agents: make(map[int]wire.AgentUnit, len(ids))}
+	onBus := s.Status().Agents
+	out.Held = s.desk.heldTasks().Tasks
+	for _, id := range ids {
+		out.Agents[id] = wire.AgentUnit{Bus: onBus[id]}
+	}
+	if s.opts.Units == nil {
+		out.Error = "this bus reads no units (started without a units reader)"
+		return out
+	}
+	loaded, err := s.opts.Units.List(ctx)
+	if err != nil {
+		out.Error = fmt.Sprintf("listing the units over D-Bus: %v", err)
+		return out
+	}
+	byName := make(map[string]units.Status, len(loaded))
+	for _, st := range loaded {
+		byName[st.Name] = st
+	}
+	// A stopped unit is not asked: reading its properties while systemd
+	// collects it would load it again (as status's withExit).
+	var running []string
+	for _, id := range ids {
+		st, ok := byName[spec.UnitName(id)]
+		if !ok {
+			continue
+		}
+		a := out.Agents[id]
+		a.Unit, a.ActiveState, a.SubState = st.Name, st.ActiveState, st.SubState
+		out.Agents[id] = a
+		if st.ActiveState != "inactive" {
+			running = append(running, st.Name)
+		}
+	}
+	usage, err := s.opts.Units.Usage(ctx, running)
+	if err != nil {
+		out.Error = fmt.Sprintf("reading the units' restarts over D-Bus: %v", err)
+	}
+	for _, id := range ids {
+		if u, ok := usage[spec.UnitName(id)]; ok {
+			a := out.Agents[id]
+			a.Restarts, a.ExitCode, a.ExitStatus = u.Restarts, u.LastExit.Code, u.LastExit.Status
+			out.Agents[id] = a
+		}
+	}
+	return out
+}
+
+// localAgents is this host's name and its agents' ids, sorted: the
+// agents Cluster.Hosts places on Cluster.Server; without a cluster, ""
+// and every agent of c.
+func localAgents(c Config) (host string, ids []int) {
+	if c.Cluster != nil {
+		for id, h := range c.Cluster.Hosts {
+			if h == c.Cluster.Server {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		return c.Cluster.Server, ids
+	}
+	for _, u := range c.Users {
+		if u.Agent != 0 {
+			ids = append(ids, u.Agent)
+		}
+	}
+	slices.Sort(ids)
+	return "", ids
+}

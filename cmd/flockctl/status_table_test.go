@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/internal/golden"
+)
+
+// tableRows are rows as status makes them: connected, disconnected with
+// drift, a restart loop, and an absent unit.
+func tableRows() []agentStatus {
+	age := func(s float64) *float64 { return &s }
+	return []agentStatus{
+		{ID: 1, User: "flock-1", UID: 61001, Unit: "flock-agent@1.service", State: "active", SubState: "running", Role: "orchestrator",
+			Level: "strict", Label: "systemd", Bus: "connected", HeartbeatAgeS: age(3.2)},
+		{ID: 2, User: "flock-2", UID: 61002, Unit: "flock-agent@2.service", State: "active", SubState: "running", Role: "worker",
+			Level: "strict", Label: "systemd", Bus: "disconnected", Violations: 2, Drift: "unit: properties differ"},
+		{ID: 3, User: "flock-3", UID: 61003, Unit: "flock-agent@3.service", State: "failed", SubState: "failed", Restarts: 5, Role: "worker",
+			Level: "contained", Label: "gvisor", Bus: "disconnected"},
+		{ID: 4, User: "flock-4", UID: 61004, Unit: "flock-agent@4.service", State: "absent", Role: "monitor",
+			Level: "strict", Label: "systemd", Bus: "unknown"},
+	}
+}
+
+// Tier: unit. The status table of a flock on one host: no HOST column,
+// as before flocks spanned hosts.
+func TestStatusTableOneHost(t *testing.T) {
+	var b strings.Builder
+	printTable(&b, tableRows(), false)
+	golden.Check(t, filepath.Join("testdata", "status-one-host.golden"), b.String())
+}
+
+// taskRows are tasks as bus.ListTasks lists them: running held, running
+// waiting to be handed out again, pending, done by an agent and by the
+// bus, dead.
+func taskRows() []bus.TaskEntry {
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	yes, no := true, false
+	return []bus.TaskEntry{
+		{ID: "t-1", State: bus.Running, Subject: "tasks.worker", Holder: 2, Time: at},
+		{ID: "t-2", State: bus.Running, Subject: "tasks.agent.3", Agent: 3, Time: at},
+		{ID: "t-3", State: bus.Pending, Subject: "tasks.worker", Time: at.Add(time.Second)},
+		{ID: "t-4", State: bus.Done, Subject: "tasks.worker", Agent: 3, OK: &yes, Time: at.Add(-time.Minute)},
+		{ID: "t-5", State: bus.Done, Subject: "tasks.worker", OK: &no, Error: "no worker", Time: at.Add(-time.Minute)},
+		{ID: "t-6", State: bus.Dead, Subject: "tasks.worker", Deliveries: 3, Time: at.Add(-time.Hour)},
+	}
+}
+
+// taskNow is when taskRows are listed.
+var taskNow = time.Date(2026, 11, 27, 10, 0, 30, 0, time.UTC)
+
+// Tier: unit. The tasks table of a flock on one host: no HOST column,
+// as before flocks spanned hosts.
+func TestTasksTableOneHost(t *testing.T) {
+	var b strings.Builder
+	printTasks(&b, taskRows(), taskNow, nil)
+	golden.Check(t, filepath.Join("testdata", "tasks-one-host.golden"), b.String())
+}
+
+// Tier: unit. The tasks table of a flock on three hosts: the host of the
+// agent holding the task, else of the one it is addressed to or that
+// stored its result; "-" for a pending task and one the bus ended.
+func TestTasksTableHosts(t *testing.T) {
+	placed := &placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
+	var b strings.Builder
+	printTasks(&b, taskRows(), taskNow, placed)
+	golden.Check(t, filepath.Join("testdata", "tasks-hosts.golden"), b.String())
+	data, err := json.Marshal(withHosts(taskRows()[:3], placed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":"t-1","state":"running","subject":"tasks.worker","holder":2,"time":"2026-11-27T10:00:00Z","host":"b"}`,
+		`"agent":3,"time":"2026-11-27T10:00:00Z","host":"c"}`, `"id":"t-3","state":"pending","subject":"tasks.worker","time":"2026-11-27T10:00:01Z"}`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("JSON %s lacks %s", data, want)
+		}
+	}
+}
+
+// Tier: unit. Below the tasks table: the hosts whose desks did not say
+// what their workers hold.
+func TestPrintSilent(t *testing.T) {
+	var b strings.Builder
+	printSilent(&b, []string{"b", "c"}, map[string]wire.HostUnits{"b": {Host: "b"}}, nil)
+	printSilent(&b, []string{"b"}, nil, errors.New("no bus answers flock.bus.units"))
+	want := "note: host c did not answer: the tasks its workers hold show no holder\n" +
+		"note: host b could not be asked: no bus answers flock.bus.units: the tasks its workers hold show no holder\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
