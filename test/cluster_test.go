@@ -89,7 +89,7 @@ func TestCluster(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	formed := waitClusterFormed(t, a, 3*time.Minute)
+	formed := waitClusterFormed(t, h, 3*time.Minute)
 	t.Logf("CLUSTER FORMATION: the play took %v; the JetStream cluster (3 servers, streams R3 with every replica current) was formed %v after it ended, %v after it began",
 		played.Round(time.Millisecond), formed.Sub(t0.Add(played)).Round(time.Millisecond), formed.Sub(t0).Round(time.Millisecond))
 	for name, ids := range clusterAgents {
@@ -187,8 +187,8 @@ func TestCluster(t *testing.T) {
 		}
 		booted := time.Since(t1)
 		clusterWaitUnits(t, b, 2*time.Minute, 2)
-		caught := waitCaughtUp(t, a, b, 3*time.Minute)
-		t.Logf("CATCH-UP: b booted in %v; its bus had every stream as a has it %v after power on",
+		caught := waitClusterFormed(t, h, 3*time.Minute)
+		t.Logf("CATCH-UP: b booted in %v; its bus had every stream as the others have it, every replica current, %v after power on",
 			booted.Round(time.Millisecond), caught.Sub(t1).Round(time.Millisecond))
 		// b's own view: every task once, done.
 		waitAllDone(t, b, taskIDs("flow", 100), time.Minute)
@@ -368,84 +368,87 @@ func readJsz(t testing.TB, m *harness.Machine) (jsz, error) {
 	return j, nil
 }
 
-// streamStates is each flock stream's state line on m, and whether each
-// has a leader and every replica current.
-func streamStates(j jsz) (map[string]string, error) {
+// streamStates is each flock stream's state on the server that answered
+// j (named server), and what is not yet right with the streams this
+// server leads: replicas besides it missing, not current or lagging (only
+// a stream's leader knows its replicas' progress).
+func streamStates(j jsz, server string) (map[string]string, []string) {
 	states := map[string]string{}
-	var errs []string
+	var wrong []string
 	for _, acc := range j.Accounts {
 		for _, s := range acc.Streams {
 			if !slices.Contains(clusterStreams, s.Name) {
 				continue
 			}
 			states[s.Name] = fmt.Sprintf("messages %d, seq %d..%d", s.State.Messages, s.State.FirstSeq, s.State.LastSeq)
-			switch {
-			case s.Cluster == nil || s.Cluster.Leader == "":
-				errs = append(errs, s.Name+": no leader")
-			case len(s.Cluster.Replicas) != 2:
-				errs = append(errs, fmt.Sprintf("%s: %d replicas besides the leader, want 2", s.Name, len(s.Cluster.Replicas)))
-			default:
-				for _, r := range s.Cluster.Replicas {
-					if !r.Current || r.Offline || r.Lag > 0 {
-						errs = append(errs, fmt.Sprintf("%s: replica %s current %v offline %v lag %d", s.Name, r.Name, r.Current, r.Offline, r.Lag))
-					}
+			if s.Cluster == nil || s.Cluster.Leader != server {
+				continue
+			}
+			if len(s.Cluster.Replicas) != 2 {
+				wrong = append(wrong, fmt.Sprintf("%s (led by %s): %d replicas besides the leader, want 2", s.Name, server, len(s.Cluster.Replicas)))
+			}
+			for _, r := range s.Cluster.Replicas {
+				if !r.Current || r.Offline || r.Lag > 0 {
+					wrong = append(wrong, fmt.Sprintf("%s (led by %s): replica %s current %v offline %v lag %d", s.Name, server, r.Name, r.Current, r.Offline, r.Lag))
+				}
+			}
+		}
+	}
+	return states, wrong
+}
+
+// clusterState reads every host's JetStream view and says what is not
+// yet a formed cluster: a meta cluster of all the hosts, each flock stream
+// on every host, led by one, its replicas current as its leader sees
+// them, and the same state on every host. It returns each host's states.
+func clusterState(t testing.TB, h *harness.Hosts) (map[string]map[string]string, error) {
+	t.Helper()
+	all := map[string]map[string]string{}
+	led := map[string]bool{}
+	var wrong []string
+	for _, name := range h.Names() {
+		m := h.Machine(name)
+		j, err := readJsz(t, m)
+		if err != nil {
+			return nil, err
+		}
+		if j.Meta == nil || j.Meta.Leader == "" || j.Meta.Size != len(h.Names()) {
+			wrong = append(wrong, fmt.Sprintf("host %s: meta cluster %+v", name, j.Meta))
+		}
+		states, w := streamStates(j, name)
+		all[name] = states
+		wrong = append(wrong, w...)
+		for _, acc := range j.Accounts {
+			for _, s := range acc.Streams {
+				if s.Cluster != nil && s.Cluster.Leader == name {
+					led[s.Name] = true
 				}
 			}
 		}
 	}
 	for _, s := range clusterStreams {
-		if _, ok := states[s]; !ok {
-			errs = append(errs, s+": no such stream")
+		if !led[s] {
+			wrong = append(wrong, s+": no host leads it")
 		}
-	}
-	if len(errs) > 0 {
-		return states, fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return states, nil
-}
-
-// waitClusterFormed waits until m's bus sees a JetStream cluster of three
-// with every flock stream led and replicated to the two others.
-func waitClusterFormed(t testing.TB, m *harness.Machine, timeout time.Duration) time.Time {
-	t.Helper()
-	m.Eventually(t, timeout, func() error {
-		j, err := readJsz(t, m)
-		if err != nil {
-			return err
-		}
-		if j.Meta == nil || j.Meta.Leader == "" || j.Meta.Size != 3 {
-			return fmt.Errorf("meta cluster: %+v", j.Meta)
-		}
-		_, err = streamStates(j)
-		return err
-	})
-	return time.Now()
-}
-
-// waitCaughtUp waits until back's bus holds every flock stream as ref's
-// does, with every replica current again.
-func waitCaughtUp(t testing.TB, ref, back *harness.Machine, timeout time.Duration) time.Time {
-	t.Helper()
-	ref.Eventually(t, timeout, func() error {
-		jr, err := readJsz(t, ref)
-		if err != nil {
-			return err
-		}
-		want, err := streamStates(jr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref.Name(), err)
-		}
-		jb, err := readJsz(t, back)
-		if err != nil {
-			return err
-		}
-		got, _ := streamStates(jb)
-		for _, s := range clusterStreams {
-			if got[s] != want[s] {
-				return fmt.Errorf("%s: %s has %q, %s has %q", s, back.Name(), got[s], ref.Name(), want[s])
+		for _, name := range h.Names() {
+			if all[name][s] != all[h.Names()[0]][s] {
+				wrong = append(wrong, fmt.Sprintf("%s: host %s has %q, host %s %q", s, name, all[name][s], h.Names()[0], all[h.Names()[0]][s]))
 			}
 		}
-		return nil
+	}
+	if len(wrong) > 0 {
+		return all, fmt.Errorf("%s", strings.Join(wrong, "; "))
+	}
+	return all, nil
+}
+
+// waitClusterFormed waits until clusterState has nothing to say, and
+// returns when.
+func waitClusterFormed(t testing.TB, h *harness.Hosts, timeout time.Duration) time.Time {
+	t.Helper()
+	harness.Eventually(t, timeout, func() error {
+		_, err := clusterState(t, h)
+		return err
 	})
 	return time.Now()
 }
