@@ -213,12 +213,16 @@ func TestCluster(t *testing.T) {
 		t.Logf("b powered off in %v with 30 tasks sent", time.Since(t1).Round(time.Millisecond))
 		sendTasks(t, a, "worker", ids[30:])
 		done := waitAllDone(t, a, ids, 5*time.Minute)
-		by := map[int]int{}
-		for _, e := range done {
-			by[e.Agent]++
+		by, lost := map[int]int{}, 0
+		for _, id := range ids {
+			if e, ok := done[id]; ok {
+				by[e.Agent]++
+			} else {
+				lost++
+			}
 		}
 		t.Logf("TASKS LOST: %d of %d (each has exactly one result); by agent: %v; all done %v after b went down",
-			len(ids)-len(done), len(ids), by, time.Since(t1).Round(time.Millisecond))
+			lost, len(ids), by, time.Since(t1).Round(time.Millisecond))
 	})
 
 	t.Run("b started again rejoins and catches up", func(t *testing.T) {
@@ -244,12 +248,16 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("a second run changes nothing", func(t *testing.T) {
-		r := p.Play(t, nil)
+		// --diff: what provision did, if anything, is in the play.
+		r := p.Play(t, nil, "--diff")
 		r.MustSucceed(t)
 		for _, name := range h.Names() {
 			if rc := r.Recaps[name]; rc.Changed != 0 {
-				t.Errorf("second run: host %s changed=%d\n%s", name, rc.Changed, r.Out)
+				t.Errorf("second run: host %s changed=%d: %v", name, rc.Changed, changedTasks(r.HostTasks[name]))
 			}
+		}
+		if t.Failed() {
+			t.Logf("%s", r.Section("Show flockctl's plan"))
 		}
 	})
 
@@ -292,6 +300,18 @@ func TestCluster(t *testing.T) {
 			t.Logf("controller to b's cluster port: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	})
+}
+
+// changedTasks are the tasks of tasks that changed something.
+func changedTasks(tasks map[string]string) []string {
+	var out []string
+	for name, r := range tasks {
+		if r == "changed" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // clusterRun is run's stdout, whatever the exit status (systemctl
