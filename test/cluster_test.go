@@ -358,23 +358,46 @@ func sendTasks(t *testing.T, m *harness.Machine, to string, ids []string) {
 
 // sendLatencies sends n tasks to agent `to` on m, one after the other,
 // each waited for, and returns how long each took, as an operator sees
-// it: flockctl's start, the task stored, run and its result read.
+// it: flockctl's start, the task stored, run and its result read. A slow
+// one (over a second) is logged with when its result was stored, which
+// tells a task that waited for its worker from a result read late.
 func sendLatencies(t *testing.T, m *harness.Machine, to, prefix string, n int) []time.Duration {
 	t.Helper()
-	script := fmt.Sprintf(`for i in $(seq 1 %d); do s=$(date +%%s%%N); flockctl send --to %s --id %s-$i "fast $i" >/dev/null || exit 1; e=$(date +%%s%%N); echo $(( (e - s) / 1000 )); done`, n, to, prefix)
+	script := fmt.Sprintf(`for i in $(seq 1 %d); do s=$(date +%%s%%N); flockctl send --to %s --id %s-$i "fast $i" >/dev/null || exit 1; e=$(date +%%s%%N); echo $s $e; done`, n, to, prefix)
 	var ds []time.Duration
-	for _, l := range strings.Fields(mustRun(t, m, "sh", "-c", script)) {
-		us, err := strconv.Atoi(l)
-		if err != nil {
+	slow := map[string]time.Time{}
+	for i, l := range strings.Split(strings.TrimSpace(mustRun(t, m, "sh", "-c", script)), "\n") {
+		var s, e int64
+		if _, err := fmt.Sscan(l, &s, &e); err != nil {
 			t.Fatalf("latency %q: %v", l, err)
 		}
-		d := time.Duration(us) * time.Microsecond
+		d := time.Duration(e - s)
 		if d > time.Second {
-			t.Logf("task %s-%d for agent %s took %v", prefix, len(ds)+1, to, d)
+			slow[fmt.Sprintf("%s-%d", prefix, i+1)] = time.Unix(0, s)
 		}
 		ds = append(ds, d)
 	}
+	if len(slow) > 0 {
+		var entries []taskEntryTime
+		if err := json.Unmarshal([]byte(mustRun(t, m, "flockctl", "tasks", "--limit", "100000", "--output", "json")), &entries); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if sent, ok := slow[e.ID]; ok {
+				t.Logf("slow task %s for agent %s: its result was stored %v after flockctl send began (state %s, agent %d)",
+					e.ID, to, e.Time.Sub(sent).Round(time.Millisecond), e.State, e.Agent)
+			}
+		}
+	}
 	return ds
+}
+
+// taskEntryTime is a row of flockctl tasks --output json with its time.
+type taskEntryTime struct {
+	ID    string    `json:"id"`
+	State string    `json:"state"`
+	Agent int       `json:"agent"`
+	Time  time.Time `json:"time"`
 }
 
 // monotonic is CLOCK_MONOTONIC now, the clock systemd's *Monotonic
