@@ -206,11 +206,19 @@ func TestCluster(t *testing.T) {
 	t.Run("b stopped while 100 tasks flow loses none and doubles none", func(t *testing.T) {
 		ids := taskIDs("flow", 100)
 		sendTasks(t, a, "worker", ids[:30])
+		// b goes down in the middle of the flow: once its worker has done
+		// a few of these tasks, while it holds the next.
+		a.Eventually(t, time.Minute, func() error {
+			if n := doneBy(t, a, 2, ids); n < 3 {
+				return fmt.Errorf("agent 2 on b has done %d of the tasks", n)
+			}
+			return nil
+		})
 		t1 := time.Now()
 		if err := b.PowerOff(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("b powered off in %v with 30 tasks sent", time.Since(t1).Round(time.Millisecond))
+		t.Logf("b powered off in %v with 30 tasks sent, %d done by agent 2 on b", time.Since(t1).Round(time.Millisecond), doneBy(t, a, 2, ids))
 		sendTasks(t, a, "worker", ids[30:])
 		done := waitAllDone(t, a, ids, 5*time.Minute)
 		by, lost := map[int]int{}, 0
@@ -300,6 +308,23 @@ func TestCluster(t *testing.T) {
 			t.Logf("controller to b's cluster port: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	})
+}
+
+// doneBy counts the tasks of ids agent has stored a result for, as
+// flockctl tasks on m says.
+func doneBy(t testing.TB, m *harness.Machine, agent int, ids []string) int {
+	t.Helper()
+	var entries []taskEntry
+	if err := json.Unmarshal([]byte(mustRun(t, m, "flockctl", "tasks", "--limit", "100000", "--output", "json")), &entries); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.State == "done" && e.Agent == agent && slices.Contains(ids, e.ID) {
+			n++
+		}
+	}
+	return n
 }
 
 // changedTasks are the tasks of tasks that changed something.
