@@ -9,10 +9,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -98,16 +103,39 @@ func (c Config) Digest() string {
 	}
 	t := c.Tasks.withDefaults()
 	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers))
+	if cl := c.Cluster; cl != nil {
+		field(cl.Name, cl.Server, cl.Listen, strconv.Itoa(cl.Replicas), cl.CAFile, cl.CertFile, cl.KeyFile, cl.PasswordFile)
+		field(cl.Routes...)
+		for _, id := range slices.Sorted(maps.Keys(cl.Hosts)) {
+			field(strconv.Itoa(id), cl.Hosts[id])
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // NeedsRestart reports whether going from old to c needs a new server
 // rather than a reload: a running server cannot rebind its listeners
-// (serve binds /metrics once, at start), nor shrink its store.
+// (serve binds /metrics once, at start), nor shrink its store. Any change
+// of the cluster but its agents' hosts needs a restart too: nats-server
+// cannot move its cluster listener, JetStream cannot turn clustered (or
+// back) in a running server, and the TLS material and route password are
+// read once, at start (a reload builds nats-server's options afresh and
+// must hand it the same cluster it runs). Hosts only says where each
+// agent runs (which desk serves it): a reload takes it.
 func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
 	return c.Listen != old.Listen || c.Monitor != old.Monitor || c.Metrics != old.Metrics ||
-		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax
+		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || !sameCluster(c.Cluster, old.Cluster)
+}
+
+// sameCluster compares a and b but for Hosts.
+func sameCluster(a, b *Cluster) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Hosts, y.Hosts = nil, nil
+	return reflect.DeepEqual(x, y)
 }
 
 // validate catches what would make the server refuse or misattribute a
@@ -146,6 +174,57 @@ func (c Config) validate() error {
 	}
 	if err := c.Tasks.validate(); err != nil {
 		return fmt.Errorf("tasks: %w", err)
+	}
+	if c.Cluster != nil {
+		if err := c.Cluster.validate(); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		// Only an agent's own host's bus serves it: one without a host
+		// would never be served.
+		for _, u := range c.Users {
+			if _, ok := c.Cluster.Hosts[u.Agent]; u.Agent > 0 && !ok {
+				return fmt.Errorf("cluster: hosts: agent %d (a user) has no host", u.Agent)
+			}
+		}
+	}
+	return nil
+}
+
+// MaxReplicas is JetStream's bound on a stream's copies.
+const MaxReplicas = 5
+
+// serverName is a host's name as spec allows it: it goes into subjects
+// (the bus's own inbox, its requests), so no dots or wildcards.
+var serverName = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
+
+func (cl Cluster) validate() error {
+	switch {
+	case cl.Name == "":
+		return errors.New("no name (spec.ClusterName)")
+	case !serverName.MatchString(cl.Server):
+		return fmt.Errorf("server %q is not a host name ([a-z0-9-]{1,63})", cl.Server)
+	case cl.Replicas < 1 || cl.Replicas > MaxReplicas || cl.Replicas > len(cl.Routes)+1:
+		return fmt.Errorf("replicas %d is not 1-%d, nor more than the %d hosts", cl.Replicas, MaxReplicas, len(cl.Routes)+1)
+	case cl.CAFile == "" || cl.CertFile == "" || cl.KeyFile == "" || cl.PasswordFile == "":
+		return errors.New("ca_file, cert_file, key_file and password_file must all be set (provision writes them; see flockctl cluster certs)")
+	}
+	if _, _, err := splitHostPort(cl.Listen); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	seen := map[string]bool{cl.Listen: true}
+	for i, r := range cl.Routes {
+		if _, _, err := splitHostPort(r); err != nil {
+			return fmt.Errorf("routes[%d]: %w", i, err)
+		}
+		if seen[r] {
+			return fmt.Errorf("routes[%d]: %s appears twice, or is this host's listen address", i, r)
+		}
+		seen[r] = true
+	}
+	for id, h := range cl.Hosts {
+		if id < 1 || id > spec.MaxID || !serverName.MatchString(h) {
+			return fmt.Errorf("hosts: agent %d on %q is not an agent id on a host name", id, h)
+		}
 	}
 	return nil
 }

@@ -27,8 +27,10 @@ import (
 // a worker can only speak of the task it was handed, while it is still
 // its own. See docs/design.md, "The task desk".
 
-// deskPulls is where the consumers' answers to the desk's pulls come.
-const deskPulls = selfInbox + ".desk."
+// deskPulls is where the consumers' answers to the desk's pulls come:
+// under the bus's own inbox, which in a cluster is its server's, or every
+// desk would hear (and hand out) the tasks pulled for the others.
+func (d *desk) deskPulls() string { return d.s.inbox + ".desk." }
 
 // maxPullsPerConsumer stays under JetStream's max_waiting (512 by
 // default): waiters beyond it are served as pulls are answered.
@@ -37,6 +39,11 @@ const maxPullsPerConsumer = 256
 // maxAsksPerAgent bounds one agent's asks waiting at once: a worker
 // takes one task at a time, and each ask holds a timer and a pull.
 const maxAsksPerAgent = 8
+
+// errDuplicateInFlight is JetStream's answer to a message whose
+// deduplication id a clustered stream is still storing
+// (JSStreamDuplicateMessageConflict).
+const errDuplicateInFlight = 10158
 
 // resultTimeout bounds storing one result.
 const resultTimeout = 10 * time.Second
@@ -99,14 +106,16 @@ func newDesk(s *Server, key []byte, report Violation) *desk {
 
 // start subscribes the bus's own client to the desk's subjects: one
 // subscription per verb, so a result being stored does not hold up asks.
+// In a cluster every desk hears every agent's requests; each serves only
+// its own host's agents (Server.local).
 func (d *desk) start(nc *nats.Conn) error {
 	for subj, h := range map[string]nats.MsgHandler{
-		"agent.*.task." + wire.DeskNext:     d.onNext,
-		"agent.*.task." + wire.DeskProgress: d.onLeased,
-		"agent.*.task." + wire.DeskResult:   d.onLeased,
-		"agent.*.task." + wire.DeskRelease:  d.onLeased,
-		deskPulls + ">":                     d.onPulled,
-		wire.HeldSubject:                    d.onHeld,
+		"agent.*.task." + wire.DeskNext:                   d.onNext,
+		"agent.*.task." + wire.DeskProgress:               d.onLeased,
+		"agent.*.task." + wire.DeskResult:                 d.onLeased,
+		"agent.*.task." + wire.DeskRelease:                d.onLeased,
+		d.deskPulls() + ">":                               d.onPulled,
+		wire.OnServer(wire.HeldSubject, d.s.cfg.server()): d.onHeld,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the task desk to %s: %w", subj, err)
@@ -151,7 +160,7 @@ func (d *desk) answer(reply string, h map[string][]string, body []byte) {
 // ask waits (with a pull open for it) until a task comes or it expires.
 func (d *desk) onNext(m *nats.Msg) {
 	agent, _, ok := wire.DeskRequest(m.Subject)
-	if !ok || !d.ownReply(agent, m) {
+	if !ok || !d.s.local(agent) || !d.ownReply(agent, m) {
 		return
 	}
 	req, err := wire.ParseNextRequest(m.Data)
@@ -166,6 +175,11 @@ func (d *desk) onNext(m *nats.Msg) {
 	}
 	if !d.s.isWorker(agent) {
 		d.refuse(agent, m, wire.RefusedNotWorker, fmt.Sprintf("agent %d is not a worker", agent))
+		return
+	}
+	if !d.s.ready.Load() {
+		// Not a violation: the agent asks again (agent.ServeTasks).
+		d.refuse(agent, m, wire.RefusedUnavailable, errNotReady.Error())
 		return
 	}
 	d.mu.Lock()
@@ -279,7 +293,7 @@ func (d *desk) needPullsLocked() []pull {
 			tok := strconv.FormatUint(d.token, 10)
 			wait := max(last[c].Sub(now), 10*time.Millisecond)
 			open[tok] = now.Add(wait)
-			out = append(out, pull{c, deskPulls + c + "." + tok, wait})
+			out = append(out, pull{c, d.deskPulls() + c + "." + tok, wait})
 		}
 	}
 	return out
@@ -300,7 +314,7 @@ func (d *desk) issue(pulls []pull) {
 func (d *desk) onPulled(m *nats.Msg) {
 	if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
 		// A status: 408 the pull expired, 409 it was refused or cut.
-		c, tok, _ := strings.Cut(strings.TrimPrefix(m.Subject, deskPulls), ".")
+		c, tok, _ := strings.Cut(strings.TrimPrefix(m.Subject, d.deskPulls()), ".")
 		status := m.Header.Get("Status")
 		if status == "100" {
 			return
@@ -431,7 +445,7 @@ func (d *desk) handLocked(agent int, reply string, sp *spare) {
 // the lease must be the asking agent's, and its delivery the task's latest.
 func (d *desk) onLeased(m *nats.Msg) {
 	agent, verb, ok := wire.DeskRequest(m.Subject)
-	if !ok || (m.Reply != "" || verb != wire.DeskProgress) && !d.ownReply(agent, m) {
+	if !ok || !d.s.local(agent) || (m.Reply != "" || verb != wire.DeskProgress) && !d.ownReply(agent, m) {
 		return
 	}
 	ack, malformed, err := openLease(d.key, agent, m.Header.Get(wire.LeaseHeader))
@@ -585,6 +599,11 @@ func (d *desk) store(agent int, h *holding, body []byte) (kind, reason string) {
 	case err == nil:
 		d.s.tally.result(agent, r.OK)
 		return "", ""
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInFlight:
+		// Another host's desk is storing this task's result this very
+		// moment (a redelivery after a host was lost): asked again, the
+		// stream answers duplicate, and the one result is that one.
+		return wire.RefusedUnavailable, "storing the result: " + err.Error()
 	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &apiErr):
 		return wire.RefusedNotStored, err.Error()
 	}

@@ -18,6 +18,8 @@ type FakeIdentities struct {
 
 	// Err, when set, is returned by every method: an unreadable disk.
 	Err error
+	// Secret, when set, derives the agents' keys as Store does.
+	Secret []byte
 }
 
 var _ Identities = (*FakeIdentities)(nil)
@@ -48,6 +50,15 @@ func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool,
 	}
 	if err := checkName(name); err != nil {
 		return "", false, fmt.Errorf("ensuring a bus identity: %w", err)
+	}
+	if f.Secret != nil && Derived(name) {
+		want, err := AgentKey(f.Secret, name)
+		if err != nil {
+			return "", false, err
+		}
+		created := f.keys[name] != want
+		f.keys[name] = want
+		return want, created, nil
 	}
 	if pub, ok := f.keys[name]; ok {
 		return pub, false, nil

@@ -73,14 +73,14 @@ func (s *System) RemoveConfig(ctx context.Context) error {
 const reloadTimeout = 15 * time.Second
 
 func (s *System) Reload(ctx context.Context) error {
-	nc, err := s.Operator(ctx)
+	nc, server, err := s.operator(ctx)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, wire.ReloadSubject, nil)
+	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.ReloadSubject, server), nil)
 	if err != nil {
 		return fmt.Errorf("asking the bus to reload (%s): %w", wire.ReloadSubject, err)
 	}
@@ -92,14 +92,14 @@ func (s *System) Reload(ctx context.Context) error {
 
 // Status asks the running bus what it knows (wire.BusStatus).
 func (s *System) Status(ctx context.Context) (*wire.BusStatus, error) {
-	nc, err := s.Operator(ctx)
+	nc, server, err := s.operator(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, wire.StatusSubject, nil)
+	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.StatusSubject, server), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", wire.StatusSubject, err)
 	}
@@ -115,13 +115,25 @@ const statusTimeout = 5 * time.Second
 
 // Operator connects to the installed bus as the operator (flockctl).
 func (s *System) Operator(ctx context.Context) (*nats.Conn, error) {
+	nc, _, err := s.operator(ctx)
+	return nc, err
+}
+
+// operator is Operator and the name this host's bus answers under in a
+// cluster ("" on one host), for wire.OnServer.
+func (s *System) operator(ctx context.Context) (*nats.Conn, string, error) {
 	c, err := s.Config(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c == nil {
-		return nil, fmt.Errorf("%w: %s is absent; run flockctl provision", ErrNoBus, s.ConfigPath)
+		return nil, "", fmt.Errorf("%w: %s is absent; run flockctl provision", ErrNoBus, s.ConfigPath)
 	}
+	nc, err := s.dial(c)
+	return nc, c.server(), err
+}
+
+func (s *System) dial(c *Config) (*nats.Conn, error) {
 	opt, err := nats.NkeyOptionFromSeed(s.Path(OperatorName))
 	if err != nil {
 		return nil, fmt.Errorf("the operator's bus credential %s: %w", s.Path(OperatorName), err)

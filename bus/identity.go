@@ -23,7 +23,7 @@ import (
 // Identities is the OS boundary of credentials; Store is the real one, FakeIdentities (fake.go) keeps them in memory for planner tests.
 type Identities interface {
 	Keys(ctx context.Context) (map[string]string, error)                           // name -> public key of every seed on disk
-	Ensure(ctx context.Context, name string) (pub string, created bool, err error) // creates the seed if missing; never replaces a valid one
+	Ensure(ctx context.Context, name string) (pub string, created bool, err error) // creates the seed if missing; never replaces a valid one, but a derived one that differs (created is then true)
 	Remove(ctx context.Context, names []string) error                              // missing is not an error
 	RemoveAll(ctx context.Context) error
 }
@@ -37,8 +37,13 @@ const seedExt = ".nk"
 // Store keeps one user nkey seed per name in Dir: the directory 0700, each
 // <name>.nk written root's 0600 (an agent's is then handed to it, 0400)
 // holding the seed and a newline, the format nats.NkeyOptionFromSeed and
-// the nats CLI's --nkey read.
-type Store struct{ Dir string }
+// the nats CLI's --nkey read. With a Secret (a multi-host flock) the
+// agents' seeds are derived from it (derived.go) and a different one on
+// disk is replaced; without, every seed is random.
+type Store struct {
+	Dir    string
+	Secret []byte // cluster.LoadSecret's; nil on one host
+}
 
 var _ Identities = Store{}
 
@@ -105,6 +110,9 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 	if err := s.ensureDir(); err != nil {
 		return "", false, err
 	}
+	if s.Secret != nil && Derived(name) {
+		return s.ensureDerived(name)
+	}
 	pub, mode, err := s.read(name)
 	if err == nil {
 		// An agent's seed is its own, 0400 (users.Paths hands it over);
@@ -130,6 +138,36 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
 	}
 	return pub, true, nil
+}
+
+// ensureDerived writes name's derived seed unless the file already holds
+// it (then only its mode is repaired); created is true when it was
+// missing or different, so the agent restarts with it.
+func (s Store) ensureDerived(name string) (string, bool, error) {
+	kp, err := derivedPair(s.Secret, name)
+	if err != nil {
+		return "", false, err
+	}
+	defer kp.Wipe()
+	want, _ := kp.PublicKey()
+	pub, mode, err := s.read(name)
+	switch {
+	case err == nil && pub == want:
+		if mode&0o077 != 0 {
+			if err := os.Chmod(s.Path(name), 0o600); err != nil {
+				return "", false, fmt.Errorf("making the nkey of %s private: %w", name, err)
+			}
+		}
+		return pub, false, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errDamaged):
+		return "", false, err // a symlink or a directory: refused, as for random seeds
+	}
+	seed, _ := kp.Seed()
+	defer wipe(seed)
+	if err := writeAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
+		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
+	}
+	return want, true, nil
 }
 
 func (s Store) Remove(ctx context.Context, names []string) error {
@@ -229,7 +267,7 @@ func (s Store) read(name string) (string, fs.FileMode, error) {
 		return "", 0, fmt.Errorf("reading the nkey of %s: %w", name, err)
 	}
 	defer wipe(data)
-	damaged := fmt.Errorf("nkey of %s: %s is damaged (not a user nkey seed); delete it and provision again", name, path)
+	damaged := fmt.Errorf("nkey of %s: %s is damaged (%w); delete it and provision again", name, path, errDamaged)
 	kp, err := nkeys.FromSeed(bytes.TrimSpace(data))
 	if err != nil {
 		return "", 0, damaged
@@ -241,6 +279,10 @@ func (s Store) read(name string) (string, fs.FileMode, error) {
 	}
 	return pub, fi.Mode().Perm(), nil
 }
+
+// errDamaged is a seed file that holds no user seed: a derived one is
+// simply written again, a random one is the operator's to delete.
+var errDamaged = errors.New("not a user nkey seed")
 
 func wipe(b []byte) {
 	for i := range b {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -39,8 +40,11 @@ type TaskEntry struct {
 }
 
 // ListTasks is every task in wire.TasksStream, oldest first, then the
-// last limit results and the last limit dead letters, newest first.
-func ListTasks(ctx context.Context, nc *nats.Conn, limit int) ([]TaskEntry, error) {
+// last limit results and the last limit dead letters, newest first. In a
+// cluster, servers names the hosts whose desks say which tasks their
+// workers hold (a host that does not answer shows none held); none: the
+// one bus of a single host.
+func ListTasks(ctx context.Context, nc *nats.Conn, limit int, servers ...string) ([]TaskEntry, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
@@ -49,15 +53,22 @@ func ListTasks(ctx context.Context, nc *nats.Conn, limit int) ([]TaskEntry, erro
 	if err != nil {
 		return nil, err
 	}
-	msg, err := nc.RequestWithContext(ctx, wire.HeldSubject, nil)
-	if err != nil {
-		return nil, fmt.Errorf("asking the task desk which tasks are held (%s): %w", wire.HeldSubject, err)
+	holders := map[uint64]wire.Held{}
+	for _, server := range append(servers, "")[:max(len(servers), 1)] {
+		subj := wire.OnServer(wire.HeldSubject, server)
+		msg, err := nc.RequestWithContext(ctx, subj, nil)
+		if err != nil && server != "" {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("asking the task desk which tasks are held (%s): %w", subj, err)
+		}
+		held, err := wire.ParseHeld(msg.Data)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(holders, held.BySeq())
 	}
-	held, err := wire.ParseHeld(msg.Data)
-	if err != nil {
-		return nil, err
-	}
-	holders := held.BySeq()
 	for i := range queued {
 		if h, ok := holders[queued[i].seq]; ok && queued[i].State == Running {
 			queued[i].Holder = h.Agent

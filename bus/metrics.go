@@ -85,8 +85,8 @@ func (t *tally) decision(agent int, decision string, n uint64) {
 // proxy's bug, logged, not counted.
 func (s *Server) onEgress(m *nats.Msg) {
 	id, err := strconv.Atoi(strings.TrimPrefix(m.Subject, strings.TrimSuffix(wire.EgressSubjects, ">")))
-	if err != nil || id <= 0 {
-		return // 0: a client that is not an agent
+	if err != nil || id <= 0 || !s.local(id) {
+		return // 0: a client that is not an agent; another host's agent: its bus counts it
 	}
 	e, err := wire.ParseEgress(m.Data)
 	if err != nil {

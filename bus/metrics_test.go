@@ -56,7 +56,9 @@ func TestSnapshotCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return snap.Agents[2].Egress["deny"] == 1
+		// A result is stored before its task is acknowledged: the work
+		// queue lets the task go a moment after the result shows.
+		return snap.Agents[2].Egress["deny"] == 1 && snap.TasksPending == 1
 	})
 	if a := snap.Agents[2]; a.TasksOK != 2 || a.TasksFailed != 1 || a.Connections != 1 {
 		t.Errorf("agent 2: %+v, want 2 ok, 1 failed, 1 connection", a)

@@ -62,14 +62,14 @@ func (s *Server) onPermissions(m *nats.Msg) {
 
 // Permissions asks the running bus for agent id's permissions in force.
 func (s *System) Permissions(ctx context.Context, id int) (wire.Permissions, error) {
-	nc, err := s.Operator(ctx)
+	nc, server, err := s.operator(ctx)
 	if err != nil {
 		return wire.Permissions{}, err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, wire.PermissionsSubject, wire.PermissionsRequest(id))
+	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.PermissionsSubject, server), wire.PermissionsRequest(id))
 	if err != nil {
 		return wire.Permissions{}, fmt.Errorf("%s (agent %d): %w", wire.PermissionsSubject, id, err)
 	}

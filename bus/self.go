@@ -22,7 +22,7 @@ func (s *Server) connectSelf() error {
 		nats.InProcessServer(s.ns),
 		nats.Nkey(s.selfPub, s.self.Sign),
 		nats.Name("flock-bus"),
-		nats.CustomInboxPrefix(selfInbox),
+		nats.CustomInboxPrefix(s.inbox),
 		nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			s.log.Warnf("the bus's own client: %v", err)
@@ -35,12 +35,15 @@ func (s *Server) connectSelf() error {
 	if s.js, err = jetstream.New(nc); err != nil {
 		return fmt.Errorf("the bus's own JetStream client: %w", err)
 	}
+	// Heartbeats and egress decisions: every bus hears every host's.
+	// The operator's requests: each bus its own host's (wire.OnServer).
+	server := s.cfg.server()
 	for subj, h := range map[string]nats.MsgHandler{
-		wire.AllHeartbeats:      s.onHeartbeat,
-		wire.StatusSubject:      s.onStatus,
-		wire.ReloadSubject:      s.onReload,
-		wire.PermissionsSubject: s.onPermissions,
-		wire.EgressSubjects:     s.onEgress,
+		wire.AllHeartbeats:                             s.onHeartbeat,
+		wire.OnServer(wire.StatusSubject, server):      s.onStatus,
+		wire.OnServer(wire.ReloadSubject, server):      s.onReload,
+		wire.OnServer(wire.PermissionsSubject, server): s.onPermissions,
+		wire.EgressSubjects:                            s.onEgress,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)
@@ -110,6 +113,11 @@ func (s *Server) onHeartbeat(m *nats.Msg) {
 	r.flooded = r.flooded || flood
 	s.rates[id] = r
 	s.mu.Unlock()
+	// Every bus hears every agent's heartbeats; only its host's counts
+	// what it does wrong (status across hosts adds them up).
+	if !s.local(id) {
+		return
+	}
 	if flood {
 		s.Violation(id, wire.ViolationFlood, fmt.Sprintf("more than %d heartbeats within %s", floodBeats, floodWindow))
 	}

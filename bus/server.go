@@ -1,10 +1,12 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,7 +24,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address or its store_max")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -43,6 +45,10 @@ type Options struct {
 	// instead of Log (serve: the journal).
 	Events events.Writer
 	Units  Units // where the answers to wire.UnitsSubject read this host's units (units.go); nil: none
+	// CredentialsDir, if set, holds the cluster's files by base name
+	// (systemd's $CREDENTIALS_DIRECTORY); else they are read from the
+	// paths in Config.Cluster.
+	CredentialsDir string
 }
 
 // Server is the embedded NATS server and the bus's own client on it.
@@ -56,6 +62,7 @@ type Server struct {
 	// anywhere, so nothing outside this process can be it.
 	self    nkeys.KeyPair
 	selfPub string
+	inbox   string // the bus's own reply prefix (selfInbox, per server in a cluster)
 	nc      *nats.Conn
 	js      jetstream.JetStream // nc's JetStream API: the bus keeps its streams with it
 	givenUp jetstream.ConsumeContext
@@ -65,6 +72,15 @@ type Server struct {
 	storeLimit int64
 
 	reloadMu sync.Mutex // one Reload at a time
+
+	// In a cluster: the files read at Start, and the background making
+	// of the streams (cluster.go). ready: the streams exist, the desk
+	// hands out tasks.
+	cluster    *clusterSetup
+	ready      atomic.Bool
+	ensureKick chan struct{}
+	ensureDone chan struct{}
+	stopEnsure context.CancelFunc
 
 	// ledger counts violations per agent and kind (violations.go);
 	// keepLedger writes it until stopLedger is closed.
@@ -96,7 +112,12 @@ func Start(c Config, o Options) (*Server, error) {
 	}
 	pub, _ := kp.PublicKey()
 	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(),
-		storeLimit: c.Tasks.withDefaults().StoreMax}
+		storeLimit: c.Tasks.withDefaults().StoreMax, inbox: wire.OnServer(selfInbox, c.server())}
+	if c.Cluster != nil {
+		if s.cluster, err = loadCluster(c.Cluster, o.CredentialsDir); err != nil {
+			return nil, fmt.Errorf("starting the bus: %w", err)
+		}
+	}
 	s.log.learn(s.users(c))
 	key, err := loadLeaseKey(o.StoreDir)
 	if err != nil {
@@ -144,10 +165,18 @@ func Start(c Config, o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
-	if err := s.startTasks(c); err != nil {
+	if c.Cluster != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopEnsure, s.ensureKick, s.ensureDone = cancel, make(chan struct{}, 1), make(chan struct{})
+		go s.keepEnsured(ctx)
+		s.ensureLater()
+		return s, nil
+	}
+	if err := s.startTasks(context.Background(), c); err != nil {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.ready.Store(true)
 	return s, nil
 }
 
@@ -181,6 +210,9 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// one per worker in the spec, which bounds them (spec.MaxID).
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	if s.cluster != nil {
+		s.cluster.apply(o, c.Cluster.Server)
+	}
 	if c.Monitor != "" {
 		o.HTTPHost, o.HTTPPort, err = splitHostPort(c.Monitor)
 		if err != nil {
@@ -196,7 +228,7 @@ func (s *Server) nkeyUsers(c Config) []*server.NkeyUser {
 	for _, u := range c.Users {
 		users = append(users, &server.NkeyUser{Nkey: u.Nkey, Permissions: permissions(u)})
 	}
-	return append(users, &server.NkeyUser{Nkey: s.selfPub, Permissions: permissions(selfUser(s.selfPub))})
+	return append(users, &server.NkeyUser{Nkey: s.selfPub, Permissions: permissions(selfUser(s.selfPub, s.inbox))})
 }
 
 // selfName names the bus's own user in log lines.
@@ -215,11 +247,11 @@ const selfInbox = "_INBOX.flock-bus"
 // workers' requests, pulls and acknowledges tasks for them and stores
 // their results. It hears the egress proxy's decisions, to count them
 // for /metrics.
-func selfUser(pub string) User {
+func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
 			wire.DeadSubject, wire.ResultSubject},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", selfInbox + ".>", wire.EgressSubjects},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects},
 		ResponseTTL: time.Minute}
 }
 
@@ -263,6 +295,9 @@ func (s *Server) Reload(c Config) error {
 	s.mu.Lock()
 	old := s.cfg
 	s.mu.Unlock()
+	if c.NeedsRestart(old) && !sameCluster(c.Cluster, old.Cluster) {
+		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
+	}
 	if c.NeedsRestart(old) {
 		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d): %w",
 			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
@@ -278,7 +313,17 @@ func (s *Server) Reload(c Config) error {
 	if err := s.ns.ReloadOptions(so); err != nil {
 		return fmt.Errorf("reloading the bus's users: %w", err)
 	}
-	if err := s.ensureTasks(c); err != nil {
+	if c.Cluster != nil {
+		// The streams follow in the background, as at Start: a cluster
+		// short of a majority must still take new users.
+		s.mu.Lock()
+		s.cfg = c
+		s.mu.Unlock()
+		s.ledger.prune(agentsOf(c))
+		s.ensureLater()
+		return nil
+	}
+	if err := s.ensureTasks(context.Background(), c); err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
 	}
 	// In force only now: a reload that failed half-way is tried again
@@ -297,6 +342,10 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 // (tasks, results, violations) stays in StoreDir for the next Start.
 // Calling it again does nothing more.
 func (s *Server) Shutdown() {
+	if s.stopEnsure != nil {
+		s.stopEnsure()
+		<-s.ensureDone
+	}
 	if s.givenUp != nil {
 		s.givenUp.Stop()
 	}

@@ -22,14 +22,14 @@ const setupTimeout = 30 * time.Second
 // startTasks makes the streams and consumers c wants, then dead-letters
 // the tasks that ran out of deliveries, those of before the start
 // included.
-func (s *Server) startTasks(c Config) error {
-	if err := s.raiseStoreLimit(c); err != nil {
+func (s *Server) startTasks(ctx context.Context, c Config) error {
+	if err := s.raiseStoreLimit(ctx, c); err != nil {
 		return err
 	}
-	if err := s.ensureTasks(c); err != nil {
+	if err := s.ensureTasks(ctx, c); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	return s.watchGivenUp(ctx)
 }
@@ -40,8 +40,8 @@ func (s *Server) startTasks(c Config) error {
 // shrink: so the bound is raised to what they reserve, they shrink to
 // store_max between them (ensureTasks), and the server keeps the larger
 // bound until its next start, where it is store_max again.
-func (s *Server) raiseStoreLimit(c Config) error {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	var reserved int64
 	streams := s.js.ListStreams(ctx)
@@ -53,6 +53,9 @@ func (s *Server) raiseStoreLimit(c Config) error {
 	if err := streams.Err(); err != nil {
 		return fmt.Errorf("listing the streams: %w", err)
 	}
+	// In a cluster this runs beside Reload, which reads storeLimit too.
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	if reserved <= s.storeLimit {
 		return nil
 	}
@@ -73,11 +76,11 @@ func (s *Server) raiseStoreLimit(c Config) error {
 // idempotent: Start and every Reload run it. A consumer that is already as
 // wanted is left alone, so a reload that adds one agent to a thousand
 // makes one consumer, not a thousand requests.
-func (s *Server) ensureTasks(c Config) error {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+func (s *Server) ensureTasks(ctx context.Context, c Config) error {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	t := c.Tasks.withDefaults()
-	for _, sc := range streamConfigs(t) {
+	for _, sc := range streamConfigs(t, c.replicas()) {
 		if _, err := s.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("creating or updating stream %s: %w", sc.Name, err)
 		}
@@ -148,9 +151,9 @@ func consumerAgent(name string) int {
 // the sum of the streams' bounds is the server's: tasks half, results
 // three eighths, dead letters and the advisories naming them the rest. A
 // full TASKS refuses new tasks (the sender hears it); full RESULTS and
-// DEAD drop their oldest.
-func streamConfigs(t Tasks) []jetstream.StreamConfig {
-	return []jetstream.StreamConfig{{
+// DEAD drop their oldest. Each has replicas copies, on as many hosts.
+func streamConfigs(t Tasks, replicas int) []jetstream.StreamConfig {
+	scs := []jetstream.StreamConfig{{
 		Name:        wire.TasksStream,
 		Description: "tasks waiting for a worker or running; a task leaves once its result is stored",
 		Subjects:    []string{wire.TasksAll},
@@ -188,6 +191,10 @@ func streamConfigs(t Tasks) []jetstream.StreamConfig {
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    t.StoreMax / 64,
 	}}
+	for i := range scs {
+		scs[i].Replicas = replicas
+	}
+	return scs
 }
 
 // consumerConfigs are the durable pull consumers of TASKS: one shared by

@@ -10,15 +10,16 @@ import (
 
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
-	"github.com/flockrun/flock/units"
 )
 
 // Units is where the bus reads its host's agents' units for
-// wire.UnitsSubject: units.Observer in flock.service (the system bus,
-// read-only, as /metrics), units.Fake in tests.
+// wire.UnitsSubject: systemd over the system bus in flock.service (read-only,
+// as /metrics; cmd/flockctl adapts units.Observer), a fake in tests.
 type Units interface {
-	List(ctx context.Context) ([]units.Status, error)
-	Usage(ctx context.Context, names []string) (map[string]units.Usage, error)
+	// States is each named unit as systemd has it (Unit, ActiveState,
+	// SubState; Restarts and the last exit while it is not inactive). A
+	// unit systemd does not have is absent from the map.
+	States(ctx context.Context, names []string) (map[string]wire.AgentUnit, error)
 }
 
 // unitsTimeout bounds one answer's reads: flockctl waits 2 s for every
@@ -62,39 +63,18 @@ func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
 		out.Error = "this bus reads no units (started without a units reader)"
 		return out
 	}
-	loaded, err := s.opts.Units.List(ctx)
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = spec.UnitName(id)
+	}
+	states, err := s.opts.Units.States(ctx, names)
 	if err != nil {
-		out.Error = fmt.Sprintf("listing the units over D-Bus: %v", err)
-		return out
-	}
-	byName := make(map[string]units.Status, len(loaded))
-	for _, st := range loaded {
-		byName[st.Name] = st
-	}
-	// A stopped unit is not asked: reading its properties while systemd
-	// collects it would load it again (as status's withExit).
-	var running []string
-	for _, id := range ids {
-		st, ok := byName[spec.UnitName(id)]
-		if !ok {
-			continue
-		}
-		a := out.Agents[id]
-		a.Unit, a.ActiveState, a.SubState = st.Name, st.ActiveState, st.SubState
-		out.Agents[id] = a
-		if st.ActiveState != "inactive" {
-			running = append(running, st.Name)
-		}
-	}
-	usage, err := s.opts.Units.Usage(ctx, running)
-	if err != nil {
-		out.Error = fmt.Sprintf("reading the units' restarts over D-Bus: %v", err)
+		out.Error = fmt.Sprintf("reading the units over D-Bus: %v", err)
 	}
 	for _, id := range ids {
-		if u, ok := usage[spec.UnitName(id)]; ok {
-			a := out.Agents[id]
-			a.Restarts, a.ExitCode, a.ExitStatus = u.Restarts, u.LastExit.Code, u.LastExit.Status
-			out.Agents[id] = a
+		if st, ok := states[spec.UnitName(id)]; ok {
+			st.Bus = out.Agents[id].Bus
+			out.Agents[id] = st
 		}
 	}
 	return out

@@ -10,33 +10,27 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus/wire"
-	"github.com/flockrun/flock/units"
 )
 
-// fakeUnits is systemd as the bus reads it, recording which units' usage
-// was asked.
+// fakeUnits is systemd as the bus reads it, recording what was asked.
 type fakeUnits struct {
-	list  []units.Status
-	usage map[string]units.Usage
-	err   error
+	states map[string]wire.AgentUnit
+	err    error
 
 	mu    sync.Mutex
 	asked []string
 }
 
-func (f *fakeUnits) List(context.Context) ([]units.Status, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.list, f.err
-}
-
-func (f *fakeUnits) Usage(_ context.Context, names []string) (map[string]units.Usage, error) {
+func (f *fakeUnits) States(_ context.Context, names []string) (map[string]wire.AgentUnit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, names...)
-	out := map[string]units.Usage{}
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]wire.AgentUnit{}
 	for _, n := range names {
-		if u, ok := f.usage[n]; ok {
+		if u, ok := f.states[n]; ok {
 			out[n] = u
 		}
 	}
@@ -52,17 +46,11 @@ func (f *fakeUnits) Usage(_ context.Context, names []string) (map[string]units.U
 // Tier: unit (no root).
 func TestUnitsOverBus(t *testing.T) {
 	ids := newIdentities(t, everyone...)
-	fu := &fakeUnits{
-		list: []units.Status{
-			{Name: "flock-agent@1.service", ActiveState: "failed", SubState: "failed"},
-			{Name: "flock-agent@2.service", ActiveState: "inactive", SubState: "dead"},
-			{Name: "flock-agent@9.service", ActiveState: "active", SubState: "running"}, // not in the config
-		},
-		usage: map[string]units.Usage{
-			"flock-agent@1.service": {Restarts: 5, LastExit: units.Exit{Code: "killed", Status: 31}},
-			"flock-agent@2.service": {Restarts: 7},
-		},
-	}
+	fu := &fakeUnits{states: map[string]wire.AgentUnit{
+		"flock-agent@1.service": {Unit: "flock-agent@1.service", ActiveState: "failed", SubState: "failed", Restarts: 5, ExitCode: "killed", ExitStatus: 31},
+		"flock-agent@2.service": {Unit: "flock-agent@2.service", ActiveState: "inactive", SubState: "dead"},
+		"flock-agent@9.service": {Unit: "flock-agent@9.service", ActiveState: "active", SubState: "running"}, // not in the config
+	}}
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Units: fu})
 	connect(t, s, ids, "flock-3")
 	op := connect(t, s, ids, OperatorName)
@@ -84,8 +72,8 @@ func TestUnitsOverBus(t *testing.T) {
 		t.Errorf("answer\n got %+v\nwant %+v", got, want)
 	}
 	fu.mu.Lock()
-	if !slices.Equal(fu.asked, []string{"flock-agent@1.service"}) {
-		t.Errorf("usage asked of %v, want only the loaded, not stopped unit of agent 1", fu.asked)
+	if !slices.Equal(fu.asked, []string{"flock-agent@1.service", "flock-agent@2.service", "flock-agent@3.service"}) {
+		t.Errorf("asked of %v, want this host's agents' units", fu.asked)
 	}
 	fu.mu.Unlock()
 
@@ -93,7 +81,7 @@ func TestUnitsOverBus(t *testing.T) {
 	fu.err = errors.New("dbus: connection refused")
 	fu.mu.Unlock()
 	got = s.HostUnits(context.Background())
-	if got.Error != "listing the units over D-Bus: dbus: connection refused" || len(got.Agents) != 3 || got.Agents[3].Bus.Connections != 1 {
+	if got.Error != "reading the units over D-Bus: dbus: connection refused" || len(got.Agents) != 3 || got.Agents[3].Bus.Connections != 1 {
 		t.Errorf("without D-Bus: %+v", got)
 	}
 }

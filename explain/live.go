@@ -54,6 +54,9 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		Label: a.Level.Label(), Egress: []string{}, Limits: Limits{a.Limits.MemoryBytes, a.Limits.CPUPercent, a.Limits.Tasks},
 		Firewall: []string{}, Paths: []Path{}, Drift: []Drift{}, Unread: []string{}}
 	r.Egress, r.Names = SplitEgress(a.Egress)
+	if h, ok := d.Flock.HostNamed(a.Host); ok && d.Flock.Clustered() {
+		r.Host = &Host{Name: h.Name, Address: h.Address.String()}
+	}
 	unread := func(what string, err error) { r.Unread = append(r.Unread, what+": "+err.Error()) }
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -47,7 +47,7 @@ func newFakeHostFor(t *testing.T, specText string) *fakeHost {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	h := &fakeHost{units: units.NewFake(), fw: netpolicy.NewFake(), users: users.NewFake(), perms: map[int]wire.Permissions{}, d: plan.Build(f, units.Options{})}
+	h := &fakeHost{units: units.NewFake(), fw: netpolicy.NewFake(), users: users.NewFake(), perms: map[int]wire.Permissions{}, d: plan.Build(f, plan.Site{}, units.Options{})}
 	for _, u := range h.d.Units {
 		if err := h.units.Start(ctx, u); err != nil {
 			t.Fatal(err)
@@ -267,3 +267,23 @@ func subscribe1() string { return strings.Join(h0().d.Views()[0].Bus.Subscribe, 
 
 // h0 is the planned flock of newFakeHost, for expected values.
 func h0() *fakeHost { return newFakeHost(&testing.T{}) }
+
+// In a multi-host flock the report says where the agent runs.
+func TestLiveNamesTheHost(t *testing.T) {
+	h := newFakeHostFor(t, "hosts: [{name: a, address: 10.77.0.11}, {name: b, address: 10.77.0.12}]\nagents: [{id: 1, host: a}, {id: 2, host: b}]\n")
+	r, err := Live(context.Background(), h.sources(), h.d, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Host == nil || *r.Host != (Host{Name: "b", Address: "10.77.0.12"}) {
+		t.Errorf("host %+v", r.Host)
+	}
+	var b strings.Builder
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "\nhost: b (10.77.0.12)\n") {
+		t.Errorf("text lacks the host:\n%s", b.String())
+	}
+	if r, _ := Live(context.Background(), newFakeHost(t).sources(), newFakeHost(t).d, 1); r.Host != nil {
+		t.Errorf("one host's report names a host: %+v", r.Host)
+	}
+}

@@ -16,7 +16,9 @@ import (
 // Report is `flockctl explain ID --output json`. Its fields are a stable
 // contract (README, "explain"): new fields may be added, none renamed.
 type Report struct {
-	Agent  int      `json:"agent"`
+	Agent int `json:"agent"`
+	// Host is where it runs in a flock on several hosts; nil on one host.
+	Host   *Host    `json:"host,omitempty"`
 	User   string   `json:"user"`
 	UID    uint32   `json:"uid"`
 	Role   string   `json:"role"`
@@ -38,6 +40,12 @@ type Report struct {
 	Exposure Exposure          `json:"exposure"`
 	Drift    []Drift           `json:"drift"`  // where the host differs from the plan; empty: none
 	Unread   []string          `json:"unread"` // sources that could not be read, with the error
+}
+
+// Host is one machine of a flock on several hosts.
+type Host struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
 }
 
 // Limits are what its cgroup enforces, as the spec asks.

@@ -10,6 +10,9 @@ import (
 func (r Report) WriteText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("# agent %d: user %s (uid %d), role %s, level %s: %s", r.Agent, r.User, r.UID, r.Role, r.Level, r.Label)
+	if r.Host != nil {
+		p("host: %s (%s)", r.Host.Name, r.Host.Address)
+	}
 	p("egress: %s", orNone(strings.Join(r.Egress, " ")))
 	if len(r.Names) > 0 {
 		p("%s", NamesLine(r.Names, r.Proxy))

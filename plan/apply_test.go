@@ -142,7 +142,7 @@ func TestApplyWalksThePlanInOrder(t *testing.T) {
 	h, _ := newFakes()
 	f := mustParse(t, threeAgents)
 	provision(t, h, f)
-	d := Build(f, units.Options{})
+	d := Build(f, Site{}, units.Options{})
 	p := everyKind(d)
 	for i := range p.Changes {
 		if r := rank(p.Changes[i].Kind); i > 0 && r < rank(p.Changes[i-1].Kind) {
@@ -165,7 +165,7 @@ func TestApplyRefusesAPlanAgainstTheOrder(t *testing.T) {
 	h, _ := newFakes()
 	f := mustParse(t, threeAgents)
 	provision(t, h, f)
-	d := Build(f, units.Options{})
+	d := Build(f, Site{}, units.Options{})
 	p := everyKind(d)
 	slices.Reverse(p.Changes)
 	rh, r := recording(h)
@@ -189,7 +189,7 @@ func TestDiffSortsByTheApplyOrder(t *testing.T) {
 		"agents: [{id: 1}, {id: 2, common: rw}, {id: 3}, {id: 4}]", // one changed, one new, the table gone
 		"agents: [{id: 1}, {id: 4}]",                               // two gone, one new
 	} {
-		want := Build(mustParse(t, next), units.Options{})
+		want := Build(mustParse(t, next), Site{}, units.Options{})
 		cur, err := Observe(context.Background(), h, want)
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +229,7 @@ func TestAFailedApplyIsReportedAndTheNextConverges(t *testing.T) {
 	refuse := true
 	h.Bus = refusingBus{h.Bus, &refuse}
 	ctx := context.Background()
-	grown := Build(mustParse(t, "agents: [{id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]"), units.Options{})
+	grown := Build(mustParse(t, "agents: [{id: 1}, {id: 2}, {id: 3}, {id: 4}, {id: 5}]"), Site{}, units.Options{})
 	cur, err := Observe(ctx, h, grown)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -156,6 +157,14 @@ func (p Plan) Without(kinds ...Kind) Plan {
 	return out
 }
 
+// With is p and c, in the apply order (a change the caller knows of and
+// the plan cannot see: the route password provision writes).
+func (p Plan) With(c Change) Plan {
+	out := Plan{Changes: append(slices.Clone(p.Changes), c)}
+	sort.SliceStable(out.Changes, func(i, j int) bool { return rank(out.Changes[i].Kind) < rank(out.Changes[j].Kind) })
+	return out
+}
+
 // Empty reports whether the host already matches.
 func (p Plan) Empty() bool { return len(p.Changes) == 0 }
 
@@ -214,9 +223,22 @@ func Diff(d Desired, c Current) Plan {
 	for _, u := range d.Units {
 		wantUnit[u.Name] = true
 	}
+	elsewhere := map[string]string{} // unit and user names of other hosts' agents -> why
+	for _, a := range d.Flock.Agents {
+		if a.Host != d.Site.Host {
+			why := "runs on host " + a.Host
+			elsewhere[spec.UnitName(a.ID)], elsewhere[spec.UserName(a.ID)] = why, why
+		}
+	}
+	notHere := func(name, why string) string {
+		if w, ok := elsewhere[name]; ok {
+			return w
+		}
+		return why
+	}
 	for _, name := range sortedKeys(c.Units) {
 		if !wantUnit[name] {
-			add(StopUnit, name, "agent not in spec")
+			add(StopUnit, name, notHere(name, "agent not in spec"))
 		}
 	}
 
@@ -256,7 +278,7 @@ func Diff(d Desired, c Current) Plan {
 			add(EnsurePath, pth.Path, why)
 		}
 	}
-	newID := diffBus(d, c, add)
+	newID := diffBus(d, c, add, notHere)
 	diffProxy(d, c, newID[bus.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
@@ -264,7 +286,7 @@ func Diff(d Desired, c Current) Plan {
 
 	for i, u := range d.Units {
 		st, ok := c.Units[u.Name]
-		user := spec.UserName(d.Flock.Agents[i].ID)
+		user := spec.UserName(d.Agents[i].ID)
 		switch {
 		case !ok:
 			add(StartUnit, u.Name, "not running")
@@ -288,28 +310,44 @@ func Diff(d Desired, c Current) Plan {
 // diffBus lists the bus's changes: identities, its config, its unit and
 // whether it must start, restart or reload. It returns the identities
 // that will be created (their agents restart to load them).
-func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bool {
+func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(name, why string) string) map[string]bool {
 	want := map[string]bool{}
 	for _, name := range d.Identities {
 		want[name] = true
 	}
 	for _, name := range sortedKeys(c.Keys) {
 		if !want[name] {
-			add(RemoveIdentity, name, "not in spec")
+			add(RemoveIdentity, name, notHere(name, "not in spec"))
 		}
 	}
 	created := map[string]bool{}
 	for _, name := range d.Identities {
-		if _, ok := c.Keys[name]; !ok {
+		got, ok := c.Keys[name]
+		derived, isDerived := d.Site.Keys[name]
+		switch {
+		case !ok:
 			add(CreateIdentity, name, "missing")
+			created[name] = true
+		case isDerived && got != derived:
+			// A random seed from before the flock spanned hosts, or one
+			// of another secret: replaced, and handed to its agent again.
+			add(CreateIdentity, name, "not the key derived from the cluster secret")
+			if _, bad := c.BadPaths[spec.CredPath(name)]; !bad {
+				add(EnsurePath, spec.CredPath(name), "its seed is replaced")
+			}
 			created[name] = true
 		}
 	}
 	cfg := d.BusConfig(c.Keys)
 	changed := ""
+	// Most of the cluster is set up at start (listener, routes, replicas,
+	// files: Config.NeedsRestart); which host each agent is on is a reload.
+	clusterMoved := c.BusConfig != nil && !reflect.DeepEqual(cfg.Cluster, c.BusConfig.Cluster)
 	switch {
 	case c.BusConfig == nil:
 		changed = "missing"
+	case clusterMoved:
+		changed = "its cluster (hosts, addresses, port, files or agents' hosts) changed"
 	case len(created) > 0 || !cfg.Equal(*c.BusConfig):
 		changed = "users, permissions or task settings changed"
 	}
@@ -333,7 +371,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string)) map[string]bo
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen, monitor or metrics address or store_max changed")
+		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max or cluster changed")
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:

@@ -4,6 +4,8 @@
 package plan
 
 import (
+	"maps"
+
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
@@ -14,42 +16,67 @@ import (
 
 // Desired is everything a spec asks of a host.
 type Desired struct {
-	Flock    *spec.Flock
+	Flock *spec.Flock
+	Site  Site // which of the flock's hosts this is (site.go)
+	// Agents are this host's agents (all of Flock's on one host).
+	Agents   []spec.Agent
 	Shared   users.Group
-	Accounts []users.Account
+	Accounts []users.Account // every agent's, on every host
 	Paths    []users.Path
-	Units    []units.Unit // same order as Flock.Agents
+	Units    []units.Unit // same order as Agents
 	Policy   netpolicy.Policy
-	// Identities are the bus users the flock needs: every agent's, then
-	// the operator's. Their keys are host state, so the bus config is
-	// computed from them at diff and apply time (BusConfig).
+	// Identities are the bus users with a seed on this host: each of its
+	// agents', the proxy's, then the operator's. Their keys are host
+	// state (or derived: Site.Keys), so the bus config is computed from
+	// them at diff and apply time (BusConfig).
 	Identities []string
 	Service    []byte // flock.service
 	// ProxyConfig is the egress proxy's config file and ProxyService its
 	// unit; both nil when no agent has a name in its egress.
 	ProxyConfig  []byte
 	ProxyService []byte
+
+	unitOptions units.Options // for the units of other hosts' agents (Views)
 }
 
-// BusConfig is the bus configuration of d given the identities' keys.
-func (d Desired) BusConfig(keys map[string]string) bus.Config { return bus.ForFlock(d.Flock, keys) }
+// BusConfig is the bus configuration of d given the identities' keys as
+// on disk: every agent of the flock is a user, with its derived key where
+// there is one (Site.Keys, which a local seed is made to match).
+func (d Desired) BusConfig(keys map[string]string) bus.Config {
+	if len(d.Site.Keys) > 0 {
+		keys = maps.Clone(keys)
+		maps.Copy(keys, d.Site.Keys)
+	}
+	c := bus.ForFlock(d.Flock, keys)
+	c.Cluster = clusterConfig(d.Flock, d.Site.Host)
+	return c
+}
 
-// Build computes the desired state of f. Pure.
-func Build(f *spec.Flock, uo units.Options) Desired {
+// Build computes the desired state of f on site s. Pure.
+func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 	shared, accts := users.Accounts(f)
+	here := local(f, s.Host)
 	d := Desired{
 		Flock:    f,
+		Site:     s,
+		Agents:   here.Agents,
 		Shared:   shared,
 		Accounts: accts,
-		Paths:    append(users.Paths(f), users.Seeds(f)...),
-		Policy:   netpolicy.ForFlock(f),
+		Paths:    append(users.Paths(here), users.Seeds(here)...),
+		Policy:   netpolicy.ForFlock(here),
+
+		unitOptions: uo,
 	}
-	for _, a := range f.Agents {
+	for _, a := range here.Agents {
 		d.Units = append(d.Units, units.ForAgent(f, a, uo))
 		d.Identities = append(d.Identities, spec.UserName(a.ID))
 	}
-	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath)
-	if pc := proxy.ConfigFor(f); len(pc.Policy.Agents) > 0 {
+	var creds []string
+	if f.Clustered() {
+		creds = ClusterCredentials
+	}
+	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath, creds...)
+	if pc := proxy.ConfigFor(here); len(pc.Policy.Agents) > 0 {
 		// The proxy publishes its decisions on the bus as itself.
 		d.Identities = append(d.Identities, bus.ProxyName)
 		b, err := pc.Encode()
@@ -81,20 +108,33 @@ type AgentView struct {
 	Bus   bus.User
 }
 
-// Views are d's agents in spec order. Bus permissions do not depend on
-// the keys, which are host state, so none is needed.
+// Views are d's agents in spec order, this host's and (in a multi-host
+// flock) the others', each with the unit its own host gives it. Bus
+// permissions do not depend on the keys, which are host state, so none
+// is needed.
 func (d Desired) Views() []AgentView {
 	keys := map[string]string{}
 	for _, name := range d.Identities {
 		keys[name] = "-"
 	}
+	for _, a := range d.Flock.Agents {
+		keys[spec.UserName(a.ID)] = "-"
+	}
 	perms := map[int]bus.User{}
-	for _, u := range d.BusConfig(keys).Users {
+	for _, u := range bus.ForFlock(d.Flock, keys).Users {
 		perms[u.Agent] = u
+	}
+	mine := map[int]units.Unit{}
+	for i, a := range d.Agents {
+		mine[a.ID] = d.Units[i]
 	}
 	out := make([]AgentView, len(d.Flock.Agents))
 	for i, a := range d.Flock.Agents {
-		out[i] = AgentView{Agent: a, UID: d.Flock.UID(a.ID), Unit: d.Units[i], Bus: perms[a.ID]}
+		u, ok := mine[a.ID]
+		if !ok {
+			u = units.ForAgent(d.Flock, a, d.unitOptions)
+		}
+		out[i] = AgentView{Agent: a, UID: d.Flock.UID(a.ID), Unit: u, Bus: perms[a.ID]}
 	}
 	return out
 }

@@ -60,7 +60,7 @@ func mustParse(t *testing.T, yaml string) *spec.Flock {
 func provision(t *testing.T, h Host, f *spec.Flock) Plan {
 	t.Helper()
 	ctx := context.Background()
-	d := Build(f, units.Options{})
+	d := Build(f, Site{}, units.Options{})
 	cur, err := Observe(ctx, h, d)
 	if err != nil {
 		t.Fatalf("observe: %v", err)
@@ -325,7 +325,7 @@ func TestForeignAccountStopsBeforeAnyChange(t *testing.T) {
 	ctx := context.Background()
 	h, fk := newFakes()
 	fk.users.Foreign[spec.UserName(2)] = true
-	d := Build(mustParse(t, threeAgents), units.Options{})
+	d := Build(mustParse(t, threeAgents), Site{}, units.Options{})
 	if _, err := Observe(ctx, h, d); !errors.Is(err, users.ErrNotOurs) {
 		t.Fatalf("observe with flock-2 held by someone else: %v, want ErrNotOurs", err)
 	}

@@ -26,6 +26,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	a.Subjects.Publish = append([]string(nil), base.Subjects.Publish...)
 	a.Subjects.Subscribe = append([]string(nil), base.Subjects.Subscribe...)
 	a.Env = maps.Clone(base.Env)
+	if n, ok := fs["host"]; ok {
+		a.Host = w.hostRef(n, join(path, "host"))
+	}
 	if n, ok := fs["role"]; ok {
 		a.Role = w.role(n, join(path, "role"))
 	}
@@ -115,6 +118,7 @@ const commandExample = `["/usr/bin/python3", "agent.py"]`
 
 // agentRules checks what depends on more than one field of an agent.
 func (w *walker) agentRules(a Agent, path string) {
+	w.hostRule(a, path)
 	switch {
 	case len(a.Command) > 0 && len(a.Exec) > 0:
 		w.fail(join(path, "command"), "is given with exec; give command (run once per task) or exec (the agent's own long-running program), not both")
@@ -389,7 +393,7 @@ func (e Egress) String() string {
 // reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries")
+	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port")
 	if !ok {
 		return b
 	}
@@ -416,6 +420,11 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 	if d, ok := fs["max_deliveries"]; ok {
 		v, _ := w.integer(d, join(path, "max_deliveries"), "a number of deliveries", 1, MaxDeliveriesLimit)
 		b.MaxDeliveries = int(v)
+	}
+	if c, ok := fs["cluster_port"]; ok {
+		// Checked against the other ports once the hosts are known (settle).
+		v, _ := w.integer(c, join(path, "cluster_port"), "a port", 1, 65535)
+		b.ClusterPort = int(v)
 	}
 	if b.Monitor() == b.Listen() {
 		w.fail(join(path, "monitor"), "%s is also bus.listen; give the monitoring endpoint its own port, e.g. %s:%d", b.Monitor(), b.Host, DefaultMonitor)

@@ -26,7 +26,7 @@ const MaxUIDBase = 4294967293 - MaxID
 const MinMemory = 16 << 20
 
 // agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env"}
+var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env"}
 
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {
@@ -79,7 +79,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		w.fail("agents", "missing; list the agents (agents: [{id: 1}, {id: 2}]) or give a count (agents: {count: 3})")
 		return f
 	}
-	top, ok := w.fields(doc.Content[0], "", "root", "uid_base", "bus", "defaults", "agents")
+	top, ok := w.fields(doc.Content[0], "", "root", "uid_base", "bus", "hosts", "defaults", "agents")
 	if !ok {
 		return f
 	}
@@ -93,6 +93,10 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	if n, ok := top["bus"]; ok {
 		f.Bus = w.bus(n, "bus")
 	}
+	// Before the agents: each agent's host must be one of them.
+	if n, ok := top["hosts"]; ok {
+		f.Hosts = w.hosts(n, "hosts")
+	}
 	defaults := builtinDefaults()
 	if n, ok := top["defaults"]; ok {
 		if fs, ok := w.fields(n, "defaults", agentKeys[1:]...); ok {
@@ -105,6 +109,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		return f
 	}
 	f.Agents = w.agents(n, defaults)
+	w.settle(f)
 	return f
 }
 

@@ -232,6 +232,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(tc.yaml))
 	}
 	f.Add([]byte("agents: {count: 3, role: monitor, limits: {memory: 64M}}\n"))
+	f.Add([]byte("hosts: [{name: a, address: 10.0.0.1}, {name: b, address: \"fd00::2\"}]\nbus: {cluster_port: 7222}\ndefaults: {host: a}\nagents: [{id: 1}, {id: 2, host: b}]\n"))
 	f.Add([]byte("root: /opt/f\nbus: {listen: \"[::1]:1\"}\nagents: [{id: 2, egress: [\"[::/0]:*/udp\"], command: [a]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fl, err := Parse(data)
@@ -250,6 +251,11 @@ func FuzzParse(f *testing.F) {
 			}
 			if a.Limits.MemoryBytes < MinMemory || a.Limits.CPUPercent < 1 || a.Limits.Tasks < 1 {
 				t.Fatalf("agent %d limits %+v", a.ID, a.Limits)
+			}
+		}
+		for _, a := range fl.Agents {
+			if _, ok := fl.HostNamed(a.Host); ok != fl.Clustered() || (!ok && a.Host != "") {
+				t.Fatalf("agent %d on host %q of %+v", a.ID, a.Host, fl.Hosts)
 			}
 		}
 		if !strings.HasPrefix(fl.Root, "/") || fl.UIDBase < MinUIDBase {

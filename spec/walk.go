@@ -11,7 +11,13 @@ import (
 // walker reads a YAML node tree field by field, so every problem is
 // reported with the path an operator sees in the file (agents[2].limits.memory)
 // rather than a Go type name, and collects them all.
-type walker struct{ errs Errors }
+type walker struct {
+	errs Errors
+	// The spec's hosts, read before the agents that name them (hosts.go).
+	hostNames                   []string
+	hostsGiven, hostsIncomplete bool
+	clustered                   bool
+}
 
 func (w *walker) fail(path, format string, args ...any) {
 	w.errs = append(w.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})

@@ -87,6 +87,9 @@ func TestPropertiesGolden(t *testing.T) {
 func TestBusServiceGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
 	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk")))
+	// A multi-host flock's: the same, and the cluster's files as credentials.
+	golden.Check(t, filepath.Join("testdata", "flock-cluster.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json",
+		"/etc/flock/cluster/ca.crt", "/etc/flock/cluster/host.crt", "/etc/flock/cluster/host.key", "/etc/flock/cluster/route.password")))
 }
 
 // One agent's unit depends on its own entry only: adding, removing or

@@ -69,7 +69,10 @@ RestartSec=1
 DynamicUser=yes
 User=` + BusUser + `
 StateDirectory=flock-bus
-` + ownWalls + `PrivateUsers=yes
+{{if .Creds}}# The cluster's certificates, key and route password: root's files (0600
+# in a 0700 directory), which systemd hands the bus alone, read-only.
+{{range .Creds}}LoadCredential={{.Name}}:{{.Path}}
+{{end}}{{end}}` + ownWalls + `PrivateUsers=yes
 ProtectProc=invisible
 ` + kernelWalls + `SystemCallErrorNumber=EPERM
 RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
@@ -110,13 +113,23 @@ SystemCallFilter=@system-service
 `
 
 // BusService is the text of flock.service for a bus reading configPath,
-// run by the flockctl of build id build ("" unknown).
-func BusService(bin, build, configPath string) []byte {
+// run by the flockctl of build id build ("" unknown). creds are files the
+// bus reads as systemd credentials (a multi-host flock's cluster
+// material), each by its base name in $CREDENTIALS_DIRECTORY.
+func BusService(bin, build, configPath string, creds ...string) []byte {
 	if bin == "" {
 		bin = DefaultFlockctlBin
 	}
 	var b bytes.Buffer
-	if err := busTemplate.Execute(&b, struct{ Bin, Build, Config string }{bin, build, configPath}); err != nil {
+	type cred struct{ Name, Path string }
+	data := struct {
+		Bin, Build, Config string
+		Creds              []cred
+	}{Bin: bin, Build: build, Config: configPath}
+	for _, c := range creds {
+		data.Creds = append(data.Creds, cred{filepath.Base(c), c})
+	}
+	if err := busTemplate.Execute(&b, data); err != nil {
 		panic(err) // the template and its two strings cannot fail
 	}
 	return b.Bytes()

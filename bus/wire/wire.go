@@ -149,3 +149,16 @@ const (
 // ViolationKinds is every kind, in the order status prints them.
 var ViolationKinds = []string{ViolationPublish, ViolationSubscribe, ViolationForgedLease, ViolationStaleLease,
 	ViolationForeignReply, ViolationFlood, ViolationMalformed}
+
+// OnServer is subject as the bus of one host of a multi-host flock
+// answers it (flock.bus.status.<server>): every bus hears every subject
+// across the cluster, and a queue group would not keep a request on its
+// host (nats-server hands a client's message to a random member, remote
+// ones included), so each bus answers its own requests under its own
+// name. server "" (one host) leaves subject as it is.
+func OnServer(subject, server string) string {
+	if server == "" {
+		return subject
+	}
+	return subject + "." + server
+}

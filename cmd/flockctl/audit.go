@@ -109,7 +109,16 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 			return audit.Report{}, fmt.Errorf("agent %d: %w; see flockctl status", id, explain.ErrUnknownAgent)
 		}
 	}
-	h, uo, closeHost, err := openHost(ctx)
+	w, err := whereFor(f, "", true)
+	if err != nil {
+		return audit.Report{}, err
+	}
+	for _, id := range ids {
+		if a, _ := f.Agent(id); f.Clustered() && a.Host != w.site.Host {
+			return audit.Report{}, fmt.Errorf("agent %d runs on host %s, not on this one (%s): audit it there", id, a.Host, w.site.Host)
+		}
+	}
+	h, uo, closeHost, err := openHost(ctx, w.secret)
 	if err != nil {
 		return audit.Report{}, err
 	}
@@ -143,7 +152,7 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 			os.Remove(p)
 		}
 	}()
-	d := plan.Build(f, uo)
+	d := plan.Build(f, w.site, uo)
 	busHost := bus.NewSystem()
 	sources := explain.Sources{
 		Units: h.Units, Firewall: h.Firewall, Users: h.Users,

@@ -38,7 +38,7 @@ the bus's store of tasks and results, are kept unless --purge is given.`,
 				}
 			}
 			ctx := cmd.Context()
-			h, _, closeHost, err := openHost(ctx)
+			h, _, closeHost, err := openHost(ctx, nil)
 			if err != nil {
 				return err
 			}
@@ -69,6 +69,11 @@ the bus's store of tasks and results, are kept unless --purge is given.`,
 			}
 			if applied == nil {
 				applied = gone
+			}
+			if applied.Clustered() {
+				// Every host's bus lists every agent: a removal here alone
+				// would part this host's bus from the others'.
+				return errors.New("the flock spans several hosts: remove the agents from the spec and provision every host with it (ansible-playbook ansible/site.yml), or remove everything here with deprovision --all")
 			}
 			ids := make([]int, 0, len(gone.Agents))
 			for _, a := range gone.Agents {

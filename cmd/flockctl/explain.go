@@ -101,7 +101,15 @@ func explainLive(ctx context.Context, id int) (explain.Report, error) {
 	if err != nil {
 		return explain.Report{}, err
 	}
-	h, uo, closeHost, err := openHost(ctx)
+	w, err := whereFor(f, "", true)
+	if err != nil {
+		return explain.Report{}, err
+	}
+	if a, ok := f.Agent(id); ok && f.Clustered() && a.Host != w.site.Host {
+		h, _ := f.HostNamed(a.Host)
+		return explain.Report{}, fmt.Errorf("agent %d runs on host %s (%s), not on this one (%s): explain it there, or explain its spec here: flockctl explain --spec %d", id, h.Name, h.Address, w.site.Host, id)
+	}
+	h, uo, closeHost, err := openHost(ctx, w.secret)
 	if err != nil {
 		return explain.Report{}, err
 	}
@@ -112,19 +120,24 @@ func explainLive(ctx context.Context, id int) (explain.Report, error) {
 		Bus:      func(ctx context.Context, id int) (wire.Permissions, error) { return busHost.Permissions(ctx, id) },
 		Kernel:   explain.HostKernel,
 		Exposure: explain.SystemdExposure,
-	}, plan.Build(f, uo), id)
+	}, plan.Build(f, w.site, uo), id)
 }
 
 // explainSpec prints what f gives each agent (or agent args[0]).
 func explainSpec(out io.Writer, f *spec.Flock, args []string) error {
 	host := thisHost()
-	for _, v := range plan.Build(f, units.Options{}).Views() {
+	// The spec alone: no host of it is this one, so every agent's unit
+	// is the one its own host gives it (Views).
+	for _, v := range plan.Build(f, plan.Site{}, units.Options{}).Views() {
 		a, u, p := v.Agent, v.Unit, v.Bus
 		if len(args) == 1 && args[0] != strconv.Itoa(a.ID) {
 			continue
 		}
 		fmt.Fprintf(out, "# %s: user %s (uid %d), role %s, level %s: %s\n",
 			u.Name, spec.UserName(a.ID), v.UID, a.Role, a.Level, a.Level.Label())
+		if h, ok := f.HostNamed(a.Host); ok && f.Clustered() {
+			fmt.Fprintf(out, "# host: %s (%s): it runs there alone; every host's bus knows its key and grants it the same subjects\n", h.Name, h.Address)
+		}
 		if a.JIT && a.Level.DeniesWX(false) {
 			fmt.Fprintln(out, "# jit: true: no W^X (MemoryDenyWriteExecute=no, and flock-agent's filter allows it), this wall alone: the agent may map memory writable and then executable,")
 			fmt.Fprintln(out, "#   as its JIT must, so code written into such memory can run. systemd-analyze security weighs it 0.1")

@@ -42,9 +42,9 @@ func installed() (units.Programs, error) {
 
 // runtimesFor checks that the agents' levels can run here: each level's
 // runtime on the host and each rootfs a directory, before anything is
-// changed.
-func runtimesFor(f *spec.Flock, rt sandbox.Runtimes) error {
-	for _, a := range f.Agents {
+// changed. agents are this host's (another host's need not run here).
+func runtimesFor(agents []spec.Agent, rt sandbox.Runtimes) error {
+	for _, a := range agents {
 		if err := rt.Ready(a.Level, a.Rootfs); err != nil {
 			return fmt.Errorf("agent %d: %w", a.ID, err)
 		}
@@ -53,7 +53,8 @@ func runtimesFor(f *spec.Flock, rt sandbox.Runtimes) error {
 }
 
 // openHost connects to the host's OS boundaries. close releases them.
-func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(), err error) {
+// secret (a multi-host flock's) derives the agents' seeds.
+func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options, close func(), err error) {
 	if err := preflight(); err != nil {
 		return h, uo, nil, err
 	}
@@ -73,7 +74,9 @@ func openHost(ctx context.Context) (h plan.Host, uo units.Options, close func(),
 	uo.AgentBuild, _ = units.BuildID(cmp.Or(uo.AgentBin, units.DefaultAgentBin))
 	uo.FlockctlBuild, _ = units.BuildID(cmp.Or(uo.FlockctlBin, units.DefaultFlockctlBin))
 	uo.Runtimes = sandbox.HostRuntimes()
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: bus.NewSystem(), Proxy: proxy.NewSystem()}
+	b := bus.NewSystem()
+	b.Secret = secret
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
 	return h, uo, m.Close, nil
 }
 
@@ -87,13 +90,14 @@ type planned struct {
 	close func()
 }
 
-// planFor opens the host and plans f on it, changing nothing.
-func planFor(ctx context.Context, f *spec.Flock) (planned, error) {
-	h, uo, closeHost, err := openHost(ctx)
+// planFor opens the host and plans f on it (w: which of f's hosts it
+// is), changing nothing.
+func planFor(ctx context.Context, f *spec.Flock, w where) (planned, error) {
+	h, uo, closeHost, err := openHost(ctx, w.secret)
 	if err != nil {
 		return planned{}, err
 	}
-	d := plan.Build(f, uo)
+	d := plan.Build(f, w.site, uo)
 	cur, err := plan.Observe(ctx, h, d)
 	if err != nil {
 		closeHost()

@@ -14,6 +14,7 @@ import (
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/sandbox"
+	"github.com/flockrun/flock/units"
 )
 
 func newProvision() *cobra.Command {
@@ -21,14 +22,22 @@ func newProvision() *cobra.Command {
 		file   string
 		count  int
 		dryRun bool
+		host   string
 	)
 	cmd := &cobra.Command{
-		Use:   "provision (-f FILE | --agents N) [--dry-run]",
+		Use:   "provision (-f FILE | --agents N) [--host NAME] [--dry-run]",
 		Short: "Make the host match the spec: users, directories, firewall, one unit per agent",
 		Long: `provision validates the spec, plans the desired state, diffs it against the
 host and applies only the difference. Running it again with the same spec
 changes nothing and restarts no agent; an agent removed from the spec is
-deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
+deprovisioned (its directory is kept; use deprovision --purge to remove it).
+
+In a flock on several hosts (the spec's hosts:) it provisions this host:
+users for every agent, but directories, credentials, units and firewall
+rules for this host's agents alone, and a bus that joins the others'.
+--host names which host this is; without it, the one whose address this
+machine has. The cluster's material must be in /etc/flock/cluster first
+(flockctl cluster certs, or the Ansible role).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Root first: an operator without it needs that sentence, not
@@ -41,12 +50,22 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				return err
 			}
 			warnSpec(cmd.ErrOrStderr(), f)
+			// Which host this is, and its cluster material: refused here,
+			// before anything is touched.
+			w, err := whereFor(f, host, false)
+			if errors.Is(err, errNoMaterial) && dryRun && w.site.Host != "" {
+				// What a first run would do once the material is there
+				// (the Ansible role copies it before it provisions).
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\nwarning: the plan below is this host's without it: its agents' keys are not the derived ones yet\n", err)
+			} else if err != nil {
+				return err
+			}
 			// A dry run changes nothing, so it may show what a first
 			// provision would do before the programs are installed.
 			if _, err := installed(); err != nil && !dryRun {
 				return err
 			}
-			if err := runtimesFor(f, sandbox.HostRuntimes()); err != nil && !dryRun {
+			if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !dryRun {
 				return err
 			}
 			ctx := cmd.Context()
@@ -58,19 +77,29 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 				defer unlock()
 			}
 			start := time.Now()
-			pl, err := planFor(ctx, f)
+			pl, err := planFor(ctx, f, w)
 			if err != nil {
 				return err
 			}
 			defer pl.close()
 			p := pl.plan
+			if f.Clustered() && w.secret != nil {
+				// The bus reads its route password once, at start.
+				changed, err := routePassword(plan.ClusterPassword, w.secret, dryRun)
+				if err != nil {
+					return err
+				}
+				if changed && pl.have.Service.ActiveState == "active" && p.Count(plan.StartBus) == 0 {
+					p = p.With(plan.Change{Kind: plan.StartBus, Target: units.BusUnit, Why: "its route password changed"})
+				}
+			}
 			out := cmd.OutOrStdout()
 			if dryRun {
 				fmt.Fprint(out, p.String())
 				return nil
 			}
 			if p.Empty() {
-				fmt.Fprintf(out, "nothing to do: %d agents match the spec (%s)\n", len(f.Agents), time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(out, "nothing to do: %d agents match the spec (%s)\n", len(pl.want.Agents), time.Since(start).Round(time.Millisecond))
 				return plan.SaveState(plan.StatePath, f)
 			}
 			fmt.Fprint(out, p.Summary(planLines))
@@ -88,13 +117,14 @@ deprovisioned (its directory is kept; use deprovision --purge to remove it).`,
 			if err != nil {
 				return applyFailed(cmd.ErrOrStderr(), err)
 			}
-			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(f.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(pl.want.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec (flock.yaml)")
 	cmd.Flags().IntVar(&count, "agents", 0, "provision N default agents (ids 1..N) without a spec file")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	cmd.Flags().StringVar(&host, "host", "", hostFlagHelp)
 	return cmd
 }
 

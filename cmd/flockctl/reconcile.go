@@ -44,7 +44,11 @@ flock.service alone, and does nothing while another flockctl holds the lock
 			}
 			defer unlock()
 			ctx := cmd.Context()
-			pl, err := planFor(ctx, f)
+			w, err := whereFor(f, "", true)
+			if err != nil {
+				return err
+			}
+			pl, err := planFor(ctx, f, w)
 			if err != nil {
 				return err
 			}

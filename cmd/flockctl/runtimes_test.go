@@ -42,7 +42,7 @@ func TestRuntimesForNamesWhatIsMissing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		err = runtimesFor(f, tc.rt)
+		err = runtimesFor(f.Agents, tc.rt)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/metrics"
 	"github.com/flockrun/flock/units"
@@ -59,7 +61,10 @@ systemd has them, read over the system bus when scraped.`,
 				return nil
 			}
 			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
-				Events: events.Journal{Fallback: os.Stderr}, Units: obs})
+				Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs},
+				// flock.service hands the cluster's files over as credentials
+				// (LoadCredential=): the bus's user cannot read root's originals.
+				CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")})
 			if err != nil {
 				return err
 			}
@@ -96,4 +101,39 @@ func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(
 			logf("closing %s on %s: %v", metrics.Path, addr, err)
 		}
 	}, nil
+}
+
+// unitStates reads the agents' units for the bus's answers on
+// wire.UnitsSubject through the Observer /metrics uses. A stopped unit is
+// not asked for its restarts: reading its properties while systemd
+// collects it would load it again (as status's withExit).
+type unitStates struct{ obs *units.Observer }
+
+func (u unitStates) States(ctx context.Context, names []string) (map[string]wire.AgentUnit, error) {
+	loaded, err := u.obs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]wire.AgentUnit{}
+	var running []string
+	for _, st := range loaded {
+		if !want[st.Name] {
+			continue
+		}
+		out[st.Name] = wire.AgentUnit{Unit: st.Name, ActiveState: st.ActiveState, SubState: st.SubState}
+		if st.ActiveState != "inactive" {
+			running = append(running, st.Name)
+		}
+	}
+	usage, err := u.obs.Usage(ctx, running)
+	for name, us := range usage {
+		a := out[name]
+		a.Restarts, a.ExitCode, a.ExitStatus = us.Restarts, us.LastExit.Code, us.LastExit.Status
+		out[name] = a
+	}
+	return out, err
 }

@@ -86,7 +86,11 @@ func newStatus() *cobra.Command {
 			}
 			ctx := cmd.Context()
 			// Drift is what provision would change, planned read-only.
-			pl, err := planFor(ctx, f)
+			w, err := whereFor(f, "", true)
+			if err != nil {
+				return err
+			}
+			pl, err := planFor(ctx, f, w)
 			if err != nil {
 				return err
 			}

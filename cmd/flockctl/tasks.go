@@ -45,13 +45,20 @@ answer within 2 s is named below the table).`,
 				return err
 			}
 			defer nc.Close()
-			entries, err := bus.ListTasks(cmd.Context(), nc, limit)
+			// On several hosts, each host's desk knows the tasks its
+			// workers hold, and answers on a subject of its own: this
+			// host's is asked here, the others' through their units.
+			placed := tasksPlacement(cmd.Context())
+			var desks []string
+			if placed != nil && placed.self != "" {
+				desks = []string{placed.self}
+			} else if placed != nil {
+				desks = placed.hosts
+			}
+			entries, err := bus.ListTasks(cmd.Context(), nc, limit, desks...)
 			if err != nil {
 				return err
 			}
-			// On several hosts, each host's desk knows the tasks its
-			// workers hold: the others' are asked.
-			placed := tasksPlacement(cmd.Context())
 			notes := cmd.OutOrStdout()
 			if output == "json" {
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
