@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
 )
@@ -162,10 +164,36 @@ agents:
 		t.Fatal(err)
 	}
 
+	// The example of a flock on several hosts: what it says, read by
+	// flock's own parser straight from the file.
+	clusterVars := harness.InRepo(t, "ansible", "group_vars", "flock.yml.cluster.example")
+	raw, err := os.ReadFile(clusterVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars struct {
+		Spec yaml.Node `yaml:"flock_spec"`
+	}
+	if err := yaml.Unmarshal(raw, &vars); err != nil {
+		t.Fatalf("%s: %v", clusterVars, err)
+	}
+	clusterText, err := yaml.Marshal(&vars.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterWant, err := spec.Parse(clusterText)
+	if err != nil {
+		t.Fatalf("%s: flock_spec: %v", clusterVars, err)
+	}
+	if !clusterWant.Clustered() {
+		t.Errorf("%s: flock_spec is not a flock on several hosts", clusterVars)
+	}
+
 	for _, tc := range []struct {
 		name, vars string
 		want       *spec.Flock
 	}{
+		{"group vars example of several hosts", clusterVars, clusterWant},
 		{"role default", harness.InRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"), example},
 		{"group vars example", harness.InRepo(t, "ansible", "group_vars", "flock.yml.example"), example},
 		{"every kind of field", richFile, richWant},

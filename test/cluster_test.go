@@ -5,7 +5,8 @@ package test
 // by one run of ansible/site.yml from the network's controller, as an
 // operator would; tasks sent on a are done on b and c; b's machine stopped
 // while tasks flow loses none and doubles none, and catches up when it is
-// back; a second run changes nothing; an agent reaches no other host.
+// back; a second run changes nothing; an agent reaches no other host; an
+// agent moves to another host with a spec change and a run.
 
 import (
 	"context"
@@ -32,7 +33,10 @@ const clusterWorker = `["/bin/sh", "-c", "read x; case $x in slow*) sleep 0.5;; 
 
 // clusterSpec: the orchestrator and the probe agent (4, a monitor, which
 // takes no tasks) on a, a worker on b and one on c.
-func clusterSpec(h *harness.Hosts) string {
+func clusterSpec(h *harness.Hosts) string { return clusterSpecWith(h, "c") }
+
+// clusterSpecWith is clusterSpec with agent 3 on host3.
+func clusterSpecWith(h *harness.Hosts, host3 string) string {
 	return fmt.Sprintf(`hosts:
   - {name: a, address: %s}
   - {name: b, address: %s}
@@ -43,9 +47,9 @@ defaults:
 agents:
   - {id: 1, role: orchestrator}
   - {id: 2, host: b, command: %s}
-  - {id: 3, host: c, command: %s}
+  - {id: 3, host: %s, command: %s}
   - {id: 4, role: monitor, exec: ["/usr/local/bin/probe", "serve"]}
-`, h.Addr("a"), h.Addr("b"), h.Addr("c"), clusterWorker, clusterWorker)
+`, h.Addr("a"), h.Addr("b"), h.Addr("c"), clusterWorker, host3, clusterWorker)
 }
 
 // singleSpec is the same worker alone on one host: the latency's baseline.
@@ -308,6 +312,8 @@ func TestCluster(t *testing.T) {
 			t.Logf("controller to b's cluster port: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	})
+
+	t.Run("moving an agent is a spec change and a run", func(t *testing.T) { moveAgent(t, h, p) })
 }
 
 // doneBy counts the tasks of ids agent has stored a result for, as
@@ -337,6 +343,55 @@ func changedTasks(tasks map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// moveAgent moves agent 3 from c to b with a spec change: --check --diff
+// shows the plan on the hosts it concerns and changes nothing, a run
+// does it, and the run after changes nothing.
+func moveAgent(t *testing.T, h *harness.Hosts, p *harness.AnsiblePlayer) {
+	b, c := h.Machine("b"), h.Machine("c")
+	moved := map[string]any{"flock_spec": clusterSpecWith(h, "b")}
+	r := p.Play(t, moved, "--check", "--diff")
+	r.MustSucceed(t)
+	for _, name := range []string{"b", "c"} {
+		if got := r.HostTasks[name]["Ask flockctl provision --dry-run what it would change"]; got != "changed" {
+			t.Errorf("--check: host %s's plan: %q, want changed", name, got)
+		}
+	}
+	if plan := r.Section("Show flockctl's plan"); !strings.Contains(plan, "flock-agent@3") {
+		t.Errorf("--check --diff does not show the plans for agent 3:\n%s", plan)
+	}
+	if st := strings.TrimSpace(clusterRun(t, c, "systemctl", "is-active", unitName(3))); st != "active" {
+		t.Errorf("--check stopped agent 3 on c: %s", st)
+	}
+	t.Logf("--check --diff of agent 3's move:\n%s", r.Section("Show flockctl's plan"))
+
+	r = p.Play(t, moved)
+	r.MustSucceed(t)
+	clusterWaitUnits(t, b, time.Minute, 2, 3)
+	c.Eventually(t, time.Minute, func() error {
+		if st := strings.TrimSpace(clusterRun(t, c, "systemctl", "is-active", unitName(3))); st == "active" {
+			return fmt.Errorf("agent 3 still runs on c")
+		}
+		return nil
+	})
+	a := h.Machine("a")
+	var res wire.Result
+	out := mustRun(t, a, "flockctl", "send", "--to", "3", "--id", "moved-1", "--output", "json", "fast moved")
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Agent != 3 || !res.OK {
+		t.Errorf("a task for agent 3 after its move: %v %s", err, out)
+	}
+	if !strings.Contains(mustRun(t, b, "journalctl", "-u", unitName(3), "-o", "cat", "--no-pager"), `"task_id":"moved-1"`) {
+		t.Errorf("agent 3's task after the move did not run on b")
+	}
+
+	r = p.Play(t, moved)
+	r.MustSucceed(t)
+	for _, name := range h.Names() {
+		if rc := r.Recaps[name]; rc.Changed != 0 {
+			t.Errorf("the run after the move: host %s changed=%d: %v", name, rc.Changed, changedTasks(r.HostTasks[name]))
+		}
+	}
 }
 
 // clusterRun is run's stdout, whatever the exit status (systemctl
