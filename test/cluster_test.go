@@ -76,6 +76,21 @@ func TestCluster(t *testing.T) {
 	p := harness.NewHostsPlayer(t, h, playbook, "ansible/site.yml",
 		map[string]any{"flock_bin_dir": bin, "flock_spec": clusterSpec(h)}, nil)
 
+	// --check on hosts without flock says each would change and changes
+	// nothing: no CA made, no file copied.
+	check := p.Play(t, nil, "--check", "--diff")
+	check.MustSucceed(t)
+	for _, name := range h.Names() {
+		if rc := check.Recaps[name]; rc.Changed == 0 {
+			t.Errorf("--check on new host %s: changed=0, want changes", name)
+		}
+		for _, path := range []string{"/etc/flock", "/var/lib/flock", "/usr/local/bin/flockctl"} {
+			if _, _, err := run(t, h.Machine(name), "test", "!", "-e", path); err != nil {
+				t.Errorf("--check made %s on host %s", path, name)
+			}
+		}
+	}
+
 	// One run provisions the three hosts. The cluster's state is polled
 	// meanwhile, so its formation is timed from the buses' starts.
 	t0 := time.Now()
