@@ -15,7 +15,9 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # vagrant-libvirt so that its block of the Vagrantfile is validated too;
 # podman and crun for levels podman and gvisor; python3, a JDK and curl for
 # the agents people bring (Node and npm below); prometheus for the real
-# scrape of /metrics and promtool, which lints the exposition.
+# scrape of /metrics and promtool, which lints the exposition. The
+# cluster test's machines run the host's sshd: openssh-server comes from
+# deps-sshd, which keeps this host from ever running it.
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
 	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus
 
@@ -54,7 +56,7 @@ NFPM   := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DEBDIR ?= bin
 DEB    := $(DEBDIR)/flock_$(VERSION)_amd64.deb
 
-.PHONY: all build deb install deps deps-demo runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean
+.PHONY: all build deb install deps deps-demo deps-sshd runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean
 
 all: build
 
@@ -105,7 +107,27 @@ deps:
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "installing: nodejs npm"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; }
 	@command -v nats >/dev/null || { echo "installing the nats CLI ($(NATSCLI))"; GOBIN=$(BINDIR) $(GO) install $(NATSCLI); }
-	@$(MAKE) --no-print-directory runsc
+	@$(MAKE) --no-print-directory runsc deps-sshd
+
+# openssh-server for the cluster test: its machines are overlays of this
+# host's /, and each runs sshd for Ansible. This host must never run it:
+# policy-rc.d refuses the start its postinst asks for (invoke-rc.d and
+# deb-systemd-invoke both ask it; one already there, e.g. a container
+# image's, is left as it is), the units it enabled are disabled (offline:
+# PID 1 may not be systemd), and /etc/ssh/sshd_not_to_be_run, Debian's own
+# switch, keeps ssh.service and the init script from starting it later. A
+# host that has openssh-server already (one CI logs into) is not touched.
+deps-sshd:
+	@if ! dpkg-query -W -f='$${Status}\n' openssh-server 2>/dev/null | grep -q '^install ok installed'; then \
+		echo "installing: openssh-server (for the test machines; never started on this host)"; \
+		mkdir -p /etc/ssh && touch /etc/ssh/sshd_not_to_be_run; \
+		made=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && made=1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server; rc=$$?; \
+		if [ -n "$$made" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
+		systemctl --root=/ disable --quiet ssh.service ssh.socket 2>/dev/null; \
+		update-rc.d ssh disable >/dev/null 2>&1; \
+		exit $$rc; \
+	fi
 
 runsc:
 	@if [ ! -x $(RUNSC_CACHE)/runsc ]; then \

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
 )
@@ -54,6 +56,39 @@ func TestAnsiblePlaybookSyntax(t *testing.T) {
 	}
 	if hosts := inv["flock"].Hosts; len(hosts) != 1 {
 		t.Errorf("ansible/hosts.example: group flock has hosts %q, want one", hosts)
+	}
+
+	// The example of a flock on several hosts: three, one of them named
+	// in the spec by flock_host.
+	out, err = harness.RunInRepo(ctx, env, playbook, "--syntax-check", "-i", "ansible/hosts.cluster.example", "ansible/site.yml")
+	if err != nil || strings.Contains(out, "[WARNING]") {
+		t.Errorf("ansible-playbook --syntax-check -i ansible/hosts.cluster.example: %v\n%s", err, out)
+	}
+	out, err = harness.RunInRepo(ctx, env, inventory, "-i", "ansible/hosts.cluster.example", "--list")
+	if err != nil {
+		t.Fatalf("ansible-inventory --list: %v\n%s", err, out)
+	}
+	var cinv struct {
+		Meta struct {
+			HostVars map[string]map[string]any `json:"hostvars"`
+		} `json:"_meta"`
+		Flock struct {
+			Hosts []string `json:"hosts"`
+		} `json:"flock"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &cinv); err != nil {
+		t.Fatalf("ansible-inventory --list: %v\n%s", err, out)
+	}
+	var names []string
+	for _, h := range cinv.Flock.Hosts {
+		name, _ := cinv.Meta.HostVars[h]["flock_host"].(string)
+		if name == "" {
+			name = h
+		}
+		names = append(names, name)
+	}
+	if got := strings.Join(names, " "); got != "a b c" {
+		t.Errorf("ansible/hosts.cluster.example: group flock is hosts %q (flock_host or name), want a b c", got)
 	}
 	site, err := os.ReadFile(harness.InRepo(t, "ansible", "site.yml"))
 	if err != nil {
@@ -129,10 +164,36 @@ agents:
 		t.Fatal(err)
 	}
 
+	// The example of a flock on several hosts: what it says, read by
+	// flock's own parser straight from the file.
+	clusterVars := harness.InRepo(t, "ansible", "group_vars", "flock.yml.cluster.example")
+	raw, err := os.ReadFile(clusterVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars struct {
+		Spec yaml.Node `yaml:"flock_spec"`
+	}
+	if err := yaml.Unmarshal(raw, &vars); err != nil {
+		t.Fatalf("%s: %v", clusterVars, err)
+	}
+	clusterText, err := yaml.Marshal(&vars.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterWant, err := spec.Parse(clusterText)
+	if err != nil {
+		t.Fatalf("%s: flock_spec: %v", clusterVars, err)
+	}
+	if !clusterWant.Clustered() {
+		t.Errorf("%s: flock_spec is not a flock on several hosts", clusterVars)
+	}
+
 	for _, tc := range []struct {
 		name, vars string
 		want       *spec.Flock
 	}{
+		{"group vars example of several hosts", clusterVars, clusterWant},
 		{"role default", harness.InRepo(t, "ansible", "roles", "flock", "defaults", "main.yml"), example},
 		{"group vars example", harness.InRepo(t, "ansible", "group_vars", "flock.yml.example"), example},
 		{"every kind of field", richFile, richWant},

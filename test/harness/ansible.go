@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,15 +74,24 @@ func RunInRepo(ctx context.Context, env []string, argv ...string) (string, error
 // AnsibleHost is the VM's name in an AnsiblePlayer's inventory.
 const AnsibleHost = "flockvm"
 
-// AnsiblePlayer plays one playbook against one VM.
+// AnsiblePlayer plays one playbook against its inventory: one VM, or the
+// machines of a private network (NewHostsPlayer).
 type AnsiblePlayer struct {
-	vm       *VM
+	hosts    []string       // inventory names, as the recap has them
 	program  string         // ansible-playbook
 	playbook string         // from the repository's root
 	vars     map[string]any // of every play
 	dir      string         // inventory, vars, Ansible's own files
 	env      []string
+	wrap     []string // what runs the program: ip netns exec NET on a private network
 	runs     int
+}
+
+// AnsibleTarget is one host of a player's inventory, in the group flock.
+type AnsibleTarget struct {
+	Name string // inventory_hostname
+	SSH  SSHTarget
+	Vars map[string]string // more variables on its line
 }
 
 // NewAnsiblePlayer is a player of playbook (a path from the repository's
@@ -89,16 +99,47 @@ type AnsiblePlayer struct {
 // vars of every play.
 func NewAnsiblePlayer(t testing.TB, v *VM, program, playbook string, vars map[string]any) *AnsiblePlayer {
 	t.Helper()
-	p := &AnsiblePlayer{vm: v, program: program, playbook: playbook, vars: vars, dir: t.TempDir()}
+	return newAnsiblePlayer(t, program, playbook, vars, nil, []AnsibleTarget{{Name: AnsibleHost, SSH: v.SSH()}})
+}
+
+// NewHostsPlayer is a player of playbook against every host of h, named
+// as h names them, from h's controller (in the network's namespace, as an
+// operator's machine on that network); hostVars are more variables of
+// each host's inventory line, by host.
+func NewHostsPlayer(t testing.TB, h *Hosts, program, playbook string, vars map[string]any, hostVars map[string]map[string]string) *AnsiblePlayer {
+	t.Helper()
+	var targets []AnsibleTarget
+	for _, name := range h.Names() {
+		targets = append(targets, AnsibleTarget{Name: name, SSH: h.Target(name), Vars: hostVars[name]})
+	}
+	return newAnsiblePlayer(t, program, playbook, vars, h.Net.Wrap(), targets)
+}
+
+func newAnsiblePlayer(t testing.TB, program, playbook string, vars map[string]any, wrap []string, targets []AnsibleTarget) *AnsiblePlayer {
+	t.Helper()
+	p := &AnsiblePlayer{program: program, playbook: playbook, vars: vars, dir: t.TempDir(), wrap: wrap}
 	p.env = AnsibleEnv(t, p.dir)
-	s := v.SSH()
-	sshArgs := "-o UserKnownHostsFile=" + s.KnownHostsFile + " -o StrictHostKeyChecking=no" +
-		" -o HostKeyAlgorithms=ssh-ed25519 -o IdentitiesOnly=yes -o ConnectTimeout=30"
-	// Pipelining: one ssh round trip per task instead of three, which
-	// the emulated VM feels; the role does not depend on it.
-	inv := fmt.Sprintf("[flock]\n%s ansible_host=%s ansible_port=%d ansible_user=%s ansible_ssh_private_key_file=%s "+
-		"ansible_python_interpreter=/usr/bin/python3 ansible_pipelining=true ansible_ssh_common_args=%q\n",
-		AnsibleHost, s.Host, s.Port, s.User, s.KeyFile, sshArgs)
+	inv := "[flock]\n"
+	for _, h := range targets {
+		s := h.SSH
+		sshArgs := "-o UserKnownHostsFile=" + s.KnownHostsFile + " -o StrictHostKeyChecking=no" +
+			" -o HostKeyAlgorithms=ssh-ed25519 -o IdentitiesOnly=yes -o ConnectTimeout=30"
+		// Pipelining: one ssh round trip per task instead of three, which
+		// the emulated VM feels; the role does not depend on it.
+		inv += fmt.Sprintf("%s ansible_host=%s ansible_port=%d ansible_user=%s ansible_ssh_private_key_file=%s "+
+			"ansible_python_interpreter=/usr/bin/python3 ansible_pipelining=true ansible_ssh_common_args=%q",
+			h.Name, s.Host, s.Port, s.User, s.KeyFile, sshArgs)
+		keys := make([]string, 0, len(h.Vars))
+		for k := range h.Vars {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			inv += fmt.Sprintf(" %s=%q", k, h.Vars[k])
+		}
+		inv += "\n"
+		p.hosts = append(p.hosts, h.Name)
+	}
 	if err := os.WriteFile(filepath.Join(p.dir, "hosts"), []byte(inv), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -114,16 +155,21 @@ type AnsibleRecap struct {
 type AnsibleRun struct {
 	Out   string // stdout and stderr
 	Err   error
-	Recap AnsibleRecap
-	// Tasks is each task's (and handler's) outcome for the host, by its
-	// name without the role's prefix: ok, changed, skipping, fatal or
-	// failed; absent if it did not run.
+	Recap AnsibleRecap // every host's, added up
+	// Recaps is each host's line of the recap.
+	Recaps map[string]AnsibleRecap
+	// Tasks is each task's (and handler's) outcome, by its name without
+	// the role's prefix: ok, changed, skipping, fatal or failed; absent if
+	// it did not run. With several hosts, the most of any host's
+	// (changed over ok over skipping).
 	Tasks map[string]string
+	// HostTasks is Tasks by host.
+	HostTasks map[string]map[string]string
 }
 
 // Play runs the playbook with the player's vars, then vars, then args,
 // and reads what it printed; it fails the test if that has no PLAY RECAP
-// for the VM.
+// for a host of the inventory.
 func (p *AnsiblePlayer) Play(t testing.TB, vars map[string]any, args ...string) AnsibleRun {
 	t.Helper()
 	p.runs++
@@ -142,18 +188,28 @@ func (p *AnsiblePlayer) Play(t testing.TB, vars map[string]any, args ...string) 
 		t.Fatal(err)
 	}
 	argv := append([]string{p.program, "-i", filepath.Join(p.dir, "hosts"), "-e", "@" + varsFile}, args...)
-	argv = append(argv, p.playbook)
+	argv = append(append(append([]string(nil), p.wrap...), argv...), p.playbook)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	out, err := RunInRepo(ctx, p.env, argv...)
 	t.Logf("ansible-playbook %s: %v in %v", strings.Join(args, " "), err, time.Since(t0).Round(time.Second))
-	r := AnsibleRun{Out: out, Err: err, Tasks: parseTasks(out)}
-	var ok bool
-	if r.Recap, ok = parseRecap(out, AnsibleHost); !ok {
-		t.Fatalf("ansible-playbook printed no PLAY RECAP for %s (%v):\n%s", AnsibleHost, err, out)
+	r := AnsibleRun{Out: out, Err: err, Recaps: map[string]AnsibleRecap{}, HostTasks: parseHostTasks(out)}
+	r.Tasks = mergeTasks(r.HostTasks)
+	for _, h := range p.hosts {
+		rc, ok := parseRecap(out, h)
+		if !ok {
+			t.Fatalf("ansible-playbook printed no PLAY RECAP for %s (%v):\n%s", h, err, out)
+		}
+		r.Recaps[h] = rc
+		r.Recap = r.Recap.add(rc)
 	}
 	return r
+}
+
+func (a AnsibleRecap) add(b AnsibleRecap) AnsibleRecap {
+	return AnsibleRecap{a.OK + b.OK, a.Changed + b.Changed, a.Unreachable + b.Unreachable, a.Failed + b.Failed,
+		a.Skipped + b.Skipped, a.Rescued + b.Rescued, a.Ignored + b.Ignored}
 }
 
 // MustSucceed fails the test unless the play ran without a failure or
@@ -216,23 +272,50 @@ func parseRecap(out, host string) (AnsibleRecap, bool) {
 	return AnsibleRecap{}, false
 }
 
-// parseTasks reads each task's outcome from the default callback's
-// output, the controller's own (localhost) aside. A looped task is
-// changed if any item is, fatal if any fails.
-func parseTasks(out string) map[string]string {
-	rank := map[string]int{"skipping": 1, "ok": 2, "changed": 3, "failed": 4, "fatal": 5}
-	tasks := map[string]string{}
+var taskRank = map[string]int{"skipping": 1, "ok": 2, "changed": 3, "failed": 4, "fatal": 5}
+
+// parseHostTasks reads each task's outcome on each host from the default
+// callback's output, the controller's own (localhost) aside. A looped
+// task is changed if any item is, fatal if any fails; a delegated one
+// ("[b -> a]") is the host's it ran for.
+func parseHostTasks(out string) map[string]map[string]string {
+	hosts := map[string]map[string]string{}
 	name := ""
 	for _, l := range strings.Split(out, "\n") {
 		if m := headRe.FindStringSubmatch(l); m != nil {
 			name = m[1]
 			continue
 		}
-		if m := resultRe.FindStringSubmatch(l); m != nil && name != "" && m[2] != "localhost" {
-			if rank[m[1]] > rank[tasks[name]] {
-				tasks[name] = m[1]
+		m := resultRe.FindStringSubmatch(l)
+		if m == nil || name == "" {
+			continue
+		}
+		host, _, _ := strings.Cut(m[2], " -> ")
+		if host == "localhost" {
+			continue
+		}
+		if hosts[host] == nil {
+			hosts[host] = map[string]string{}
+		}
+		if taskRank[m[1]] > taskRank[hosts[host][name]] {
+			hosts[host][name] = m[1]
+		}
+	}
+	return hosts
+}
+
+// mergeTasks is each task's highest outcome over the hosts.
+func mergeTasks(hosts map[string]map[string]string) map[string]string {
+	tasks := map[string]string{}
+	for _, ht := range hosts {
+		for name, r := range ht {
+			if taskRank[r] > taskRank[tasks[name]] {
+				tasks[name] = r
 			}
 		}
 	}
 	return tasks
 }
+
+// parseTasks is parseHostTasks merged over the hosts.
+func parseTasks(out string) map[string]string { return mergeTasks(parseHostTasks(out)) }

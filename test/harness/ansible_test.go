@@ -84,3 +84,32 @@ func TestAnsibleRunSection(t *testing.T) {
 		t.Errorf("a task that did not run: %q", s)
 	}
 }
+
+// TestParseHostTasks reads a play on several hosts: a task run once and
+// delegated to the first host, a looped one per host, a skipped one.
+func TestParseHostTasks(t *testing.T) {
+	const out = `TASK [flock : Make the cluster's certificates (once, on the first host)] ***
+changed: [a -> a]
+
+TASK [flock : Fetch this host's cluster files from the first host] ***
+ok: [a -> a] => (item=ca.crt)
+ok: [b -> a] => (item=ca.crt)
+ok: [c -> a] => (item=ca.crt)
+
+TASK [flock : Install this host's cluster files] ***
+changed: [b] => (item=ca.crt)
+ok: [a] => (item=ca.crt)
+skipping: [c]
+`
+	want := map[string]map[string]string{
+		"a": {"Make the cluster's certificates (once, on the first host)": "changed", "Fetch this host's cluster files from the first host": "ok", "Install this host's cluster files": "ok"},
+		"b": {"Fetch this host's cluster files from the first host": "ok", "Install this host's cluster files": "changed"},
+		"c": {"Fetch this host's cluster files from the first host": "ok", "Install this host's cluster files": "skipping"},
+	}
+	if got := parseHostTasks(out); !reflect.DeepEqual(got, want) {
+		t.Errorf("parseHostTasks:\n got %v\nwant %v", got, want)
+	}
+	if got := parseTasks(out)["Install this host's cluster files"]; got != "changed" {
+		t.Errorf("merged: %q, want changed", got)
+	}
+}

@@ -3,8 +3,9 @@
 //
 // A machine is an overlay of the host's / (so it has the host's packages)
 // booted with `systemd-nspawn --boot --private-network`: its own systemd as
-// PID 1, its own network namespace with only lo, and the project's freshly
-// built binaries in /usr/local/bin. Everything lives under
+// PID 1, its own network namespace with only lo (or one on a private
+// network of the test's, net.go), and the project's freshly built binaries
+// in /usr/local/bin. Everything lives under
 // /var/tmp/flock-harness/<name>/ and is removed by Close; a directory left by
 // a crashed run is removed by the next Start.
 //
@@ -41,6 +42,14 @@ type Options struct {
 	Binaries map[string]string
 	// NspawnArgs are appended to systemd-nspawn's arguments (e.g. --bind=).
 	NspawnArgs []string
+	// NetworkNamespace is the path of a network namespace the machine
+	// joins (Net.Attach) instead of a private one with only lo. It is
+	// the caller's: the machine never removes it.
+	NetworkNamespace string
+	// AuthorizedKeys, when set, makes the machine run sshd on port 22
+	// (sshd.go): root may log in with these keys (authorized_keys
+	// lines) and nothing else.
+	AuthorizedKeys string
 	// BootTimeout bounds each boot until `systemctl is-system-running`
 	// says running or degraded; default 60 s.
 	BootTimeout time.Duration
@@ -50,15 +59,17 @@ type Options struct {
 }
 
 // Machine is one booted systemd machine. Its methods may be called from
-// several goroutines, but Reboot and Close not at the same time.
+// several goroutines, but Reboot, PowerOff, PowerOn and Close not at the
+// same time.
 type Machine struct {
 	instance
 	o       Options
 	nspawn  string // paths of the tools, resolved once
 	nsenter string
 
-	mu  sync.Mutex
-	cur *boot // nil when not running (failed Start, during Reboot, closed)
+	mu     sync.Mutex
+	cur    *boot // nil when not running (failed Start, during Reboot, off, closed)
+	closed bool  // by Close: never booted again
 }
 
 // parentDir holds every machine's directory. Not /tmp: a test binary may
@@ -118,6 +129,11 @@ func (m *Machine) start(ctx context.Context) error {
 	if err := prepareRoot(m.rootDir(), m.name, bins); err != nil {
 		return err
 	}
+	if m.o.AuthorizedKeys != "" {
+		if err := installSSHD(m.rootDir(), m.o.AuthorizedKeys); err != nil {
+			return err
+		}
+	}
 	return m.boot(ctx)
 }
 
@@ -160,6 +176,7 @@ func (m *Machine) Close() error {
 		m.mu.Lock()
 		b := m.cur
 		m.cur = nil
+		m.closed = true
 		m.mu.Unlock()
 		if b == nil {
 			return nil

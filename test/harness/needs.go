@@ -5,6 +5,7 @@ package harness
 // at once. make deps installs or builds every one of them.
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 
@@ -92,6 +93,28 @@ var RuntimesTier = Tier{Name: "system, real agents (node, npm, a JDK, python3)",
 		"jdk.compiler", "java", "--list-modules"),
 }}
 
+// HostsTier is several machines on a private network with sshd
+// (BootHosts): ip for the namespaces, bridge and veths, the host's sshd
+// for the machines (never run on the host itself: make deps-sshd), and
+// ssh for the controller.
+var HostsTier = Tier{Name: "system, hosts (a private network, sshd)", Needs: []tier.Need{
+	tier.Program("ip", "iproute2"),
+	tier.Check(sshdBin, "make deps-sshd (make deps does): openssh-server, installed so that this host never runs it",
+		func() error { _, err := os.Stat(sshdBin); return err }),
+	tier.Program("ssh", "openssh-client"),
+	tier.Program("ssh-keygen", "openssh-client"),
+}}
+
+// ClusterTier is what the test of a flock on several hosts adds to
+// HostsTier: Ansible on the controller; in the machines curl for the
+// bus's monitoring endpoint (JetStream's cluster state) and openssl to
+// check the certificates.
+var ClusterTier = Tier{Name: "system, cluster (ansible-core, curl)", Needs: []tier.Need{
+	tier.Program("ansible-playbook", "ansible-core"),
+	tier.Program("curl", "curl"),
+	tier.Program("openssl", "openssl"),
+}}
+
 // AnsibleTier is ansible-core alone, as Debian packages it.
 var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
 	tier.Program("ansible", "ansible-core"),
@@ -133,7 +156,7 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
 
 // FreshTier is a fresh machine (fresh.go): the tree is made by
 // debootstrap, the repository copied by what git tracks.

@@ -5,6 +5,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -63,7 +64,6 @@ func (m *Machine) spawn() (*boot, error) {
 	fmt.Fprintf(console, "==== harness: boot at %s ====\n", time.Now().Format(time.RFC3339Nano))
 	argv := []string{
 		"-D", m.rootDir(), "--boot", "-M", m.name,
-		"--private-network",
 		// No host systemd to register with or to make a scope for us:
 		// without these nspawn dies with "Failed to open system bus".
 		"--register=no", "--keep-unit",
@@ -71,6 +71,14 @@ func (m *Machine) spawn() (*boot, error) {
 		// Not a terminal: the console is copied to console.log.
 		"--console=read-only",
 		"--system-call-filter=" + allowedSyscalls,
+	}
+	if m.o.NetworkNamespace != "" {
+		// nspawn keeps CAP_NET_ADMIN for --private-network only; the
+		// namespace is the machine's own as that one would be, and its
+		// root needs it there as on a host (nft, through ssh).
+		argv = append(argv, "--network-namespace-path="+m.o.NetworkNamespace, "--capability=CAP_NET_ADMIN")
+	} else {
+		argv = append(argv, "--private-network")
 	}
 	argv = append(argv, m.o.NspawnArgs...)
 	cgroups := machineCgroups(m.name)
@@ -137,20 +145,57 @@ func (m *Machine) stop(b *boot) error {
 // the new boot to its caller (systemd-nspawn@.service's restart), so the
 // harness boots it again itself either way.
 func (m *Machine) Reboot(ctx context.Context) error {
+	if err := m.powerOff(); err != nil {
+		return fmt.Errorf("harness: reboot machine %s: power off: %w", m.name, err)
+	}
+	if err := m.powerOn(ctx); err != nil {
+		return fmt.Errorf("harness: reboot machine %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// PowerOff halts the machine in order and leaves it off, for as long as
+// a test wants a host down: its disk (the upper dir) and its network
+// namespace stay; Run and the files fail until PowerOn. Close still
+// removes it.
+func (m *Machine) PowerOff() error {
+	if err := m.powerOff(); err != nil {
+		return fmt.Errorf("harness: power off machine %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// PowerOn boots a machine PowerOff left off, on the same disk, and
+// returns once its systemd is running, as Start does.
+func (m *Machine) PowerOn(ctx context.Context) error {
+	if err := m.powerOn(ctx); err != nil {
+		return fmt.Errorf("harness: power on machine %s: %w", m.name, err)
+	}
+	return nil
+}
+
+func (m *Machine) powerOff() error {
 	m.mu.Lock()
 	b := m.cur
 	m.cur = nil
 	m.mu.Unlock()
 	if b == nil {
-		return fmt.Errorf("harness: reboot machine %s: not running", m.name)
+		return errors.New("not running")
 	}
-	if err := m.stop(b); err != nil {
-		return fmt.Errorf("harness: reboot machine %s: power off: %w", m.name, err)
+	return m.stop(b)
+}
+
+func (m *Machine) powerOn(ctx context.Context) error {
+	m.mu.Lock()
+	on, closed := m.cur != nil, m.closed
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("closed")
+	case on:
+		return errors.New("already running")
 	}
-	if err := m.boot(ctx); err != nil {
-		return fmt.Errorf("harness: reboot machine %s: %w", m.name, err)
-	}
-	return nil
+	return m.boot(ctx)
 }
 
 func (m *Machine) consolePath() string { return filepath.Join(m.dir, "console.log") }

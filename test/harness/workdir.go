@@ -33,14 +33,20 @@ type dirKind struct {
 	parent   string
 	procFile string // procID of the instance's nspawn or qemu
 	comm     string // that process's command name
+	// sweep, if set, removes what else a crashed run left outside its
+	// dir, after the stale dirs are gone (under the same lock).
+	sweep func(logf func(string, ...any))
 }
 
 var (
 	// machineDirs also holds the fresh machine's and the build's dirs.
-	machineDirs = dirKind{"machine", parentDir, nspawnFile, "systemd-nspawn"}
+	machineDirs = dirKind{"machine", parentDir, nspawnFile, "systemd-nspawn", sweepNetns}
+	// netDirs: a private network's (net.go), beside the machines' so
+	// either sweep removes a dead one; it has no process of its own.
+	netDirs = dirKind{"network", parentDir, nspawnFile, "systemd-nspawn", sweepNetns}
 	// vmDirs: a VM's qcow2 overlay, console log, known_hosts and ssh
 	// control socket.
-	vmDirs = dirKind{"VM", vmParentDir, qemuFile, "qemu-system-x86"}
+	vmDirs = dirKind{"VM", vmParentDir, qemuFile, "qemu-system-x86", nil}
 )
 
 // claim creates dir and records this process as its owner, first
@@ -57,6 +63,9 @@ func (k dirKind) claim(dir string, logf func(string, ...any)) error {
 	}
 	defer unlock()
 	k.sweepStale(logf)
+	if k.sweep != nil {
+		k.sweep(logf)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("%s dir: %w (a live %s of that name?)", k.what, err, k.what)
 	}
