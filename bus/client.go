@@ -57,15 +57,30 @@ func WaitResult(ctx context.Context, nc *nats.Conn, id string, since time.Time) 
 		return res, fmt.Errorf("waiting for the result of task %s: stream %s: %w", id, wire.ResultsStream, err)
 	}
 	start := since.Add(-time.Second) // the store's clock is this host's; a margin for its steps
-	cons, err := results.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime:  &start,
-		HeadersOnly:   true,
+	// In a cluster a pull sent the moment its consumer is made is now and
+	// then lost: the consumer's leader may sit on another server, and
+	// that server's interest in the pull subject has not reached this one
+	// yet (about 2 waits in 100 took 10 s, two missed 5 s heartbeats, for
+	// a result stored in 20 ms: TestCluster, TestClusterWaitResultAcrossHosts).
+	// A short heartbeat (the least nats.go takes) notices within a second and pulls again, silently.
+	cons, err := results.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &start,
+		AckPolicy:         jetstream.AckNonePolicy,
+		HeadersOnly:       true,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
 		return res, fmt.Errorf("waiting for the result of task %s: reading stream %s: %w", id, wire.ResultsStream, err)
 	}
-	it, err := cons.Messages()
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = results.DeleteConsumer(dctx, cons.CachedInfo().Name) // else it goes after InactiveThreshold
+	}()
+	it, err := cons.Messages(jetstream.PullHeartbeat(500*time.Millisecond), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 	if err != nil {
 		return res, fmt.Errorf("waiting for the result of task %s: reading stream %s: %w", id, wire.ResultsStream, err)
 	}
@@ -82,7 +97,7 @@ func WaitResult(ctx context.Context, nc *nats.Conn, id string, since time.Time) 
 		if err != nil {
 			return res, fmt.Errorf("the result of task %s: %w", id, err)
 		}
-		raw, err := results.GetMsg(ctx, md.Sequence.Stream)
+		raw, err := getStored(ctx, results, md.Sequence.Stream)
 		if err != nil {
 			return res, fmt.Errorf("reading the result of task %s: %w", id, err)
 		}
@@ -90,6 +105,24 @@ func WaitResult(ctx context.Context, nc *nats.Conn, id string, since time.Time) 
 			return res, fmt.Errorf("task %s: %w", id, err)
 		}
 		return res, nil
+	}
+}
+
+// getStored reads the message at seq, which a consumer has just
+// delivered. In a cluster the consumer may read one copy of the stream and
+// the get be answered from another that has not applied it yet ("message
+// not found" for a result delivered 3 ms before): that is asked again.
+func getStored(ctx context.Context, s jetstream.Stream, seq uint64) (*jetstream.RawStreamMsg, error) {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		raw, err := s.GetMsg(ctx, seq)
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return raw, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
 	}
 }
 

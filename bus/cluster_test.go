@@ -398,3 +398,38 @@ func TestClusterStartsWithoutQuorum(t *testing.T) {
 		t.Errorf("result: %+v", r)
 	}
 }
+
+// TestClusterWaitResultAcrossHosts: the operator on a waits for each of
+// 60 results stored by a worker on b, one task at a time, as `flockctl
+// send` does. With an ordered consumer about 2 waits in 100 took 10 s in
+// the nspawn cluster (its first pull lost); each wait must end well
+// within the 5 s heartbeat window that hid it.
+//
+// Tier: unit (three buses in one process, loopback).
+func TestClusterWaitResultAcrossHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("60 round trips across a cluster: not with -short")
+	}
+	tc := newTestCluster(t, 3)
+	tc.waitReady()
+	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	e := newEcho()
+	startWorker(t, tc.servers[1].ClientURL(), tc.ids, 2, e.handler(2))
+	var slowest time.Duration
+	for i := range 60 {
+		id := fmt.Sprintf("wait-%d", i)
+		since := time.Now()
+		send(t, op.Conn, wire.AgentTasks(2), id, "x")
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		res, err := WaitResult(ctx, op.Conn, id, since)
+		cancel()
+		if err != nil {
+			t.Fatalf("task %d: %v after %s", i, err, time.Since(since))
+		}
+		if res.TaskID != id || res.Agent != 2 {
+			t.Fatalf("task %d: result %+v", i, res)
+		}
+		slowest = max(slowest, time.Since(since))
+	}
+	t.Logf("60 round trips a -> b -> a, the slowest %s", slowest)
+}
