@@ -59,17 +59,7 @@ func mustParse(t *testing.T, yaml string) *spec.Flock {
 // provision runs one full observe → diff → apply cycle and returns its plan.
 func provision(t *testing.T, h Host, f *spec.Flock) Plan {
 	t.Helper()
-	ctx := context.Background()
-	d := Build(f, Site{}, units.Options{})
-	cur, err := Observe(ctx, h, d)
-	if err != nil {
-		t.Fatalf("observe: %v", err)
-	}
-	p := Diff(d, cur)
-	if err := Apply(ctx, h, d, p, nil); err != nil {
-		t.Fatalf("apply: %v", err)
-	}
-	return p
+	return provisionOn(t, h, f, Site{})
 }
 
 const threeAgents = `

@@ -207,6 +207,45 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("status, tasks and explain on any host show the whole flock", func(t *testing.T) {
+		for _, name := range []string{"a", "c"} {
+			m := h.Machine(name)
+			rows := clusterStatus(t, m)
+			for id := 1; id <= 4; id++ {
+				r, ok := rows[id]
+				want := clusterHostOf(id)
+				if !ok || r.Host != want || r.State != "active" {
+					t.Errorf("status on %s: agent %d %+v, want host %s, active", name, id, r, want)
+				}
+			}
+			// The table has the host column.
+			if out := mustRun(t, m, "flockctl", "status"); !strings.Contains(out, "HOST") {
+				t.Errorf("status on %s has no HOST column:\n%s", name, out)
+			}
+			var tasks []struct {
+				Agent int    `json:"agent"`
+				Host  string `json:"host"`
+			}
+			out := mustRun(t, m, "flockctl", "tasks", "--output", "json")
+			if err := json.Unmarshal([]byte(out), &tasks); err != nil {
+				t.Fatalf("tasks --output json on %s: %v\n%s", name, err, out)
+			}
+			seen := map[string]bool{}
+			for _, tk := range tasks {
+				if tk.Agent != 0 && tk.Host != clusterHostOf(tk.Agent) {
+					t.Errorf("tasks on %s: a task of agent %d on host %q, want %s", name, tk.Agent, tk.Host, clusterHostOf(tk.Agent))
+				}
+				seen[tk.Host] = true
+			}
+			if !seen["b"] || !seen["c"] {
+				t.Errorf("tasks on %s: hosts %v, want the results of b and c", name, seen)
+			}
+			if out := mustRun(t, m, "flockctl", "explain", "-f", "/etc/flock/flock.yaml", "2"); !strings.Contains(out, "host: b ("+h.Addr("b").String()+")") {
+				t.Errorf("explain 2 on %s does not say it runs on b:\n%s", name, out)
+			}
+		}
+	})
+
 	t.Run("latency across hosts against one host", func(t *testing.T) {
 		single := harness.BootWith(t, harness.Options{NoBinaries: true, Binaries: map[string]string{
 			"flockctl": bin + "/flockctl", "flock-agent": bin + "/flock-agent", "probe": bin + "/probe"}})
@@ -236,6 +275,10 @@ func TestCluster(t *testing.T) {
 		}
 		t.Logf("b powered off in %v with 30 tasks sent, %d done by agent 2 on b", time.Since(t1).Round(time.Millisecond), doneBy(t, a, 2, ids))
 		sendTasks(t, a, "worker", ids[30:])
+		// status on a still shows b's agent, as unknown, and says why.
+		if r := clusterStatus(t, a)[2]; r.Host != "b" || r.State != "unknown" || !strings.Contains(r.StateNote, "host b did not answer") {
+			t.Errorf("status on a with b down: agent 2 %+v, want unknown, host b did not answer", r)
+		}
 		done := waitAllDone(t, a, ids, 5*time.Minute)
 		by, lost := map[int]int{}, 0
 		for _, id := range ids {
@@ -326,4 +369,37 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("moving an agent is a spec change and a run", func(t *testing.T) { moveAgent(t, h, p) })
+}
+
+// clusterHostOf is the host clusterSpec puts agent id on.
+func clusterHostOf(id int) string {
+	for host, ids := range clusterAgents {
+		if slices.Contains(ids, id) {
+			return host
+		}
+	}
+	return ""
+}
+
+// clusterStatusRow is what the cluster test reads of status's JSON.
+type clusterStatusRow struct {
+	ID        int    `json:"id"`
+	Host      string `json:"host"`
+	State     string `json:"state"`
+	StateNote string `json:"state_note"`
+}
+
+// clusterStatus is `flockctl status --output json` on m, by agent id.
+func clusterStatus(t *testing.T, m *harness.Machine) map[int]clusterStatusRow {
+	t.Helper()
+	out := mustRun(t, m, "flockctl", "status", "--output", "json")
+	var list []clusterStatusRow
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("status --output json: %v\n%s", err, out)
+	}
+	rows := map[int]clusterStatusRow{}
+	for _, r := range list {
+		rows[r.ID] = r
+	}
+	return rows
 }
