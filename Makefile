@@ -15,11 +15,12 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # vagrant-libvirt so that its block of the Vagrantfile is validated too;
 # podman and crun for levels podman and gvisor; python3, a JDK and curl for
 # the agents people bring (Node and npm below); prometheus for the real
-# scrape of /metrics and promtool, which lints the exposition. The
-# cluster test's machines run the host's sshd: openssh-server comes from
-# deps-sshd, which keeps this host from ever running it.
+# scrape of /metrics and promtool, which lints the exposition; openssl to
+# check the cluster test's certificates. The cluster test's machines run
+# the host's sshd: openssh-server comes from deps-sshd, which keeps this
+# host from ever running it.
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus
+	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go
