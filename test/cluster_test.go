@@ -254,8 +254,9 @@ func TestCluster(t *testing.T) {
 		const n = 50
 		local := sendLatencies(t, single, "2", "single", n)
 		cross := append(sendLatencies(t, a, "2", "cross-b", n), sendLatencies(t, a, "3", "cross-c", n)...)
-		t.Logf("LATENCY (flockctl send, sent to result printed, %d tasks each): one host p50 %v p99 %v max %v; a to b and c p50 %v p99 %v max %v",
-			n, pct(local, 50), pct(local, 99), pct(local, 100), pct(cross, 50), pct(cross, 99), pct(cross, 100))
+		t.Logf("LATENCY (flockctl send, sent to result printed, %d tasks each): one host p50 %v p99 %v max %v; a to b and c p50 %v p99 %v max %v; across hosts / one host: p50 %.2fx, p99 %.2fx",
+			n, pct(local, 50), pct(local, 99), pct(local, 100), pct(cross, 50), pct(cross, 99), pct(cross, 100),
+			float64(pct(cross, 50))/float64(pct(local, 50)), float64(pct(cross, 99))/float64(pct(local, 99)))
 	})
 
 	t.Run("b stopped while 100 tasks flow loses none and doubles none", func(t *testing.T) {
