@@ -21,6 +21,11 @@ import (
 // Dir is where a host keeps its cluster material (root, 0700).
 const Dir = "/etc/flock/cluster"
 
+// AuthorityDir is where `flockctl cluster certs` keeps the authority (the
+// CA's key, the secret, every host's pair) by default: the Ansible role
+// keeps it there on the first host of the play.
+const AuthorityDir = "/var/lib/flock/cluster-authority"
+
 // The files of Dir. The bus config points at them, and flock.service
 // loads them as credentials by these names.
 const (

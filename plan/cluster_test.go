@@ -239,3 +239,41 @@ func TestOneHostHasNoCluster(t *testing.T) {
 		t.Errorf("one host's service or units differ")
 	}
 }
+
+// Adding a host is a spec change: on an existing host, the new host's
+// agent gets a user (and a key on the bus) but no unit, the bus restarts
+// to route to the new host, and the firewall lets it reach the cluster
+// port; no agent of this host restarts. The new host plans its own agent.
+func TestAddingAHost(t *testing.T) {
+	f := mustParse(t, threeHosts)
+	h, _ := clusteredFakes(secret)
+	provisionOn(t, h, f, siteOf(t, f, "a", secret))
+
+	four := strings.Replace(threeHosts, "  - {name: c, address: 10.77.0.13}\n",
+		"  - {name: c, address: 10.77.0.13}\n  - {name: d, address: 10.77.0.14}\n", 1) +
+		"  - {id: 5, host: d, command: [/bin/cat]}\n"
+	g := mustParse(t, four)
+	p := provisionOn(t, h, g, siteOf(t, g, "a", secret))
+	for _, want := range []struct {
+		kind Kind
+		n    int
+	}{{CreateUser, 1}, {WriteBusConfig, 1}, {StartBus, 1}, {Firewall, 1}, {StartUnit, 0}, {RestartUnit, 0}, {StopUnit, 0}} {
+		if got := p.Count(want.kind); got != want.n {
+			t.Errorf("adding host d, on a: %d of %q, want %d:\n%s", got, want.kind, want.n, p)
+		}
+	}
+	d := Build(g, siteOf(t, g, "a", secret), units.Options{})
+	c := d.BusConfig(map[string]string{})
+	if !slices.Contains(c.Cluster.Routes, "10.77.0.14:6222") || c.Cluster.Hosts[5] != "d" || c.Cluster.Replicas != 3 {
+		t.Errorf("a's cluster after adding d: %+v", c.Cluster)
+	}
+	if again := provisionOn(t, h, g, siteOf(t, g, "a", secret)); len(again.Changes) != 0 {
+		t.Errorf("a second provision on a:\n%s", again)
+	}
+
+	hd, _ := clusteredFakes(secret)
+	p = provisionOn(t, hd, g, siteOf(t, g, "d", secret))
+	if p.Count(StartUnit) != 1 || p.Count(CreateUser) != 5 {
+		t.Errorf("the new host d: want its one agent started and every agent's user:\n%s", p)
+	}
+}

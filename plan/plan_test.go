@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/cluster"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -282,11 +283,18 @@ func TestRemoveAllLeavesNothing(t *testing.T) {
 	// What systemd made for flock.service's StateDirectory: the bus's store.
 	store := units.BusStateDirs[0] + "/jetstream"
 	fk.users.SetPath(users.Path{Path: store, Dir: true, Mode: 0o700})
+	// A multi-host flock's material, this host's and the authority's.
+	material := []string{cluster.Dir + "/host.key", cluster.AuthorityDir + "/ca.key"}
+	for _, p := range material {
+		fk.users.SetPath(users.Path{Path: p, Mode: 0o600})
+	}
 	if err := RemoveAll(ctx, h, f.Root, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := fk.users.PathState(ctx, store); ok {
-		t.Errorf("the bus's store %s still exists", store)
+	for _, p := range append(material, store) {
+		if _, ok, _ := fk.users.PathState(ctx, p); ok {
+			t.Errorf("%s still exists", p)
+		}
 	}
 	if sts, _ := fk.units.List(ctx); len(sts) != 0 {
 		t.Errorf("units left: %v", sts)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/cluster"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -129,7 +130,9 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 // flock-agent@ unit, table inet flock, every flock user and group and the
 // sysusers drop-in, flock.service, the bus config and every credential;
 // with purge also root (the agents' directories, logs and the shared
-// directory) and the bus's store (tasks, results, dead letters).
+// directory), the bus's store (tasks, results, dead letters) and a
+// multi-host flock's material (this host's, and the authority with the
+// CA's key if it is kept here).
 func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	sts, err := h.Units.List(ctx)
 	if err != nil {
@@ -145,6 +148,12 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	}
 	if err := removeProxyFrom(ctx, h); err != nil {
 		return err
+	}
+	// Before the bus config: /etc/flock goes with it once nothing else is there.
+	if purge {
+		if err := h.Users.RemovePaths(ctx, []string{cluster.Dir, cluster.AuthorityDir}); err != nil {
+			return fmt.Errorf("removing the cluster's material: %w", err)
+		}
 	}
 	if err := h.Bus.RemoveConfig(ctx); err != nil {
 		return err

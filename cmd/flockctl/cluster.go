@@ -13,10 +13,6 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
-// defaultAuthorityDir is where the Ansible role keeps the authority, on
-// the first host of the play.
-const defaultAuthorityDir = "/var/lib/flock/cluster-authority"
-
 func newCluster() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -65,7 +61,7 @@ The CA key stays in DIR.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec (flock.yaml), with hosts:")
-	cmd.Flags().StringVar(&dir, "dir", defaultAuthorityDir, "the authority's directory (keeps the CA key)")
+	cmd.Flags().StringVar(&dir, "dir", cluster.AuthorityDir, "the authority's directory (keeps the CA key)")
 	return cmd
 }
 

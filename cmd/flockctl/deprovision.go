@@ -92,7 +92,7 @@ the bus's store of tasks and results, are kept unless --purge is given.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "spec naming the agents to remove")
 	cmd.Flags().BoolVar(&all, "all", false, "remove everything flock created on this host")
-	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs (with --all: and the bus's store)")
+	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs (with --all: and the bus's store and the cluster's material)")
 	return cmd
 }
 
