@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +51,18 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 	got := waitResults(t, op.Conn, 20*time.Second, "on-b")
 	if r := got["on-b"]; len(r) != 1 || r[0].Agent != 2 || r[0].Output != "hello b" {
 		t.Fatalf("result of task on-b: %+v", r)
+	}
+
+	// /metrics on each host: its own agents only (another host's would
+	// show as down there).
+	for i, want := range [][]int{{1, 3, 5}, {2}, {4}} {
+		snap, err := tc.servers[i].Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Sorted(maps.Keys(snap.Agents)); !slices.Equal(got, want) {
+			t.Errorf("snapshot of %s: agents %v, want %v", hostName(i), got, want)
+		}
 	}
 
 	// Status: each bus counts its own host's connections (agent 2 is

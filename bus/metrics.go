@@ -112,7 +112,10 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 		snap.Connections = n
 	}
 	s.tally.mu.Lock()
-	for id := range agentsOf(cfg) {
+	// In a cluster, this host's agents only: every host's /metrics is
+	// scraped, and another host's agent would show here as down.
+	_, local := localAgents(cfg)
+	for _, id := range local {
 		on := st.Agents[id]
 		a := AgentCounts{Connections: on.Connections, Violations: on.Violations,
 			Egress: maps.Clone(s.tally.egress[id])}
