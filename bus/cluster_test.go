@@ -53,6 +53,29 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 		t.Fatalf("result of task on-b: %+v", r)
 	}
 
+	// The orchestrator (agent 1, on a) hands a task to the worker on c
+	// and hears its result, as an agent: subjects and permissions are
+	// the same across the cluster.
+	startWorker(t, tc.servers[2].ClientURL(), tc.ids, 4, e.handler(4))
+	orch := connect(t, tc.servers[0], tc.ids, "flock-1")
+	results, err := orch.SubscribeSync(wire.ResultSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, orch.Conn, wire.AgentTasks(4), "from-orchestrator", "hello c")
+	for {
+		m, err := results.NextMsg(20 * time.Second)
+		if err != nil {
+			t.Fatalf("the orchestrator on a heard no result from c: %v", err)
+		}
+		if r, err := wire.ParseResult(m.Header, m.Data); err == nil && r.TaskID == "from-orchestrator" {
+			if r.Agent != 4 || r.Output != "hello c" {
+				t.Errorf("the orchestrator's task on c: %+v", r)
+			}
+			break
+		}
+	}
+
 	// /metrics on each host: its own agents only (another host's would
 	// show as down there).
 	for i, want := range [][]int{{1, 3, 5}, {2}, {4}} {
