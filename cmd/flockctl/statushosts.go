@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -45,7 +43,10 @@ func placementOf(f *spec.Flock, cfg *bus.Config) *placement {
 			p.hosts = append(p.hosts, h.Name)
 		}
 		if p.self == "" {
-			p.self = hostWithAddress(f, localAddrs())
+			// As provision tells it; none or several: cannot tell.
+			if addrs, err := machineAddrs(); err == nil {
+				p.self, _ = hostOf(f, addrs)
+			}
 		}
 		return p
 	}
@@ -75,35 +76,6 @@ func (p *placement) others() []string {
 	for _, h := range p.hosts {
 		if h != p.self {
 			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// hostWithAddress is the host of f whose address is one of addrs; "" when
-// none or several are.
-func hostWithAddress(f *spec.Flock, addrs []netip.Addr) string {
-	found := ""
-	for _, h := range f.Hosts {
-		if slices.Contains(addrs, h.Address) {
-			if found != "" {
-				return ""
-			}
-			found = h.Name
-		}
-	}
-	return found
-}
-
-// localAddrs is this machine's interface addresses.
-func localAddrs() []netip.Addr {
-	ifas, _ := net.InterfaceAddrs()
-	var out []netip.Addr
-	for _, a := range ifas {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok {
-				out = append(out, ip.Unmap())
-			}
 		}
 	}
 	return out

@@ -62,23 +62,6 @@ func TestPlacementOf(t *testing.T) {
 	if p := (*placement)(nil); p.host(1) != "" || !p.local(1) {
 		t.Error("no placement: every agent is local and has no host")
 	}
-	f := threeHosts(t)
-	for _, tc := range []struct {
-		addrs []string
-		want  string
-	}{
-		{[]string{"127.0.0.1", "10.77.0.13"}, "c"},
-		{[]string{"127.0.0.1"}, ""},
-		{[]string{"10.77.0.11", "10.77.0.12"}, ""}, // several: cannot tell
-	} {
-		var addrs []netip.Addr
-		for _, a := range tc.addrs {
-			addrs = append(addrs, netip.MustParseAddr(a))
-		}
-		if got := hostWithAddress(f, addrs); got != tc.want {
-			t.Errorf("addresses %v: host %q, want %q", tc.addrs, got, tc.want)
-		}
-	}
 }
 
 // hostRows is status of threeHosts seen from a: agents 1 and 2 local,
