@@ -28,6 +28,21 @@ type ruleset struct {
 	rules  map[string][]*nftables.Rule // by chain name, in chain order
 }
 
+// appender adds rules to chain ch, in order, each with its comment and its
+// expressions joined.
+func (rs *ruleset) appender(ch *nftables.Chain) func(comment string, exprs ...[]expr.Any) {
+	return func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		rs.rules[ch.Name] = append(rs.rules[ch.Name], &nftables.Rule{
+			Table: rs.table, Chain: ch, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
+		})
+	}
+}
+
 // The rules, in chain order, for packets whose socket belongs to an agent:
 //
 //  1. to the bus (BusHost, tcp BusPort): accept;
@@ -114,16 +129,7 @@ func build(p Policy) (*ruleset, error) {
 		rs.elems[HostTypesSet] = append(rs.elems[HostTypesSet], nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(typ)})
 	}
 	ch := rs.chains[0]
-	add := func(comment string, exprs ...[]expr.Any) {
-		var all []expr.Any
-		for _, e := range exprs {
-			all = append(all, e...)
-		}
-		rs.rules[Chain] = append(rs.rules[Chain], &nftables.Rule{
-			Table: t, Chain: ch, Exprs: all,
-			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
-		})
-	}
+	add := rs.appender(ch)
 	agents := skuidInAgents(rs.sets[0])
 
 	add("bus", agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort), accept())
@@ -235,16 +241,7 @@ func addCluster(rs *ruleset, c *Cluster) {
 		Policy: ref(nftables.ChainPolicyAccept),
 	}
 	rs.chains = append(rs.chains, ch)
-	add := func(comment string, exprs ...[]expr.Any) {
-		var all []expr.Any
-		for _, e := range exprs {
-			all = append(all, e...)
-		}
-		rs.rules[InputChain] = append(rs.rules[InputChain], &nftables.Rule{
-			Table: t, Chain: ch, Exprs: all,
-			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
-		})
-	}
+	add := rs.appender(ch)
 	port := func() []expr.Any { return append(l4("tcp"), dport(c.Port)...) }
 	add("cluster: the flock's hosts (IPv4)", addrIn(false, true), port(), accept())
 	add("cluster: the flock's hosts (IPv6)", addrIn(true, true), port(), accept())
