@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
 	"github.com/flockrun/flock/plan"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -48,7 +48,7 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 		name = installedHost(bus.ConfigPath)
 	}
 	if name == "" {
-		addrs, err := machineAddrs()
+		addrs, err := proxy.HostAddrs()
 		if err != nil {
 			return where{}, fmt.Errorf("finding which host this is: %w; name it with --host", err)
 		}
@@ -93,21 +93,6 @@ func hostOf(f *spec.Flock, addrs []netip.Addr) (string, error) {
 		return "", fmt.Errorf("none of the spec's hosts (%s) has an address of this machine; name this one with --host NAME", hostList(f))
 	}
 	return "", fmt.Errorf("this machine has the addresses of several of the spec's hosts (%s); name this one with --host NAME", strings.Join(found, ", "))
-}
-
-// machineAddrs are this machine's interface addresses.
-func machineAddrs() ([]netip.Addr, error) {
-	ifas, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, ifa := range ifas {
-		if p, err := netip.ParsePrefix(ifa.String()); err == nil {
-			out = append(out, p.Addr().Unmap())
-		}
-	}
-	return out, nil
 }
 
 // installedHost is the host name the installed bus config records ("" on

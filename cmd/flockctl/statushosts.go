@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -44,7 +45,7 @@ func placementOf(f *spec.Flock, cfg *bus.Config) *placement {
 		}
 		if p.self == "" {
 			// As provision tells it; none or several: cannot tell.
-			if addrs, err := machineAddrs(); err == nil {
+			if addrs, err := proxy.HostAddrs(); err == nil {
 				p.self, _ = hostOf(f, addrs)
 			}
 		}
