@@ -113,8 +113,13 @@ func (c Config) replicas() int {
 func (s *Server) local(agent int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cl := s.cfg.Cluster
-	return cl == nil || cl.Hosts[agent] == cl.Server
+	return s.cfg.local(agent)
+}
+
+// local reports whether c places agent on its own host (every agent, on
+// one host).
+func (c Config) local(agent int) bool {
+	return c.Cluster == nil || c.Cluster.Hosts[agent] == c.Cluster.Server
 }
 
 // ensureLater makes the streams and consumers of the config in force in

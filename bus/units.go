@@ -84,20 +84,11 @@ func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
 // agents Cluster.Hosts places on Cluster.Server; without a cluster, ""
 // and every agent of c.
 func localAgents(c Config) (host string, ids []int) {
-	if c.Cluster != nil {
-		for id, h := range c.Cluster.Hosts {
-			if h == c.Cluster.Server {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
-		return c.Cluster.Server, ids
-	}
 	for _, u := range c.Users {
-		if u.Agent != 0 {
+		if u.Agent != 0 && c.local(u.Agent) {
 			ids = append(ids, u.Agent)
 		}
 	}
 	slices.Sort(ids)
-	return "", ids
+	return c.server(), ids
 }
