@@ -11,7 +11,6 @@ import (
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -98,7 +97,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 	}
 
 	if len(r.Names) > 0 {
-		r.Proxy = proxy.DefaultListen
+		r.Proxy = spec.DefaultProxyListen
 		// Its names reach nothing while the proxy is down.
 		if st, err := s.Units.Service(ctx, units.ProxyUnit); err != nil {
 			unread(units.ProxyUnit, err)
@@ -115,18 +114,20 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 	return r, nil
 }
 
-// SplitEgress is an agent's egress as the spec writes it: its address
-// allowances (the firewall's) and its names (the proxy's).
+// SplitEgress is an agent's egress as the spec writes it, split as the
+// spec splits it (spec.SplitEgress): its address allowances (the
+// firewall's) and its names (the proxy's).
 func SplitEgress(eg []spec.Egress) (addrs, names []string) {
-	addrs, names = []string{}, []string{}
-	for _, e := range eg {
-		if e.Name != "" {
-			names = append(names, e.String())
-		} else {
-			addrs = append(addrs, e.String())
-		}
+	a, n := spec.SplitEgress(eg)
+	return egressStrings(a), egressStrings(n)
+}
+
+func egressStrings(eg []spec.Egress) []string {
+	out := make([]string, len(eg))
+	for i, e := range eg {
+		out[i] = e.String()
 	}
-	return addrs, names
+	return out
 }
 
 func (r *Report) drift(kind, what, want, have string) {

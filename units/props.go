@@ -12,7 +12,6 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 )
@@ -303,10 +302,10 @@ func specEnv(a spec.Agent) []string {
 // http_proxy, Go and Python either), and keeps the bus off it. Others get
 // nothing: they cannot reach the proxy.
 func proxyEnv(f *spec.Flock, a spec.Agent) []string {
-	if !proxy.HasNames(a) {
+	if !a.HasNames() {
 		return nil
 	}
-	url := "http://" + proxy.DefaultListen
+	url := "http://" + spec.DefaultProxyListen
 	no := f.Bus.Host + ",localhost"
 	var env []string
 	for _, kv := range [][2]string{{"HTTPS_PROXY", url}, {"HTTP_PROXY", url}, {"NO_PROXY", no}} {

@@ -17,7 +17,6 @@ import (
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -155,7 +154,7 @@ func explainSpec(out io.Writer, f *spec.Flock, args []string) error {
 			fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
 		}
 		if _, names := explain.SplitEgress(a.Egress); len(names) > 0 {
-			fmt.Fprintln(out, explain.NamesLine(names, proxy.DefaultListen))
+			fmt.Fprintln(out, explain.NamesLine(names, spec.DefaultProxyListen))
 		}
 		fmt.Fprintln(out)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -140,7 +139,7 @@ func newStatus() *cobra.Command {
 				row.busFields(onBus, now)
 				r := refused[row.UID]
 				row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
-				if proxy.HasNames(a) {
+				if a.HasNames() {
 					row.Proxy = pl.have.ProxyService.ActiveState
 				}
 				rows = append(rows, row)
