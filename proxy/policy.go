@@ -78,15 +78,16 @@ func special(a netip.Addr) bool {
 	return false
 }
 
-// addrAllowed says whether one of addrs (the agent's address rules) lets
-// the agent reach addr on port over tcp the way the firewall would let it
-// connect there itself: a rule naming the address or a range of it
-// explicitly, or a wide one (0.0.0.0/0, 10.0.0.0/8), which means "outside
-// this host" and so never covers a host block or one of this host's
-// addresses (local).
-func addrAllowed(addrs []spec.Egress, addr netip.Addr, port uint16, local func(netip.Addr) bool) bool {
-	for _, r := range addrs {
-		if r.Proto != "tcp" || (r.Port != 0 && r.Port != port) || !r.Prefix.Contains(addr) {
+// addrAllowed says whether one of rules (an address rule) lets the agent
+// reach addr on port over tcp the way the firewall would let it connect
+// there itself: a rule naming the address or a range of it explicitly, or
+// a wide one (0.0.0.0/0, 10.0.0.0/8), which means "outside this host" and
+// so never covers a host block or one of this host's addresses (local).
+// It runs for every CONNECT and resolved address, so it asks each rule's
+// kind (spec's IsName) instead of splitting them (SplitEgress allocates).
+func addrAllowed(rules []spec.Egress, addr netip.Addr, port uint16, local func(netip.Addr) bool) bool {
+	for _, r := range rules {
+		if r.IsName() || r.Proto != "tcp" || (r.Port != 0 && r.Port != port) || !r.Prefix.Contains(addr) {
 			continue
 		}
 		if !spec.Wide(r.Prefix) {
@@ -99,10 +100,8 @@ func addrAllowed(addrs []spec.Egress, addr netip.Addr, port uint16, local func(n
 	return false
 }
 
-// nameAllowed says whether one of names (the agent's name rules) allows
-// name on port.
-func nameAllowed(names []spec.Egress, name string, port uint16) bool {
-	for _, r := range names {
+func nameAllowed(rules []spec.Egress, name string, port uint16) bool {
+	for _, r := range rules {
 		if r.MatchName(name, port) {
 			return true
 		}
@@ -174,14 +173,13 @@ func (p Policy) Decide(uid uint32, t Target, local func(netip.Addr) bool) Decisi
 		return Decision{Reason: ReasonNotAgent}
 	}
 	d := Decision{Agent: a.ID, Reason: ReasonAllowed, Allow: true}
-	addrs, names := spec.SplitEgress(a.Rules)
 	if t.Addr.IsValid() {
-		if !addrAllowed(addrs, t.Addr, t.Port, local) {
+		if !addrAllowed(a.Rules, t.Addr, t.Port, local) {
 			d.Allow, d.Reason = false, ReasonIPLiteral
 		}
 		return d
 	}
-	if !nameAllowed(names, t.Host, t.Port) {
+	if !nameAllowed(a.Rules, t.Host, t.Port) {
 		d.Allow, d.Reason = false, ReasonNoRule
 	}
 	return d
@@ -193,11 +191,11 @@ func (p Policy) Decide(uid uint32, t Target, local func(netip.Addr) bool) Decisi
 // rebinding): an allowed name whose owner points it at this host's public
 // address must not reach a service the host runs there.
 func (p Policy) Addrs(uid uint32, resolved []netip.Addr, port uint16, local func(netip.Addr) bool) []netip.Addr {
-	addrs, _ := spec.SplitEgress(p.Agents[uid].Rules)
+	a := p.Agents[uid]
 	var out []netip.Addr
 	for _, r := range resolved {
 		r = r.Unmap()
-		if !(special(r) || (local != nil && local(r))) || addrAllowed(addrs, r, port, local) {
+		if !(special(r) || (local != nil && local(r))) || addrAllowed(a.Rules, r, port, local) {
 			out = append(out, r)
 		}
 	}
