@@ -11,8 +11,8 @@ import (
 
 	"github.com/flockrun/flock/audit/probe"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Probe is one escape: what the agent tries, and its control, the same

@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/test/benchrow"
+	"github.com/flockrun/flock/wire"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // FakeHost is an in-memory Host for planner tests. It keeps the config

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestSnapshotCounts: what /metrics reads of a real bus moves with what

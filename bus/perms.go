@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // ForFlock is the bus f needs. keys maps user names to public nkeys, the

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/wire"
 )
 
 // MaxPayload is the largest message the bus carries: a task result may hold

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestTaskTakenOnce: tasks for any worker are each run once by one of two

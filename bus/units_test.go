@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // fakeUnits is systemd as the bus reads it, recording what was asked.

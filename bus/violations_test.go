@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/wire"
 )
 
 func byKind(s *Server, id int) map[string]uint64 { return s.Status().Agents[id].Violations }

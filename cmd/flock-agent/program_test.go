@@ -14,8 +14,8 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )

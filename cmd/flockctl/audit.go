@@ -16,10 +16,10 @@ import (
 	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/audit/probe"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // auditDir holds the audit units' answers: root's alone.

@@ -14,13 +14,13 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 func newExplain() *cobra.Command {

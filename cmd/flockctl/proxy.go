@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/wire"
 )
 
 // connectBus connects as the proxy's bus user, retrying for as long as

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/wire"
 )
 
 // tableRows are rows as status makes them: connected, disconnected with

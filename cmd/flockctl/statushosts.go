@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 // placement is where a multi-host flock's agents run, for the HOST column

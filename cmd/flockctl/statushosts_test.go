@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // threeHosts is agents 1 and 2 on a, 3 on b, 4 on c.

@@ -52,12 +52,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // parallel is flockctl's bound on concurrent unit jobs (plan.parallelStarts).
