@@ -15,6 +15,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
@@ -86,7 +87,7 @@ func (b *taskBus) result(t *testing.T, id string) (wire.Result, *jetstream.RawSt
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := bus.WaitResult(ctx, b.op, id, time.Now().Add(-time.Minute))
+	res, err := operator.WaitResult(ctx, b.op, id, time.Now().Add(-time.Minute))
 	if err != nil {
 		t.Fatalf("the result of %s: %v", id, err)
 	}

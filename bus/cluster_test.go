@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -261,7 +262,7 @@ func TestClusterHostLoss(t *testing.T) {
 			// sent again: the task id keeps one copy.
 			for attempt := 0; ; attempt++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := SendTask(ctx, op.Conn, wire.RoleTasks("worker"), id, []byte(id))
+				_, err := operator.SendTask(ctx, op.Conn, wire.RoleTasks("worker"), id, []byte(id))
 				cancel()
 				if err == nil {
 					break
@@ -458,7 +459,7 @@ func TestClusterWaitResultAcrossHosts(t *testing.T) {
 		since := time.Now()
 		send(t, op.Conn, wire.AgentTasks(2), id, "x")
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-		res, err := WaitResult(ctx, op.Conn, id, since)
+		res, err := operator.WaitResult(ctx, op.Conn, id, since)
 		cancel()
 		if err != nil {
 			t.Fatalf("task %d: %v after %s", i, err, time.Since(since))

@@ -560,7 +560,7 @@ func (d *desk) pruneLocked() {
 		return
 	}
 	d.pruned = now
-	keep := max(10*d.s.ackWait(), TaskDedupWindow)
+	keep := max(10*d.s.ackWait(), wire.TaskDedupWindow)
 	for seq, h := range d.held {
 		if now.Sub(h.at) > keep {
 			delete(d.held, seq)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -431,7 +432,7 @@ func TestDeskSaysWhoHoldsATask(t *testing.T) {
 	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
 	holders := func() map[string]int {
 		t.Helper()
-		entries, err := ListTasks(context.Background(), op.Conn, 10)
+		entries, err := operator.ListTasks(context.Background(), op.Conn, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

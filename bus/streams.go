@@ -161,7 +161,7 @@ func streamConfigs(t Tasks, replicas int) []jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    t.StoreMax / 2,
-		Duplicates:  TaskDedupWindow,
+		Duplicates:  wire.TaskDedupWindow,
 	}, {
 		Name:        wire.ResultsStream,
 		Description: "one result per task",

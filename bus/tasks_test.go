@@ -18,6 +18,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -74,7 +75,7 @@ func TestTaskTakenOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// The first one's result is found, as flockctl send --wait finds it.
-	res, err := WaitResult(ctx, op.Conn, tasks[3], again.At.Add(-TaskDedupWindow))
+	res, err := operator.WaitResult(ctx, op.Conn, tasks[3], again.At.Add(-wire.TaskDedupWindow))
 	if err != nil || res.TaskID != tasks[3] || res.Output != "payload of "+tasks[3] {
 		t.Errorf("the result of the resent task: %+v, %v", res, err)
 	}
@@ -207,7 +208,7 @@ func TestDeadLetter(t *testing.T) {
 	startWorker(t, s.ClientURL(), ids, 2, e.handler(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := WaitResult(ctx, op.Conn, "doomed", sentAt)
+	res, err := operator.WaitResult(ctx, op.Conn, "doomed", sentAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestDeadLetter(t *testing.T) {
 	if r := stored(t, op.Conn)["doomed"]; len(r) != 1 || len(e.ranBy("doomed")) != 0 {
 		t.Errorf("%d stored results, want 1: %+v; run again by %v", len(r), r, e.ranBy("doomed"))
 	}
-	entries, err := ListTasks(ctx, op.Conn, 10)
+	entries, err := operator.ListTasks(ctx, op.Conn, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

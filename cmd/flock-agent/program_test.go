@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats.go"
@@ -57,13 +58,13 @@ func TestServeTaskMode(t *testing.T) {
 		t.Fatalf("first event %q", kind)
 	}
 	// Stored before the agent pulls or after: it is queued either way.
-	sent, err := bus.SendTask(ctx, tester, wire.RoleTasks("worker"), "t-9", []byte("shout"))
+	sent, err := operator.SendTask(ctx, tester, wire.RoleTasks("worker"), "t-9", []byte("shout"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	res, err := bus.WaitResult(wctx, tester, "t-9", sent.At)
+	res, err := operator.WaitResult(wctx, tester, "t-9", sent.At)
 	if err != nil || !res.OK || res.Output != "SHOUT" || res.TaskID != "t-9" || res.Agent != 5 {
 		t.Errorf("result %+v, %v", res, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
@@ -145,14 +146,14 @@ func sendTask(cmd *cobra.Command, t target, id string, payload []byte, wait bool
 	}
 	defer nc.Close()
 	// Asked before sending: once sent, the worker waiting takes it.
-	idle, idleErr := bus.Idle(ctx, nc, t.consumer)
-	sent, err := bus.SendTask(ctx, nc, t.subject, id, payload)
+	idle, idleErr := operator.Idle(ctx, nc, t.consumer)
+	sent, err := operator.SendTask(ctx, nc, t.subject, id, payload)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
 	if sent.Duplicate {
-		fmt.Fprintf(stderr, "task %s was already sent in the last %s; it is not sent again\n", id, bus.TaskDedupWindow)
+		fmt.Fprintf(stderr, "task %s was already sent in the last %s; it is not sent again\n", id, wire.TaskDedupWindow)
 	} else if idleErr == nil && !idle {
 		fmt.Fprintf(stderr, "task %s is queued for %s: none is waiting for tasks right now (all busy, or none connected: see flockctl status)\n", id, t.who)
 	}
@@ -162,11 +163,11 @@ func sendTask(cmd *cobra.Command, t target, id string, payload []byte, wait bool
 	}
 	since := sent.At
 	if sent.Duplicate { // the first one's result may be older than this send
-		since = since.Add(-bus.TaskDedupWindow)
+		since = since.Add(-wire.TaskDedupWindow)
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.wait)
 	defer cancel()
-	res, err := bus.WaitResult(wctx, nc, id, since)
+	res, err := operator.WaitResult(wctx, nc, id, since)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("task %s: no result within %s; it stays queued and runs when a worker takes it (flockctl tasks shows it; --timeout waits longer)", id, t.wait)
 	}

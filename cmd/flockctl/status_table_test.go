@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -37,19 +37,19 @@ func TestStatusTableOneHost(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "status-one-host.golden"), b.String())
 }
 
-// taskRows are tasks as bus.ListTasks lists them: running held, running
+// taskRows are tasks as operator.ListTasks lists them: running held, running
 // waiting to be handed out again, pending, done by an agent and by the
 // bus, dead.
-func taskRows() []bus.TaskEntry {
+func taskRows() []operator.TaskEntry {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	yes, no := true, false
-	return []bus.TaskEntry{
-		{ID: "t-1", State: bus.Running, Subject: "tasks.worker", Holder: 2, Time: at},
-		{ID: "t-2", State: bus.Running, Subject: "tasks.agent.3", Agent: 3, Time: at},
-		{ID: "t-3", State: bus.Pending, Subject: "tasks.worker", Time: at.Add(time.Second)},
-		{ID: "t-4", State: bus.Done, Subject: "tasks.worker", Agent: 3, OK: &yes, Time: at.Add(-time.Minute)},
-		{ID: "t-5", State: bus.Done, Subject: "tasks.worker", OK: &no, Error: "no worker", Time: at.Add(-time.Minute)},
-		{ID: "t-6", State: bus.Dead, Subject: "tasks.worker", Deliveries: 3, Time: at.Add(-time.Hour)},
+	return []operator.TaskEntry{
+		{ID: "t-1", State: operator.Running, Subject: "tasks.worker", Holder: 2, Time: at},
+		{ID: "t-2", State: operator.Running, Subject: "tasks.agent.3", Agent: 3, Time: at},
+		{ID: "t-3", State: operator.Pending, Subject: "tasks.worker", Time: at.Add(time.Second)},
+		{ID: "t-4", State: operator.Done, Subject: "tasks.worker", Agent: 3, OK: &yes, Time: at.Add(-time.Minute)},
+		{ID: "t-5", State: operator.Done, Subject: "tasks.worker", OK: &no, Error: "no worker", Time: at.Add(-time.Minute)},
+		{ID: "t-6", State: operator.Dead, Subject: "tasks.worker", Deliveries: 3, Time: at.Add(-time.Hour)},
 	}
 }
 

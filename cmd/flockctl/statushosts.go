@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -89,7 +90,7 @@ type hostsAnswers struct {
 }
 
 // askHosts starts asking the other hosts' buses for their units; wait
-// returns their answers (at most bus.GatherWait later).
+// returns their answers (at most operator.GatherWait later).
 func (p *placement) askHosts(ctx context.Context) (wait func() hostsAnswers) {
 	done := make(chan hostsAnswers, 1)
 	go func() {
@@ -99,7 +100,7 @@ func (p *placement) askHosts(ctx context.Context) (wait func() hostsAnswers) {
 			return
 		}
 		defer nc.Close()
-		got, err := bus.GatherUnits(ctx, nc, p.others(), bus.GatherWait)
+		got, err := operator.GatherUnits(ctx, nc, p.others(), operator.GatherWait)
 		done <- hostsAnswers{got: got, askErr: err}
 	}()
 	return func() hostsAnswers { return <-done }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -55,7 +56,7 @@ answer within 2 s is named below the table).`,
 			} else if placed != nil {
 				desks = placed.hosts
 			}
-			entries, err := bus.ListTasks(cmd.Context(), nc, limit, desks...)
+			entries, err := operator.ListTasks(cmd.Context(), nc, limit, desks...)
 			if err != nil {
 				return err
 			}
@@ -64,8 +65,8 @@ answer within 2 s is named below the table).`,
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
 			}
 			if placed != nil {
-				said, err := bus.GatherUnits(cmd.Context(), nc, placed.others(), bus.GatherWait)
-				bus.AddHolders(entries, said)
+				said, err := operator.GatherUnits(cmd.Context(), nc, placed.others(), operator.GatherWait)
+				operator.AddHolders(entries, said)
 				defer printSilent(notes, placed.others(), said, err)
 			}
 			if output == "json" {
@@ -75,7 +76,7 @@ answer within 2 s is named below the table).`,
 					return enc.Encode(withHosts(entries, placed))
 				}
 				if entries == nil {
-					entries = []bus.TaskEntry{}
+					entries = []operator.TaskEntry{}
 				}
 				return enc.Encode(entries)
 			}
@@ -90,7 +91,7 @@ answer within 2 s is named below the table).`,
 
 // printTasks is the tasks table; placed (a flock on several hosts) adds
 // the HOST column.
-func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *placement) {
+func printTasks(w io.Writer, entries []operator.TaskEntry, now time.Time, placed *placement) {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
 		return
@@ -105,7 +106,7 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *pla
 		agent := "-"
 		if e.Agent > 0 {
 			agent = strconv.Itoa(e.Agent)
-		} else if e.State == bus.Done {
+		} else if e.State == operator.Done {
 			agent = "bus"
 		}
 		holder := "-"
@@ -121,11 +122,11 @@ func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *pla
 }
 
 // outcome says in words how a task ended, or what holds it.
-func outcome(e bus.TaskEntry) string {
+func outcome(e operator.TaskEntry) string {
 	switch {
 	case e.Note != "":
 		return e.Note
-	case e.State == bus.Dead:
+	case e.State == operator.Dead:
 		return fmt.Sprintf("after %d deliveries", e.Deliveries)
 	case e.OK != nil && *e.OK:
 		return "ok"
@@ -137,12 +138,12 @@ func outcome(e bus.TaskEntry) string {
 
 // taskRow is a task in JSON on several hosts: the entry and its host.
 type taskRow struct {
-	bus.TaskEntry
+	operator.TaskEntry
 	Host string `json:"host,omitempty"`
 }
 
 // withHosts is entries with the host of each one's agent.
-func withHosts(entries []bus.TaskEntry, placed *placement) []taskRow {
+func withHosts(entries []operator.TaskEntry, placed *placement) []taskRow {
 	out := make([]taskRow, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, placed)})
@@ -153,7 +154,7 @@ func withHosts(entries []bus.TaskEntry, placed *placement) []taskRow {
 // taskHost is the host of the agent holding the task, else of the one it
 // is addressed to or that stored its result; "" for none (pending, or
 // stored by the bus).
-func taskHost(e bus.TaskEntry, placed *placement) string {
+func taskHost(e operator.TaskEntry, placed *placement) string {
 	switch {
 	case e.Holder > 0:
 		return placed.host(e.Holder)
