@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/internal/syncbuf"
 	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
@@ -39,7 +40,7 @@ func startTaskBusAs(t *testing.T, dir, listen string, au, ou testUser) *taskBus 
 	t.Helper()
 	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
 		Agents: []spec.Agent{{ID: 7, Role: spec.RoleWorker, TaskTimeout: spec.DefaultTimeout}}}
-	c := bus.ForFlock(f, map[string]string{"flock-7": au.pub, bus.OperatorName: ou.pub})
+	c := bus.ForFlock(f, map[string]string{"flock-7": au.pub, creds.OperatorName: ou.pub})
 	c.Tasks.AckWait = time.Second
 	if listen != "" {
 		c.Listen = listen

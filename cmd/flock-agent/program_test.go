@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
@@ -30,7 +31,7 @@ func TestServeTaskMode(t *testing.T) {
 	testerKey, _ := user(t)
 	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
 		Agents: []spec.Agent{{ID: 5, Role: spec.RoleWorker, TaskTimeout: 5 * time.Second}}}
-	s, err := bus.Start(bus.ForFlock(f, map[string]string{"flock-5": pub(t, agentKey), bus.OperatorName: pub(t, testerKey)}),
+	s, err := bus.Start(bus.ForFlock(f, map[string]string{"flock-5": pub(t, agentKey), creds.OperatorName: pub(t, testerKey)}),
 		bus.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

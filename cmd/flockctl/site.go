@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -68,7 +69,7 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 	for i, a := range f.Agents {
 		names[i] = spec.UserName(a.ID)
 	}
-	keys, err := bus.AgentKeys(secret, names)
+	keys, err := creds.AgentKeys(secret, names)
 	if err != nil {
 		return where{}, err
 	}
