@@ -54,7 +54,7 @@ per-agent counters. -f keeps printing new events as they happen.
 			}
 			sources := []events.Source{
 				&events.JournalSource{UIDBase: uidBase, Wall: wall},
-				&events.CounterSource{UIDBase: uidBase, Read: netpolicy.New().Refused, KernelLog: kernelLogInJournal(cmd.Context())},
+				&events.CounterSource{UIDBase: uidBase, Read: refusedCounts(netpolicy.New()), KernelLog: kernelLogInJournal(cmd.Context())},
 			}
 			return events.Stream(cmd.Context(), sources, o, eventPrinter(cmd.OutOrStdout(), output))
 		},
@@ -120,6 +120,22 @@ func eventPrinter(w io.Writer, output string) func(events.Event) error {
 		}
 		_, err := fmt.Fprintln(w, e.Text())
 		return err
+	}
+}
+
+// refusedCounts reads the firewall's per-uid refusals as events counts
+// them: events reads the counters and knows nothing of nftables.
+func refusedCounts(fw netpolicy.Firewall) func(context.Context) (map[uint32]events.Counts, error) {
+	return func(ctx context.Context) (map[uint32]events.Counts, error) {
+		r, err := fw.Refused(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[uint32]events.Counts, len(r))
+		for uid, c := range r {
+			out[uid] = events.Counts{Refused: c.Refused, Logged: c.Logged}
+		}
+		return out, nil
 	}
 }
 
