@@ -1,7 +1,3 @@
-// Package bus is the server side of flock's bus: the configuration
-// provision writes (who may say and hear what), the credentials agents and
-// the operator authenticate with, and the embedded NATS server `flockctl
-// serve` runs. The language spoken on it is in package wire.
 package bus
 
 import (

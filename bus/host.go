@@ -110,6 +110,22 @@ func (s *System) Status(ctx context.Context) (*wire.BusStatus, error) {
 	return &st, nil
 }
 
+// Permissions asks the running bus for agent id's permissions in force.
+func (s *System) Permissions(ctx context.Context, id int) (wire.Permissions, error) {
+	nc, server, err := s.operator(ctx)
+	if err != nil {
+		return wire.Permissions{}, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.PermissionsSubject, server), wire.PermissionsRequest(id))
+	if err != nil {
+		return wire.Permissions{}, fmt.Errorf("%s (agent %d): %w", wire.PermissionsSubject, id, err)
+	}
+	return wire.ParsePermissions(msg.Data)
+}
+
 // statusTimeout bounds the bus's answer to a status request.
 const statusTimeout = 5 * time.Second
 

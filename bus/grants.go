@@ -1,5 +1,9 @@
 package bus
 
+// What each user of a flock may say and hear on the bus: ForFlock makes
+// the config's users from the spec, each role's grants in agentUser.
+// permissions.go turns them into nats-server's.
+
 import (
 	"slices"
 	"time"
