@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/status"
 	"github.com/flockrun/flock/units"
 )
 
@@ -66,11 +67,11 @@ func printDiagnosis(ctx context.Context, w io.Writer, f *spec.Flock, a spec.Agen
 		if st.Name != spec.UnitName(a.ID) {
 			continue
 		}
-		st = withExit(ctx, m, st)
-		r := statusOf(f, a, st)
-		if r.Diagnosis = diagnose(ctx, a, st); r.Diagnosis != nil {
+		st = status.WithExit(ctx, m, st)
+		r := status.Of(f, a, st)
+		if r.Diagnosis = status.Diagnose(ctx, a, st); r.Diagnosis != nil {
 			fmt.Fprintln(w, "==> diagnosis <==")
-			printDiagnoses(w, []agentStatus{r})
+			status.WriteDiagnoses(w, []status.Agent{r})
 		}
 	}
 }

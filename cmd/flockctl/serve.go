@@ -106,7 +106,7 @@ func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(
 // unitStates reads the agents' units for the bus's answers on
 // wire.UnitsSubject through the Observer /metrics uses. A stopped unit is
 // not asked for its restarts: reading its properties while systemd
-// collects it would load it again (as status's withExit).
+// collects it would load it again (as status.WithExit).
 type unitStates struct{ obs *units.Observer }
 
 func (u unitStates) States(ctx context.Context, names []string) (map[string]wire.AgentUnit, error) {

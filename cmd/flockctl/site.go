@@ -96,6 +96,18 @@ func hostOf(f *spec.Flock, addrs []netip.Addr) (string, error) {
 	return "", fmt.Errorf("this machine has the addresses of several of the spec's hosts (%s); name this one with --host NAME", strings.Join(found, ", "))
 }
 
+// thisHostOf is the host of f whose address this machine has, as
+// provision tells it; "" when none or several have, or the addresses
+// cannot be read.
+func thisHostOf(f *spec.Flock) string {
+	addrs, err := proxy.HostAddrs()
+	if err != nil {
+		return ""
+	}
+	h, _ := hostOf(f, addrs)
+	return h
+}
+
 // installedHost is the host name the installed bus config records ("" on
 // one host, or when there is none).
 func installedHost(path string) string {

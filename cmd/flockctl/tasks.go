@@ -1,20 +1,15 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/operator"
-	"github.com/flockrun/flock/wire"
+	"github.com/flockrun/flock/status"
 )
 
 func newTasks() *cobra.Command {
@@ -51,10 +46,10 @@ answer within 2 s is named below the table).`,
 			// host's is asked here, the others' through their units.
 			placed := tasksPlacement(cmd.Context())
 			var desks []string
-			if placed != nil && placed.self != "" {
-				desks = []string{placed.self}
+			if placed != nil && placed.Self() != "" {
+				desks = []string{placed.Self()}
 			} else if placed != nil {
-				desks = placed.hosts
+				desks = placed.Hosts()
 			}
 			entries, err := operator.ListTasks(cmd.Context(), nc, limit, desks...)
 			if err != nil {
@@ -65,22 +60,14 @@ answer within 2 s is named below the table).`,
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
 			}
 			if placed != nil {
-				said, err := operator.GatherUnits(cmd.Context(), nc, placed.others(), operator.GatherWait)
+				said, err := operator.GatherUnits(cmd.Context(), nc, placed.Others(), operator.GatherWait)
 				operator.AddHolders(entries, said)
-				defer printSilent(notes, placed.others(), said, err)
+				defer status.WriteSilent(notes, placed.Others(), said, err)
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if placed != nil {
-					return enc.Encode(withHosts(entries, placed))
-				}
-				if entries == nil {
-					entries = []operator.TaskEntry{}
-				}
-				return enc.Encode(entries)
+				return status.WriteTasksJSON(cmd.OutOrStdout(), entries, placed)
 			}
-			printTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
+			status.WriteTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
 			return nil
 		},
 	}
@@ -89,104 +76,14 @@ answer within 2 s is named below the table).`,
 	return cmd
 }
 
-// printTasks is the tasks table; placed (a flock on several hosts) adds
-// the HOST column.
-func printTasks(w io.Writer, entries []operator.TaskEntry, now time.Time, placed *placement) {
-	if len(entries) == 0 {
-		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if placed != nil {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
-	} else {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
-	}
-	for _, e := range entries {
-		agent := "-"
-		if e.Agent > 0 {
-			agent = strconv.Itoa(e.Agent)
-		} else if e.State == operator.Done {
-			agent = "bus"
-		}
-		holder := "-"
-		if e.Holder > 0 {
-			holder = strconv.Itoa(e.Holder)
-		}
-		if placed != nil {
-			holder += "\t" + cmp.Or(taskHost(e, placed), "-")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
-	}
-	tw.Flush()
-}
-
-// outcome says in words how a task ended, or what holds it.
-func outcome(e operator.TaskEntry) string {
-	switch {
-	case e.Note != "":
-		return e.Note
-	case e.State == operator.Dead:
-		return fmt.Sprintf("after %d deliveries", e.Deliveries)
-	case e.OK != nil && *e.OK:
-		return "ok"
-	case e.OK != nil:
-		return "failed: " + e.Error
-	}
-	return "-"
-}
-
-// taskRow is a task in JSON on several hosts: the entry and its host.
-type taskRow struct {
-	operator.TaskEntry
-	Host string `json:"host,omitempty"`
-}
-
-// withHosts is entries with the host of each one's agent.
-func withHosts(entries []operator.TaskEntry, placed *placement) []taskRow {
-	out := make([]taskRow, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, placed)})
-	}
-	return out
-}
-
-// taskHost is the host of the agent holding the task, else of the one it
-// is addressed to or that stored its result; "" for none (pending, or
-// stored by the bus).
-func taskHost(e operator.TaskEntry, placed *placement) string {
-	switch {
-	case e.Holder > 0:
-		return placed.host(e.Holder)
-	case e.Agent > 0:
-		return placed.host(e.Agent)
-	}
-	return ""
-}
-
 // tasksPlacement is where the agents run, from the bus config and the
 // last provisioned spec; nil on one host (or when neither can be read:
 // then there is no host to show).
-func tasksPlacement(ctx context.Context) *placement {
+func tasksPlacement(ctx context.Context) *status.Placement {
 	cfg, _ := bus.NewSystem().Config(ctx)
 	f, err := appliedFlock()
 	if err != nil {
 		f = nil
 	}
-	return placementOf(f, cfg)
-}
-
-// printSilent names the hosts whose desks did not say which tasks their
-// workers hold: those tasks show no holder.
-func printSilent(w io.Writer, hosts []string, said map[string]wire.HostUnits, askErr error) {
-	for _, h := range hosts {
-		if _, ok := said[h]; ok {
-			continue
-		}
-		why := "did not answer"
-		if askErr != nil {
-			why = "could not be asked: " + askErr.Error()
-		}
-		fmt.Fprintf(w, "note: host %s %s: the tasks its workers hold show no holder\n", h, why)
-	}
+	return status.PlacementOf(f, cfg, thisHostOf)
 }
