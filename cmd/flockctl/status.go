@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"context"
 
 	"github.com/spf13/cobra"
 
@@ -9,38 +9,47 @@ import (
 	"github.com/flockrun/flock/status"
 )
 
+type statusOpts struct {
+	stdio
+	file, output string
+}
+
 func newStatus() *cobra.Command {
-	var file, output string
+	var o statusOpts
 	cmd := &cobra.Command{
 		Use:   "status [-f FILE] [--output table|json]",
 		Short: "Show every agent: its user, unit state and isolation level",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: choose table or json", output)
-			}
-			f, err := flockFor(file)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			// Drift is what provision would change, planned read-only.
-			w, err := whereFor(f, "", true)
-			if err != nil {
-				return err
-			}
-			pl, err := planFor(ctx, f, w)
-			if err != nil {
-				return err
-			}
-			defer pl.close()
-			r := status.Read(ctx, f, status.Sources{Host: pl.host, Have: pl.have, Drift: pl.plan, Connect: operatorConn, ThisHost: thisHostOf})
-			return r.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), output == "json")
+			o.stdio = stdioOf(cmd)
+			return runStatus(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "spec to compare against (default: the last provisioned)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "spec to compare against (default: the last provisioned)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+func runStatus(ctx context.Context, o statusOpts) error {
+	if err := checkOutput(o.output, "table", "json"); err != nil {
+		return err
+	}
+	f, err := flockFor(o.file)
+	if err != nil {
+		return err
+	}
+	// Drift is what provision would change, planned read-only.
+	w, err := whereFor(f, "", true)
+	if err != nil {
+		return err
+	}
+	s, err := setUp(ctx, f, w, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	r := status.Read(ctx, f, status.Sources{Host: s.host, Have: s.have, Drift: s.plan, Connect: operatorConn, ThisHost: thisHostOf})
+	return r.Write(o.out, o.errOut, o.output == "json")
 }
 
 func flockFor(file string) (*spec.Flock, error) {

@@ -12,9 +12,14 @@ import (
 	"github.com/flockrun/flock/status"
 )
 
+type tasksOpts struct {
+	stdio
+	output string
+	limit  int
+}
+
 func newTasks() *cobra.Command {
-	var output string
-	var limit int
+	var o tasksOpts
 	cmd := &cobra.Command{
 		Use:   "tasks [--limit N] [--output table|json]",
 		Short: "List the tasks the bus holds: pending, running, done and dead-lettered",
@@ -30,50 +35,55 @@ host's bus is asked which tasks its workers hold (a host that does not
 answer within 2 s is named below the table).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: choose table or json", output)
-			}
-			if limit < 1 {
-				return fmt.Errorf("--limit %d: give at least 1", limit)
-			}
-			nc, err := operatorConn(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			// On several hosts, each host's desk knows the tasks its
-			// workers hold, and answers on a subject of its own: this
-			// host's is asked here, the others' through their units.
-			placed := tasksPlacement(cmd.Context())
-			var desks []string
-			if placed != nil && placed.Self() != "" {
-				desks = []string{placed.Self()}
-			} else if placed != nil {
-				desks = placed.Hosts()
-			}
-			entries, err := operator.ListTasks(cmd.Context(), nc, limit, desks...)
-			if err != nil {
-				return err
-			}
-			notes := cmd.OutOrStdout()
-			if output == "json" {
-				notes = cmd.ErrOrStderr() // stdout stays one JSON document
-			}
-			if placed != nil {
-				said, err := operator.GatherUnits(cmd.Context(), nc, placed.Others(), operator.GatherWait)
-				operator.AddHolders(entries, said)
-				defer status.WriteSilent(notes, placed.Others(), said, err)
-			}
-			if output == "json" {
-				return status.WriteTasksJSON(cmd.OutOrStdout(), entries, placed)
-			}
-			status.WriteTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
-			return nil
+			o.stdio = stdioOf(cmd)
+			return runTasks(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 50, "how many done and how many dead-lettered tasks to show")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().IntVar(&o.limit, "limit", 50, "how many done and how many dead-lettered tasks to show")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+func runTasks(ctx context.Context, o tasksOpts) error {
+	if err := checkOutput(o.output, "table", "json"); err != nil {
+		return err
+	}
+	if o.limit < 1 {
+		return fmt.Errorf("--limit %d: give at least 1", o.limit)
+	}
+	nc, err := operatorConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// On several hosts, each host's desk knows the tasks its
+	// workers hold, and answers on a subject of its own: this
+	// host's is asked here, the others' through their units.
+	placed := tasksPlacement(ctx)
+	var desks []string
+	if placed != nil && placed.Self() != "" {
+		desks = []string{placed.Self()}
+	} else if placed != nil {
+		desks = placed.Hosts()
+	}
+	entries, err := operator.ListTasks(ctx, nc, o.limit, desks...)
+	if err != nil {
+		return err
+	}
+	notes := o.out
+	if o.output == "json" {
+		notes = o.errOut // stdout stays one JSON document
+	}
+	if placed != nil {
+		said, err := operator.GatherUnits(ctx, nc, placed.Others(), operator.GatherWait)
+		operator.AddHolders(entries, said)
+		defer status.WriteSilent(notes, placed.Others(), said, err)
+	}
+	if o.output == "json" {
+		return status.WriteTasksJSON(o.out, entries, placed)
+	}
+	status.WriteTasks(o.out, entries, time.Now(), placed)
+	return nil
 }
 
 // tasksPlacement is where the agents run, from the bus config and the
