@@ -83,26 +83,20 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 	ctx := context.Background()
 	sub := newHost(t)
 	h := sub.host
-	pubs := map[string]string{} // name -> key, as the first Ensure said
-	keys := func(names ...string) map[string]string {
-		m := map[string]string{}
-		for _, n := range names {
-			m[n] = pubs[n]
-		}
-		return m
-	}
+	pubs := map[string]string{} // name -> key, as Ensure said
 	// configs are made once the keys are known.
 	config := func(without ...string) *Config {
 		f := testFlock()
 		host, port, _ := net.SplitHostPort(sub.listen)
 		f.Bus.Host = host
 		f.Bus.Port = atoi(t, port)
-		c := ForFlock(f, maps.Clone(keys(slices.DeleteFunc([]string{"flock-1", "flock-2", creds.OperatorName}, func(n string) bool { return slices.Contains(without, n) })...)))
+		keys := maps.Clone(pubs)
+		maps.DeleteFunc(keys, func(n, _ string) bool { return slices.Contains(without, n) })
+		c := ForFlock(f, keys)
 		return &c
 	}
-	all := []string{"flock-1", "flock-2", creds.OperatorName}
 	ensure := func() error {
-		for _, n := range all {
+		for _, n := range []string{"flock-1", "flock-2", creds.OperatorName} {
 			pub, _, err := h.Ensure(ctx, n)
 			if err != nil {
 				return err
@@ -115,41 +109,41 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 	for _, s := range []struct {
 		name       string
 		do         func() error
-		wantErr    error // nil: none; errAnyBus: any error
-		keys       []string
+		wantErr    error          // nil: none; errAnyBus: any error
+		identities bool           // Keys lists the ones Ensure made; false: none
 		wantConfig func() *Config // nil: no config
 		loaded     func() *Config // the config the running bus has in force; nil: not checked
 	}{
 		{name: "a fresh host has no identities and no config; Reload says ErrNoBus",
 			do: func() error { return h.Reload(ctx) }, wantErr: ErrNoBus},
-		{name: "Ensure creates identities", do: ensure, keys: all},
+		{name: "Ensure creates identities", do: ensure, identities: true},
 		{name: "WriteConfig refuses an invalid config",
-			do: func() error { c := config(); c.Listen = "nowhere"; return h.WriteConfig(ctx, *c) }, wantErr: errAnyBus, keys: all},
-		{name: "WriteConfig writes what Config reads", do: func() error { return h.WriteConfig(ctx, *config()) }, keys: all,
+			do: func() error { c := config(); c.Listen = "nowhere"; return h.WriteConfig(ctx, *c) }, wantErr: errAnyBus, identities: true},
+		{name: "WriteConfig writes what Config reads", do: func() error { return h.WriteConfig(ctx, *config()) }, identities: true,
 			wantConfig: func() *Config { return config() }},
-		{name: "WriteConfig again", do: func() error { return h.WriteConfig(ctx, *config()) }, keys: all,
+		{name: "WriteConfig again", do: func() error { return h.WriteConfig(ctx, *config()) }, identities: true,
 			wantConfig: func() *Config { return config() }},
 		{name: "Reload reaches the bus", do: func() error {
 			if sub.serve != nil {
 				sub.serve(t)
 			}
 			return h.Reload(ctx)
-		}, keys: all, wantConfig: func() *Config { return config() }, loaded: func() *Config { return config() }},
+		}, identities: true, wantConfig: func() *Config { return config() }, loaded: func() *Config { return config() }},
 		{name: "WriteConfig of fewer users, and Reload",
 			do: func() error {
 				if err := h.WriteConfig(ctx, *config("flock-2")); err != nil {
 					return err
 				}
 				return h.Reload(ctx)
-			}, keys: all, wantConfig: func() *Config { return config("flock-2") }, loaded: func() *Config { return config("flock-2") }},
+			}, identities: true, wantConfig: func() *Config { return config("flock-2") }, loaded: func() *Config { return config("flock-2") }},
 		{name: "WriteConfig without a Reload leaves the running bus as it was",
-			do: func() error { return h.WriteConfig(ctx, *config()) }, keys: all,
+			do: func() error { return h.WriteConfig(ctx, *config()) }, identities: true,
 			wantConfig: func() *Config { return config() }, loaded: func() *Config { return config("flock-2") }},
-		{name: "WriteConfig back", do: func() error { return h.WriteConfig(ctx, *config("flock-2")) }, keys: all,
+		{name: "WriteConfig back", do: func() error { return h.WriteConfig(ctx, *config("flock-2")) }, identities: true,
 			wantConfig: func() *Config { return config("flock-2") }, loaded: func() *Config { return config("flock-2") }},
-		{name: "RemoveConfig removes it", do: func() error { return h.RemoveConfig(ctx) }, keys: all},
-		{name: "RemoveConfig again is not an error", do: func() error { return h.RemoveConfig(ctx) }, keys: all},
-		{name: "Reload without a config says ErrNoBus", do: func() error { return h.Reload(ctx) }, wantErr: ErrNoBus, keys: all},
+		{name: "RemoveConfig removes it", do: func() error { return h.RemoveConfig(ctx) }, identities: true},
+		{name: "RemoveConfig again is not an error", do: func() error { return h.RemoveConfig(ctx) }, identities: true},
+		{name: "Reload without a config says ErrNoBus", do: func() error { return h.Reload(ctx) }, wantErr: ErrNoBus, identities: true},
 	} {
 		if !t.Run(s.name, func(t *testing.T) {
 			err := s.do()
@@ -161,8 +155,12 @@ func hostConformance(t *testing.T, newHost func(t *testing.T) hostUnderTest) {
 			case s.wantErr != nil && s.wantErr != errAnyBus && !errors.Is(err, s.wantErr):
 				t.Fatalf("error %v does not match %v", err, s.wantErr)
 			}
-			if got, err := h.Keys(ctx); err != nil || !maps.Equal(got, keys(s.keys...)) {
-				t.Errorf("Keys = %v, %v; want %v", got, err, keys(s.keys...))
+			want := map[string]string{}
+			if s.identities {
+				want = pubs
+			}
+			if got, err := h.Keys(ctx); err != nil || !maps.Equal(got, want) {
+				t.Errorf("Keys = %v, %v; want %v", got, err, want)
 			}
 			got, err := h.Config(ctx)
 			switch {

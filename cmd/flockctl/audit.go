@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -91,9 +90,7 @@ func runAudit(ctx context.Context, o auditOpts) error {
 		return err
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(o.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := printJSON(o.out, r); err != nil {
 			return err
 		}
 	} else {

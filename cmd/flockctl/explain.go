@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,9 +86,7 @@ func runExplain(ctx context.Context, o explainOpts) error {
 		return err
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(o.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return printJSON(o.out, r)
 	}
 	r.WriteText(o.out)
 	return nil

@@ -113,6 +113,17 @@ func setUp(ctx context.Context, f *spec.Flock, w where, observe bool) (*onHost, 
 	return s, nil
 }
 
+// setUpInstalled is setUp, observed, of f on the host the installed bus
+// config records (else the one whose address this machine has): what
+// status shows and reconcile re-applies.
+func setUpInstalled(ctx context.Context, f *spec.Flock) (*onHost, error) {
+	w, err := whereFor(f, "", true)
+	if err != nil {
+		return nil, err
+	}
+	return setUp(ctx, f, w, true)
+}
+
 // loadFlock reads the spec from -f, or makes one from --agents N.
 func loadFlock(file string, count int) (*spec.Flock, error) {
 	switch {

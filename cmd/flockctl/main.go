@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -70,4 +71,12 @@ func checkOutput(got string, forms ...string) error {
 		return nil
 	}
 	return fmt.Errorf("--output %q: choose %s", got, strings.Join(forms, " or "))
+}
+
+// printJSON writes v as one indented JSON document: what --output json
+// prints.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -49,11 +49,7 @@ func runReconcile(ctx context.Context, o stdio) error {
 		return nil
 	}
 	defer unlock()
-	w, err := whereFor(f, "", true)
-	if err != nil {
-		return err
-	}
-	s, err := setUp(ctx, f, w, true)
+	s, err := setUpInstalled(ctx, f)
 	if err != nil {
 		return err
 	}

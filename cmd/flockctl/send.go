@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -198,9 +197,7 @@ func operatorConn(ctx context.Context) (*nats.Conn, error) {
 
 func printResult(o stdio, res wire.Result, output string) error {
 	if output == "json" {
-		enc := json.NewEncoder(o.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(o.out, res); err != nil {
 			return err
 		}
 	} else {

@@ -39,11 +39,7 @@ func runStatus(ctx context.Context, o statusOpts) error {
 		return err
 	}
 	// Drift is what provision would change, planned read-only.
-	w, err := whereFor(f, "", true)
-	if err != nil {
-		return err
-	}
-	s, err := setUp(ctx, f, w, true)
+	s, err := setUpInstalled(ctx, f)
 	if err != nil {
 		return err
 	}
