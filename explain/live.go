@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // Sources are the host's boundaries explain reads; fakes in tests.

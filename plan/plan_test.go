@@ -11,6 +11,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -398,7 +399,7 @@ func TestProxyFollowsNames(t *testing.T) {
 	cfg, _ := fk.bus.Config(ctx)
 	var pu *bus.User
 	for i, u := range cfg.Users {
-		if u.Name == bus.ProxyName {
+		if u.Name == creds.ProxyName {
 			pu = &cfg.Users[i]
 		}
 	}
@@ -431,7 +432,7 @@ func TestProxyFollowsNames(t *testing.T) {
 	if fk.proxy.File != nil {
 		t.Error("proxy config left after its last agent went")
 	}
-	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+	if keys, _ := fk.bus.Keys(ctx); keys[creds.ProxyName] != "" {
 		t.Error("the proxy's bus identity left after its last agent went")
 	}
 	if st, _ := fk.units.Service(ctx, units.ProxyUnit); st.File != nil {
@@ -447,7 +448,7 @@ func TestProxyFollowsNames(t *testing.T) {
 	if p.Count(RemoveProxy) != 1 || fk.proxy.File != nil {
 		t.Errorf("names removed: %s", p)
 	}
-	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+	if keys, _ := fk.bus.Keys(ctx); keys[creds.ProxyName] != "" {
 		t.Error("the proxy's bus identity outlived the proxy")
 	}
 }

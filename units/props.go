@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Options are facts of the host that change the property set.
