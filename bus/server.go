@@ -24,7 +24,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max or its cluster")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, its sync or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -210,6 +210,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// one per worker in the spec, which bounds them (spec.MaxID).
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	syncOptions(o, t.Sync)
 	if s.cluster != nil {
 		s.cluster.apply(o, c.Cluster.Server)
 	}
@@ -299,8 +300,9 @@ func (s *Server) Reload(c Config) error {
 		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
 	}
 	if c.NeedsRestart(old) {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d): %w",
-			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, sync %s -> %s): %w",
+			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax,
+			SyncName(old.Tasks.Sync), SyncName(c.Tasks.Sync), ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil

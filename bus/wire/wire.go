@@ -113,9 +113,13 @@ type Event struct {
 
 // BusStatus is the bus's answer on StatusSubject.
 type BusStatus struct {
-	Started time.Time          `json:"started"`
-	Config  string             `json:"config"` // the digest of the config in force (bus.Config.Digest)
-	Agents  map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+	Started time.Time `json:"started"`
+	Config  string    `json:"config"` // the digest of the config in force (bus.Config.Digest)
+	// Sync is how JetStream brings what it stores to the disk, as the
+	// spec's bus.sync says it: "always", or an interval. "" is a bus from
+	// before the field, which synced every 2m.
+	Sync   string             `json:"sync,omitempty"`
+	Agents map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
 }
 
 // AgentOnBus is what the bus knows of one agent.
