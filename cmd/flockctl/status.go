@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
@@ -167,6 +168,7 @@ func newStatus() *cobra.Command {
 			if busErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
 			}
+			printSync(cmd.OutOrStdout(), onBus)
 			if fwErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the firewall's refusal counts could not be read: %v\n", fwErr)
 			}
@@ -240,6 +242,18 @@ func (r *agentStatus) busFields(st *wire.BusStatus, now time.Time) {
 	if at := seen.HeartbeatAt; at != nil {
 		age := now.Sub(*at).Seconds()
 		r.LastHeartbeat, r.HeartbeatAgeS = at, &age
+	}
+}
+
+// printSync says when the running bus may lose acknowledged tasks to a
+// power cut: it syncs at an interval, not always.
+func printSync(w io.Writer, st *wire.BusStatus) {
+	switch {
+	case st == nil || st.Sync == bus.SyncName(spec.SyncAlways):
+	case st.Sync == "":
+		fmt.Fprintln(w, "note: the bus syncs every 2m (it started before bus.sync): a power cut loses what it stored since; flockctl provision restarts it to sync always")
+	default:
+		fmt.Fprintf(w, "note: the bus syncs every %s (bus.sync): a power cut loses what it stored in the last %s\n", st.Sync, st.Sync)
 	}
 }
 

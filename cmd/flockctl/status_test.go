@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/units"
 )
 
@@ -72,6 +73,28 @@ func TestPrintProxyDown(t *testing.T) {
 	} {
 		var b strings.Builder
 		printProxyDown(&b, tc.rows)
+		if b.String() != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
+
+// Tier: unit. Below the table: a bus that syncs at an interval, or one
+// from before bus.sync, may lose acknowledged tasks to a power cut, and
+// says so; one that syncs always, or did not answer, says nothing.
+func TestPrintSync(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   *wire.BusStatus
+		want string
+	}{
+		{"always", &wire.BusStatus{Sync: "always"}, ""},
+		{"no answer", nil, ""},
+		{"an interval", &wire.BusStatus{Sync: "1s"}, "note: the bus syncs every 1s (bus.sync): a power cut loses what it stored in the last 1s\n"},
+		{"a bus from before bus.sync", &wire.BusStatus{}, "note: the bus syncs every 2m (it started before bus.sync): a power cut loses what it stored since; flockctl provision restarts it to sync always\n"},
+	} {
+		var b strings.Builder
+		printSync(&b, tc.st)
 		if b.String() != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
 		}
