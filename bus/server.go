@@ -91,6 +91,8 @@ type Server struct {
 
 	tally *tally // results and egress decisions per agent, for /metrics
 
+	storeProblems []wire.StoreProblem // what the store did not prove at the start (storecheck.go); under mu
+
 	mu    sync.Mutex
 	cfg   Config
 	beats map[int]heartbeat // last heartbeat by agent id
@@ -142,6 +144,7 @@ func Start(c Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -176,6 +179,7 @@ func Start(c Config, o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.putBack(context.Background())
 	s.ready.Store(true)
 	return s, nil
 }
@@ -246,12 +250,13 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results. It hears the egress proxy's decisions, to count them
+// their results. It puts back the tasks and results that proved
+// themselves in a damaged store (storecheck.go). It hears the egress proxy's decisions, to count them
 // for /metrics.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
-			wire.DeadSubject, wire.ResultSubject},
+			wire.DeadSubject, wire.ResultSubject, wire.TasksAll},
 		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects},
 		ResponseTTL: time.Minute}
 }
