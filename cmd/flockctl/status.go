@@ -151,6 +151,8 @@ func newStatus() *cobra.Command {
 				notes = cmd.ErrOrStderr() // stdout stays one JSON document
 			}
 			defer func() {
+				printSync(notes, onBus)
+				printStore(notes, onBus)
 				printProxyDown(notes, rows)
 				for _, d := range flockWide {
 					fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
@@ -168,7 +170,6 @@ func newStatus() *cobra.Command {
 			if busErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
 			}
-			printSync(cmd.OutOrStdout(), onBus)
 			if fwErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the firewall's refusal counts could not be read: %v\n", fwErr)
 			}
@@ -254,6 +255,28 @@ func printSync(w io.Writer, st *wire.BusStatus) {
 		fmt.Fprintln(w, "note: the bus syncs every 2m (it started before bus.sync): a power cut loses what it stored since; flockctl provision restarts it to sync always")
 	default:
 		fmt.Fprintf(w, "note: the bus syncs every %s (bus.sync): a power cut loses what it stored in the last %s\n", st.Sync, st.Sync)
+	}
+}
+
+// printStore says what the bus found unproven in its store at its start
+// and what it put back.
+func printStore(w io.Writer, st *wire.BusStatus) {
+	if st == nil {
+		return
+	}
+	for _, p := range st.Store {
+		where := p.Stream
+		if p.File != "" {
+			where += ", " + p.File
+		}
+		fmt.Fprintf(w, "store: %s: %s", where, p.What)
+		if p.PutBack > 0 {
+			fmt.Fprintf(w, "; %d messages that proved themselves put back", p.PutBack)
+		}
+		if p.Aside != "" {
+			fmt.Fprintf(w, "; kept in %s", p.Aside)
+		}
+		fmt.Fprintln(w, " (flockctl store check)")
 	}
 }
 

@@ -100,3 +100,22 @@ func TestPrintSync(t *testing.T) {
 		}
 	}
 }
+
+// Tier: unit. Below the table: each part of the store the bus did not
+// find proven at its start, what it put back and where the damaged files
+// are; nothing when the store proved itself.
+func TestPrintStore(t *testing.T) {
+	var b strings.Builder
+	printStore(&b, &wire.BusStatus{Store: []wire.StoreProblem{
+		{Stream: "TASKS", File: "jetstream/$G/streams/TASKS/msgs/1.blk", What: "196 bytes from byte 588 fail their checksums (1 damaged spans)",
+			PutBack: 16, LostBytes: 196, Aside: "/var/lib/flock-bus/damaged/20261127T080000.000Z"},
+		{Stream: "*", What: "the store was set aside (flockctl store quarantine)", Aside: "/var/lib/flock-bus/damaged/20261127T090000.000Z"},
+	}})
+	printStore(&b, &wire.BusStatus{})
+	printStore(&b, nil)
+	want := "store: TASKS, jetstream/$G/streams/TASKS/msgs/1.blk: 196 bytes from byte 588 fail their checksums (1 damaged spans); 16 messages that proved themselves put back; kept in /var/lib/flock-bus/damaged/20261127T080000.000Z (flockctl store check)\n" +
+		"store: *: the store was set aside (flockctl store quarantine); kept in /var/lib/flock-bus/damaged/20261127T090000.000Z (flockctl store check)\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
