@@ -189,11 +189,14 @@ worker's hands at that moment run again.`,
 			if err := preflight(); err != nil {
 				return err
 			}
+			// Held while the bus is stopped and its store moved, so no
+			// provision starts it in between; not while it starts again, so
+			// its reconcile runs as at any start.
 			unlock, err := lockHost(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			defer unlock()
+			defer func() { unlock() }()
 			dir, err := busStateDir()
 			if err != nil {
 				return err
@@ -215,6 +218,8 @@ worker's hands at that moment run again.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "moved the store to %s\n", aside)
+			unlock()
+			unlock = func() {}
 			if err := m.RestartService(ctx, units.BusUnit); err != nil {
 				return fmt.Errorf("starting %s with an empty store: %w (the old one is in %s)", units.BusUnit, err, aside)
 			}
@@ -223,7 +228,8 @@ worker's hands at that moment run again.`,
 				return fmt.Errorf("%s started, but did not say what it put back: %w (flockctl status)", units.BusUnit, err)
 			}
 			for _, p := range st.Store {
-				if p.Aside == aside {
+				// The bus names its state directory as systemd's symlink.
+				if filepath.Base(p.Aside) == filepath.Base(aside) {
 					fmt.Fprintf(out, "stream %s: %s; %d messages put back\n", p.Stream, p.What, p.PutBack)
 				}
 			}
