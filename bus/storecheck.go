@@ -47,7 +47,13 @@ func (s *Server) lookAtStore(now time.Time) {
 		}
 		return
 	}
-	if s.cluster != nil && aside != "" {
+	if aside == "" { // nothing to keep, nothing to put back: told now
+		for _, p := range r.Problems() {
+			s.tellDamage(wire.StoreProblem{Stream: p.Stream, File: p.File, What: p.What, LostBytes: p.LostBytes}, "")
+		}
+		return
+	}
+	if s.cluster != nil {
 		// Each stream has copies on other hosts, which JetStream brings
 		// this one's back from: nothing is put back from here.
 		s.log.Noticef("store: on several hosts the other hosts' copies restore this one's; nothing is put back from %s", aside)

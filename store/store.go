@@ -148,7 +148,7 @@ func checkStream(dir, name string) (Stream, error) {
 		if len(bad) == 0 {
 			continue
 		}
-		s.Problems = append(s.Problems, blockProblem(name, rel(b.path), buf, recs, bad))
+		s.Problems = append(s.Problems, blockProblem(name, rel(b.path), buf, recs, bad, b.index == blocks[len(blocks)-1].index))
 	}
 	if _, err := os.Stat(filepath.Join(sdir, "msgs", "index.db")); errors.Is(err, fs.ErrNotExist) && len(blocks) > 0 {
 		s.Notes = append(s.Notes, "msgs/index.db is missing: the server rebuilds it from the blocks")
@@ -168,8 +168,11 @@ func checkStream(dir, name string) (Stream, error) {
 }
 
 // blockProblem says what a block's bad spans cost: the server keeps the
-// records before the first and drops the rest.
-func blockProblem(stream, file string, buf []byte, recs []record, bad []span) Problem {
+// records before the first and drops the rest. A torn record at the end
+// of the last block is a write cut short (the bus or the machine stopped
+// in its middle): nothing past it to keep, so no copy is kept either, or
+// every power cut would leave one.
+func blockProblem(stream, file string, buf []byte, recs []record, bad []span, last bool) Problem {
 	first := bad[0]
 	kept, lost := 0, 0
 	for _, sp := range bad {
@@ -180,14 +183,17 @@ func blockProblem(stream, file string, buf []byte, recs []record, bad []span) Pr
 			kept++
 		}
 	}
-	var what string
-	switch {
-	case len(bad) == 1 && first.to == len(buf):
-		what = fmt.Sprintf("the block ends in a torn record: its last %d bytes (from byte %d) prove nothing", len(buf)-first.from, first.from)
-	default:
-		what = fmt.Sprintf("%d bytes from byte %d fail their checksums (%d damaged spans)", lost, first.from, len(bad))
+	if len(bad) == 1 && first.to == len(buf) {
+		p := Problem{Stream: stream, File: file, LostBytes: lost, Action: Copy,
+			What: fmt.Sprintf("the block ends in a torn record: its last %d bytes (from byte %d) prove nothing", lost, first.from)}
+		if last {
+			p.Action = None
+			p.What += "; a write cut short when the bus or the machine stopped (with bus.sync: always it was never acknowledged)"
+		}
+		return p
 	}
-	return Problem{Stream: stream, File: file, What: what, Kept: kept, LostBytes: lost, Action: Copy}
+	return Problem{Stream: stream, File: file, Kept: kept, LostBytes: lost, Action: Copy,
+		What: fmt.Sprintf("%d bytes from byte %d fail their checksums (%d damaged spans)", lost, first.from, len(bad))}
 }
 
 // blockFile is one msgs/<index>.blk.

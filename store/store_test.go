@@ -205,7 +205,7 @@ func TestDamage(t *testing.T) {
 			if err := os.Truncate(blockPath(dir), st.Size()-50); err != nil {
 				t.Fatal(err)
 			}
-		}, "the block ends in a torn record", Copy, 0, taskIDs(1, 19), taskIDs(1, 19)},
+		}, "the block ends in a torn record", None, 0, taskIDs(1, 19), taskIDs(1, 19)},
 		// The server cuts the block at a record whose length is wrong,
 		// and drops the 16 good ones after it.
 		{"flipped bits in a record's length", func(t *testing.T, dir string) {
