@@ -163,6 +163,7 @@ func Start(c Config, o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("starting the bus on %s: not accepting connections after %s", c.Listen, readyTimeout)
 	}
+	s.serverLosses()
 	go s.keepLedger(s.stopLedger, s.ledgerDone)
 	if err := s.connectSelf(); err != nil {
 		s.Shutdown()

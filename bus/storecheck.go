@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,24 @@ func (s *Server) lookAtStore(now time.Time) {
 		s.tellSalvage(aside, salvage{})
 	}
 }
+
+// serverLosses tells what the server found missing as it read the
+// store (a block file its index names): those messages are gone, and
+// only its log line said so.
+func (s *Server) serverLosses() {
+	for _, line := range s.log.takeLost() {
+		stream := "?"
+		if m := filestoreOf.FindStringSubmatch(line); m != nil {
+			stream = m[1]
+		}
+		s.tellDamage(wire.StoreProblem{Stream: stream,
+			What: "a block file the stream's index names is missing: its messages are gone (the server: " + line + ")"}, "")
+	}
+}
+
+// filestoreOf reads the stream's name from a line of the server's file
+// store.
+var filestoreOf = regexp.MustCompile(`^Filestore \[([^\]]+)\] `)
 
 // salvage is what putBack did with one tree set aside: its
 // salvaged.json.

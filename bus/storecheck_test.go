@@ -97,6 +97,11 @@ func TestDamagedStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, taskIDs("t", 20), "its state (o.dat) cannot be decoded", 0, true},
+		{"a block file missing", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(streamDir(dir, wire.TasksStream), "msgs", "1.blk")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "a block file the stream's index names is missing: its messages are gone (the server: Filestore [TASKS] ", 0, false},
 		{"the index missing", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(streamDir(dir, wire.TasksStream), "msgs", "index.db")); err != nil {
 				t.Fatal(err)
