@@ -284,7 +284,7 @@ func (s *Server) tellDamage(p wire.StoreProblem, aside string) {
 	}
 	fmt.Fprintf(&b, ": %s", p.What)
 	if p.PutBack > 0 {
-		fmt.Fprintf(&b, "; %d messages that proved themselves past it are put back", p.PutBack)
+		fmt.Fprintf(&b, "; %d messages that proved themselves are put back", p.PutBack)
 	}
 	if aside != "" {
 		fmt.Fprintf(&b, "; the damaged files are kept in %s", aside)

@@ -69,7 +69,7 @@ func TestStoreDamageIsShown(t *testing.T) {
 		t.Errorf("flockctl status does not name the damage and what was put back:\n%s", out)
 	}
 	evs := eventsOf(t, m, "--since", "10m")
-	if n := count(evs, events.StoreDamaged, 0, "6 messages that proved themselves past it are put back"); n != 1 {
+	if n := count(evs, events.StoreDamaged, 0, "6 messages that proved themselves are put back"); n != 1 {
 		t.Errorf("%d store-damaged events saying what was put back, want 1:\n%s", n, texts(evs))
 	}
 	if out := mustRun(t, m, "journalctl", "-u", "flock.service", "--since", "@"+fmt.Sprint(before.Unix()), "--no-pager", "-o", "cat"); !strings.Contains(out, "store: stream TASKS") {
