@@ -97,7 +97,7 @@ func (c Config) Digest() string {
 		field(u.Subscribe...)
 	}
 	t := c.Tasks.withDefaults()
-	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers))
+	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers, t.Sync))
 	if cl := c.Cluster; cl != nil {
 		field(cl.Name, cl.Server, cl.Listen, strconv.Itoa(cl.Replicas), cl.CAFile, cl.CertFile, cl.KeyFile, cl.PasswordFile)
 		field(cl.Routes...)
@@ -113,7 +113,8 @@ func (c Config) Digest() string {
 
 // NeedsRestart reports whether going from old to c needs a new server
 // rather than a reload: a running server cannot rebind its listeners
-// (serve binds /metrics once, at start), nor shrink its store. Any change
+// (serve binds /metrics once, at start), nor shrink its store, nor change
+// how it syncs (nats-server reloads no sync setting). Any change
 // of the cluster but its agents' hosts needs a restart too: nats-server
 // cannot move its cluster listener, JetStream cannot turn clustered (or
 // back) in a running server, and the TLS material and route password are
@@ -123,7 +124,7 @@ func (c Config) Digest() string {
 func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
 	return c.Listen != old.Listen || c.Monitor != old.Monitor || c.Metrics != old.Metrics ||
-		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || !sameCluster(c.Cluster, old.Cluster)
+		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || n.Sync != o.Sync || !sameCluster(c.Cluster, old.Cluster)
 }
 
 // sameCluster compares a and b but for Hosts.
