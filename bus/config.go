@@ -37,7 +37,7 @@ type Config struct {
 	// how /metrics names the agent of a firewall counter (kept per uid).
 	// 0 in a config an older flockctl wrote.
 	UIDBase uint32 `json:"uid_base,omitempty"`
-	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
+	Tasks   Tasks  `json:"tasks"` // how tasks and results are kept
 	// Cluster joins this host's bus to the other hosts' (a multi-host
 	// flock); nil on one host.
 	Cluster *Cluster `json:"cluster,omitempty"`
