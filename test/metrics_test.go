@@ -2,9 +2,11 @@ package test
 
 // Tier: root + nspawn + Debian's prometheus (promtool, prometheus) and
 // curl. flock.service's /metrics as an operator meets it: root scrapes it
-// and promtool finds nothing to lint, an agent cannot reach it, a real
-// Prometheus scrapes it with the README's config and answers queries, and
-// a change of bus.metrics takes effect on the next provision.
+// and promtool finds nothing to lint, an agent cannot reach it, an agent's
+// refused packets are counted on it alone (through the counters socket,
+// which no agent can connect to), a real Prometheus scrapes it with the
+// README's config and answers queries, and a change of bus.metrics takes
+// effect on the next provision.
 
 import (
 	"encoding/json"
@@ -15,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/counters"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/units"
 )
 
 // metricsSpec: agent 1 the hostile probe, with the widest allowance an
@@ -62,6 +66,8 @@ func TestMetrics(t *testing.T) {
 				// systemd answered over the system bus, as flock.service's
 				// DynamicUser, with no capabilities.
 				`flock_collector_success{source="systemd"} 1`, `flock_collector_success{source="bus"} 1`,
+				// The firewall's counters, from flock-counters.socket's reader.
+				`flock_collector_success{source="firewall"} 1`, `flock_agent_refused_packets_total{agent="2"} 0`,
 			} {
 				if !strings.Contains(out, want) {
 					return fmt.Errorf("no %q in /metrics", want)
@@ -101,6 +107,82 @@ func TestMetrics(t *testing.T) {
 		if out, errOut, err := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8223"}`); err != nil || !strings.Contains(out, `"ok":true`) {
 			t.Errorf("control: root connects to /metrics: %v %s %s", err, out, errOut)
 		}
+	})
+
+	t.Run("agent 1's refused connect is counted in /metrics, on agent 1 alone", func(t *testing.T) {
+		const one, two = `flock_agent_refused_packets_total{agent="1"}`, `flock_agent_refused_packets_total{agent="2"}`
+		var before float64
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`)
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if before, ok = seriesValue(out, one); !ok {
+				return fmt.Errorf("no %s in /metrics", one)
+			}
+			return nil
+		})
+		p := startedProbe(t, m, 1)
+		if r := p.do(t, map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:9"}); r.OK {
+			t.Fatalf("ESCAPE: agent 1 connected to 127.0.0.1:9: %s", r.Detail)
+		}
+		asked := time.Now()
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`)
+			if err != nil {
+				return err
+			}
+			if v, ok := seriesValue(out, one); !ok || v < before+1 {
+				return fmt.Errorf("%s is %v (%v), want at least %v", one, v, ok, before+1)
+			}
+			if v, ok := seriesValue(out, two); !ok || v != 0 {
+				return fmt.Errorf("%s is %v (%v), want 0: only agent 1 was refused", two, v, ok)
+			}
+			return nil
+		})
+		t.Logf("agent 1's refused connect counted in /metrics %s after it (refused packets before it: %v, from its earlier probes); agent 2's: 0",
+			time.Since(asked).Round(time.Millisecond), before)
+		// One scrape, one reader: a process of flock-counters@.service
+		// started by the socket, as the journal has it.
+		t.Logf("the reader's last runs:\n%s", mustRun(t, m, "journalctl", "--no-pager", "-n", "4", "-o", "short-monotonic", "-u", "flock-counters@*"))
+	})
+
+	t.Run("an agent cannot connect to the counters socket", func(t *testing.T) {
+		if out := strings.TrimSpace(mustRun(t, m, "stat", "-c", "%U:%G %a %F", counters.SocketPath)); out != "flock-bus:flock-bus 600 socket" {
+			t.Errorf("%s is %q, want flock-bus:flock-bus 600 socket", counters.SocketPath, out)
+		}
+		p := startedProbe(t, m, 1)
+		req := map[string]any{"op": "connect-unix", "addr": counters.SocketPath}
+		if r := p.do(t, req); r.OK {
+			t.Errorf("ESCAPE: agent 1 connected to %s: %s", counters.SocketPath, r.Detail)
+		} else {
+			t.Logf("agent 1 connecting to %s: refused (%s)", counters.SocketPath, r.Err)
+		}
+		// Root's control in agent 1's own namespaces: the socket is there,
+		// and only its owner and mode keep the agent out.
+		if r := asRootInside(t, m, p.pid, req); !r.OK {
+			t.Errorf("control: root in agent 1's namespaces connecting to %s: %s", counters.SocketPath, r.Err)
+		}
+	})
+
+	t.Run("the counters socket stopped: the firewall's figures are absent, status says so, provision repairs it", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", units.CountersSocket)
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 0`)
+			if err == nil && strings.Contains(out, "flock_agent_refused_packets_total{") {
+				return fmt.Errorf("refused packets in /metrics with no reader to ask")
+			}
+			return err
+		})
+		if out := mustRun(t, m, "flockctl", "status"); !strings.Contains(out, units.CountersSocket) {
+			t.Errorf("flockctl status does not name %s:\n%s", units.CountersSocket, out)
+		}
+		provision(t, m, metricsSpec)
+		m.Eventually(t, 30*time.Second, func() error {
+			_, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`, `flock_agent_refused_packets_total{agent="1"}`)
+			return err
+		})
 	})
 
 	t.Run("agent 1's bus violation and egress denial are counted, on agent 1", func(t *testing.T) {
@@ -191,6 +273,12 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("metrics off, yet something listens on %s:\n%s", port, out)
 			}
 		}
+		// Nobody to ask the firewall's counters: no reader either.
+		for _, f := range []string{counters.SocketPath, "/etc/systemd/system/" + units.CountersSocket, "/etc/systemd/system/" + units.CountersTemplate} {
+			if _, errOut, err := run(t, m, "test", "!", "-e", f); err != nil {
+				t.Errorf("metrics off, yet %s is there %s", f, errOut)
+			}
+		}
 	})
 }
 
@@ -277,6 +365,20 @@ func sample(expo string) string {
 		}
 	}
 	return b.String()
+}
+
+// scrape is root's scrape of /metrics once it has every want.
+func scrape(t *testing.T, m *harness.Machine, want ...string) (string, error) {
+	out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+	if err != nil {
+		return "", fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			return out, fmt.Errorf("no %q in /metrics", w)
+		}
+	}
+	return out, nil
 }
 
 // seriesValue is the value of one series (name and labels, as the text
