@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/counters"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/units"
 )
@@ -143,9 +144,22 @@ func TestMetrics(t *testing.T) {
 		})
 		t.Logf("agent 1's refused connect counted in /metrics %s after it (refused packets before it: %v, from its earlier probes); agent 2's: 0",
 			time.Since(asked).Round(time.Millisecond), before)
-		// One scrape, one reader: a process of flock-counters@.service
-		// started by the socket, as the journal has it.
-		t.Logf("the reader's last runs:\n%s", mustRun(t, m, "journalctl", "--no-pager", "-n", "4", "-o", "short-monotonic", "-u", "flock-counters@*"))
+		// One scrape, at most one reader (scrapes under a second apart
+		// share one).
+		n := socketAccepted(t, m)
+		if _, err := scrape(t, m); err != nil {
+			t.Fatal(err)
+		}
+		if more := socketAccepted(t, m) - n; more > 1 {
+			t.Errorf("one scrape started %d readers, want at most 1", more)
+		}
+		// What the reader answered, asked as the bus asks (root may too):
+		// agent 1's uid with what /metrics said.
+		answer := readCounters(t, m)
+		t.Logf("the counters reader's answer to root: %s", answer)
+		if !strings.Contains(answer, fmt.Sprintf(`"%d":{"refused":`, spec.DefaultUIDBase+1)) {
+			t.Errorf("no uid %d in the reader's answer %s", spec.DefaultUIDBase+1, answer)
+		}
 	})
 
 	t.Run("an agent cannot connect to the counters socket", func(t *testing.T) {
@@ -164,6 +178,26 @@ func TestMetrics(t *testing.T) {
 		if r := asRootInside(t, m, p.pid, req); !r.OK {
 			t.Errorf("control: root in agent 1's namespaces connecting to %s: %s", counters.SocketPath, r.Err)
 		}
+		// Were the mode loosened, the reader still answers only root and
+		// the bus, by the peer's credentials, and says so in the journal
+		// (where its start and end, at every scrape, are not).
+		mustRun(t, m, "chmod", "0666", counters.SocketPath)
+		out := mustRun(t, m, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/")
+		mustRun(t, m, "chmod", "0600", counters.SocketPath)
+		if !strings.Contains(out, `"error":"uid 65534 may not read`) || strings.Contains(out, `"refused":{"`) {
+			t.Errorf("nobody through a loosened socket: %s, want a refusal and no counters", out)
+		}
+		m.Eventually(t, 10*time.Second, func() error {
+			j := mustRun(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-counters@*")
+			if !strings.Contains(j, "uid 65534 may not read") {
+				return fmt.Errorf("the reader's refusal is not in its journal:\n%s", j)
+			}
+			if strings.Contains(j, "Started ") {
+				return fmt.Errorf("every reader's start is in the journal:\n%s", j)
+			}
+			return nil
+		})
 	})
 
 	t.Run("the counters socket stopped: the firewall's figures are absent, status says so, provision repairs it", func(t *testing.T) {
@@ -365,6 +399,24 @@ func sample(expo string) string {
 		}
 	}
 	return b.String()
+}
+
+// readCounters is the answer of flock-counters.socket's reader as root
+// reads it (curl takes the JSON for an HTTP/0.9 answer).
+func readCounters(t *testing.T, m *harness.Machine) string {
+	t.Helper()
+	return strings.TrimSpace(mustRun(t, m, "curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/"))
+}
+
+// socketAccepted is how many connections flock-counters.socket accepted:
+// one reader each.
+func socketAccepted(t *testing.T, m *harness.Machine) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "NAccepted", "--value", units.CountersSocket)))
+	if err != nil {
+		t.Fatalf("NAccepted of %s: %v", units.CountersSocket, err)
+	}
+	return n
 }
 
 // scrape is root's scrape of /metrics once it has every want.

@@ -61,6 +61,11 @@ ExecStart={{.Bin}} counters
 StandardInput=socket
 StandardOutput=journal
 StandardError=journal
+# A reader per scrape: systemd's lines on each start and end (info) would
+# fill the journal, two every scrape. Failures stay (notice and up), and
+# the reader writes only when it fails: at warning.
+LogLevelMax=notice
+SyslogLevel=warning
 RuntimeMaxSec=15
 DynamicUser=yes
 User=flock-counters

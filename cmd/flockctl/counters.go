@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/user"
@@ -55,7 +56,19 @@ func runCounters(ctx context.Context, in *os.File) error {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	_ = uc.SetWriteDeadline(time.Now().Add(readTimeout))
-	return counters.Serve(ctx, uc, peer, mayReadCounters, netpolicy.New())
+	err = counters.Serve(ctx, uc, peer, mayReadCounters, netpolicy.New())
+	linger(uc)
+	return err
+}
+
+// linger ends the answer (EOF to the peer) and reads what the peer sent
+// until it closes, a little while at most: closing a Unix socket with
+// unread data resets the peer's read of the answer. The bus sends
+// nothing; an operator's `curl --http0.9 --unix-socket` sends a request.
+func linger(c *net.UnixConn) {
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<16))
 }
 
 // mayReadCounters: root, and flock.service's user. The socket's mode
