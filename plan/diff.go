@@ -410,18 +410,32 @@ func diffCounters(d Desired, c Current, add func(Kind, string, string)) {
 		}
 		return
 	}
-	socketChanged := !bytes.Equal(c.CountersSocket.File, d.CountersSocket)
-	if socketChanged || !bytes.Equal(c.CountersService.File, d.CountersService) || c.CountersSocket.Enabled != "enabled" {
-		add(InstallCounters, units.CountersSocket, "unit files missing, changed or not enabled")
-	}
-	switch {
-	case c.CountersSocket.ActiveState != "active":
-		add(StartCounters, units.CountersSocket, "not listening")
-	case socketChanged:
-		add(StartCounters, units.CountersSocket, "unit file changed")
-	case c.Service.NoAccount:
+	templateChanged := !bytes.Equal(c.CountersService.File, d.CountersService)
+	if !diffService(add, units.CountersSocket, c.CountersSocket, d.CountersSocket, InstallCounters, StartCounters, templateChanged) &&
+		c.Service.NoAccount {
 		add(StartCounters, units.CountersSocket, "its owner "+units.BusUser+" was made again")
 	}
+}
+
+// diffService lists a static unit's install, when its file (or another
+// of its files: alsoChanged) is missing or changed, or it is not
+// enabled; and its (re)start, when it is not running or its file
+// changed. It says whether it planned a (re)start: the caller's other
+// reasons come after those.
+func diffService(add func(Kind, string, string), name string, st units.ServiceStatus, want []byte, install, start Kind, alsoChanged bool) bool {
+	fileChanged := !bytes.Equal(st.File, want)
+	if fileChanged || alsoChanged || st.Enabled != "enabled" {
+		add(install, name, "unit file missing, changed or not enabled")
+	}
+	switch {
+	case st.ActiveState != "active":
+		add(start, name, "not running")
+	case fileChanged:
+		add(start, name, "unit file changed")
+	default:
+		return false
+	}
+	return true
 }
 
 // diffProxy lists the egress proxy's changes: its config and unit while
@@ -442,15 +456,10 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 		}
 		add(WriteProxyConf, proxy.ConfigPath, why)
 	}
-	fileChanged := !bytes.Equal(c.ProxyService.File, d.ProxyService)
-	if fileChanged || c.ProxyService.Enabled != "enabled" {
-		add(InstallProxy, units.ProxyUnit, "unit file missing, changed or not enabled")
+	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false) {
+		return
 	}
 	switch {
-	case c.ProxyService.ActiveState != "active":
-		add(StartProxy, units.ProxyUnit, "not running")
-	case fileChanged:
-		add(StartProxy, units.ProxyUnit, "unit file changed")
 	case newIdentity:
 		add(StartProxy, units.ProxyUnit, "its bus identity is new")
 	case cfgChanged:
