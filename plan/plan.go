@@ -84,7 +84,7 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath, clusterCreds...)
 	if f.Bus.Metrics() != "" {
 		d.CountersSocket = units.CountersSocketUnit()
-		d.CountersService = units.CountersService(uo.FlockctlBin, uo.FlockctlBuild)
+		d.CountersService = units.CountersService(uo.FlockctlBin)
 	}
 	if pc := proxy.ConfigFor(here); len(pc.Policy.Agents) > 0 {
 		// The proxy publishes its decisions on the bus as itself.

@@ -356,19 +356,26 @@ func TestCountersReaderFollowsMetrics(t *testing.T) {
 	if p := provision(t, h, f); p.Count(InstallCounters) != 1 || p.Count(StartCounters) != 1 {
 		t.Errorf("metrics on again: %s", p)
 	}
-	// A new flockctl rewrites the template; the socket keeps listening.
+	// A new flockctl changes neither file: each connection runs the one
+	// installed then. One installed elsewhere rewrites the template; the
+	// socket keeps listening.
 	restarts := fk.units.Restarts(units.CountersSocket)
-	d := Build(f, Site{}, units.Options{FlockctlBuild: "0123456789ab"})
-	cur, err := Observe(ctx, h, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = Diff(d, cur)
-	if err := Apply(ctx, h, d, p, nil); err != nil {
-		t.Fatal(err)
-	}
-	if p.Count(InstallCounters) != 1 || p.Count(StartCounters) != 0 || fk.units.Restarts(units.CountersSocket) != restarts {
-		t.Errorf("a new flockctl: want the template rewritten, the socket left listening:\n%s", p)
+	for _, tc := range []struct {
+		uo      units.Options
+		install int
+	}{{units.Options{FlockctlBuild: "0123456789ab"}, 0}, {units.Options{FlockctlBin: "/usr/bin/flockctl"}, 1}} {
+		d := Build(f, Site{}, tc.uo)
+		cur, err := Observe(ctx, h, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = Diff(d, cur)
+		if err := Apply(ctx, h, d, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		if p.Count(InstallCounters) != tc.install || p.Count(StartCounters) != 0 || fk.units.Restarts(units.CountersSocket) != restarts {
+			t.Errorf("%+v: want %d install of the counters, the socket left listening:\n%s", tc.uo, tc.install, p)
+		}
 	}
 }
 

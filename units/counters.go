@@ -51,8 +51,7 @@ WantedBy=sockets.target
 // PrivateUsers= would give it a namespace of its own, whose nftables it
 // would read); only netlink sockets; no address of any family.
 var countersTemplate = template.Must(template.New(CountersTemplate).Parse(`# Written by flockctl provision; flockctl deprovision --all removes it.
-{{if .Build}}# flockctl build {{.Build}}.
-{{end}}[Unit]
+[Unit]
 Description=flock firewall counters reader: one answer on ` + CountersSocket + `
 Documentation=https://github.com/flockrun/flock
 
@@ -84,14 +83,15 @@ DevicePolicy=closed
 // CountersSocketUnit is the text of CountersSocket.
 func CountersSocketUnit() []byte { return []byte(countersSocketText) }
 
-// CountersService is the text of CountersTemplate, running bin, the
-// flockctl of build id build ("" unknown).
-func CountersService(bin, build string) []byte {
+// CountersService is the text of CountersTemplate, running bin. It names
+// no build: each connection starts the flockctl installed then, so a new
+// one needs no new file.
+func CountersService(bin string) []byte {
 	if bin == "" {
 		bin = DefaultFlockctlBin
 	}
 	var b bytes.Buffer
-	if err := countersTemplate.Execute(&b, struct{ Bin, Build string }{bin, build}); err != nil {
+	if err := countersTemplate.Execute(&b, struct{ Bin string }{bin}); err != nil {
 		panic(err) // the template and its strings cannot fail
 	}
 	return b.Bytes()
