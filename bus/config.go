@@ -33,7 +33,11 @@ type Config struct {
 	Monitor string `json:"monitor,omitempty"` // "127.0.0.1:8222"; "" = no monitoring endpoint
 	Metrics string `json:"metrics,omitempty"` // "127.0.0.1:8223", where /metrics is served; "" = off
 	Users   []User `json:"users"`             // agents by id, then the operator
-	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
+	// UIDBase is the spec's uid_base: agent N is uid UIDBase+N, which is
+	// how /metrics names the agent of a firewall counter (kept per uid).
+	// 0 in a config an older flockctl wrote.
+	UIDBase uint32 `json:"uid_base,omitempty"`
+	Tasks   Tasks  `json:"tasks"` // how tasks and results are kept
 	// Cluster joins this host's bus to the other hosts' (a multi-host
 	// flock); nil on one host.
 	Cluster *Cluster `json:"cluster,omitempty"`
@@ -95,6 +99,9 @@ func (c Config) Digest() string {
 		field(u.Name, strconv.Itoa(u.Agent), u.Nkey, u.ResponseTTL.String())
 		field(u.Publish...)
 		field(u.Subscribe...)
+	}
+	if c.UIDBase != 0 { // a config without it keeps its digest
+		field("uid_base", strconv.FormatUint(uint64(c.UIDBase), 10))
 	}
 	t := c.Tasks.withDefaults()
 	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers, t.Sync))

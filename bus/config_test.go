@@ -38,6 +38,7 @@ func goldenFlock() *spec.Flock {
 	f := testFlock()
 	f.Bus = spec.Bus{Host: spec.DefaultBusHost, Port: spec.DefaultBusPort, MonitorHost: spec.DefaultBusHost, MonitorPort: spec.DefaultMonitor,
 		MetricsHost: spec.DefaultBusHost, MetricsPort: spec.DefaultMetrics}
+	f.UIDBase = spec.DefaultUIDBase
 	return f
 }
 
@@ -265,6 +266,7 @@ func TestDigestIsEqual(t *testing.T) {
 		{"listen", func(c *Config) { c.Listen = "127.0.0.1:4333" }, false},
 		{"monitor", func(c *Config) { c.Monitor = "" }, false},
 		{"metrics", func(c *Config) { c.Metrics = "127.0.0.1:9999" }, false},
+		{"uid base", func(c *Config) { c.UIDBase++ }, false},
 		{"a user's key", func(c *Config) { c.Users[0].Nkey = c.Users[1].Nkey }, false},
 		{"a publish grant", func(c *Config) { c.Users[0].Publish = append(c.Users[0].Publish, "x") }, false},
 		{"a grant moved between lists", func(c *Config) {

@@ -37,6 +37,9 @@ type Snapshot struct {
 	// true when this bus has a route to that host's bus now (nats-server's
 	// routes, by the server name each announced); nil on one host.
 	Peers map[string]bool
+	// UIDBase is the config's: agent N's packets are counted by the
+	// firewall under uid UIDBase+N (0: a config without it).
+	UIDBase uint32
 }
 
 // StreamBytes are a stream's bytes and its bound (MaxBytes).
@@ -119,7 +122,7 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
-	snap := Snapshot{Agents: map[int]AgentCounts{}, StoreMax: uint64(cfg.Tasks.withDefaults().StoreMax)}
+	snap := Snapshot{Agents: map[int]AgentCounts{}, StoreMax: uint64(cfg.Tasks.withDefaults().StoreMax), UIDBase: cfg.UIDBase}
 	if n := s.ns.NumClients() - 1; n > 0 { // the bus's own client is one
 		snap.Connections = n
 	}

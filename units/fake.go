@@ -156,6 +156,9 @@ func (f *Fake) service(name string) ServiceStatus {
 	if st, ok := f.services[name]; ok {
 		return st
 	}
+	if isTemplate(name) {
+		return ServiceStatus{}
+	}
 	return noService
 }
 
@@ -177,6 +180,9 @@ func (f *Fake) InstallService(ctx context.Context, name string, content []byte) 
 	st := f.service(name)
 	st.File = append([]byte(nil), content...)
 	st.Enabled = "enabled"
+	if isTemplate(name) { // systemd has no state of a template
+		st.Enabled, st.ActiveState = "", ""
+	}
 	st.NoAccount = false
 	f.services[name] = st
 	return nil
@@ -196,7 +202,7 @@ func (f *Fake) DropAccount(name string) {
 func (f *Fake) RestartService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	st := f.service(name)
@@ -209,7 +215,7 @@ func (f *Fake) RestartService(ctx context.Context, name string) error {
 func (f *Fake) ReloadService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	if f.service(name).ActiveState != "active" {
