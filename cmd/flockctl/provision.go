@@ -68,6 +68,10 @@ machine has. The cluster's material must be in /etc/flock/cluster first
 			if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !dryRun {
 				return err
 			}
+			// The providers' key files: refused here, dry run or not.
+			if err := providerFiles(f, f.On(w.site.Host), file); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if !dryRun {
 				unlock, err := lockHost(cmd.ErrOrStderr())
