@@ -23,19 +23,23 @@ type AgentRules struct {
 }
 
 // ForFlock is the proxy's policy for a spec: every agent with at least one
-// name rule (the others never reach the proxy: the firewall does not let
-// them). Pure.
+// name rule or a model API granted (the others never reach the proxy: the
+// firewall does not let them). Pure.
 func ForFlock(f *spec.Flock) Policy {
 	p := Policy{Agents: map[uint32]AgentRules{}}
 	for _, a := range f.Agents {
-		if HasNames(a) {
+		if NeedsProxy(a) {
 			p.Agents[f.UID(a.ID)] = AgentRules{ID: a.ID, Rules: a.Egress}
 		}
 	}
 	return p
 }
 
-// HasNames says whether agent a has a name rule, so needs the proxy.
+// NeedsProxy says whether agent a reaches flock-proxy: for the names in
+// its egress, or for the model APIs it is granted (the gateway).
+func NeedsProxy(a spec.Agent) bool { return HasNames(a) || spec.HasModels(a) }
+
+// HasNames says whether agent a has a name rule.
 func HasNames(a spec.Agent) bool {
 	for _, e := range a.Egress {
 		if e.IsName() {
