@@ -128,8 +128,9 @@ func ForFlock(f *spec.Flock) Policy {
 			}
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: e.Prefix, Port: e.Port, Proto: e.Proto})
 		}
-		if names {
-			// The proxy, on loopback, for this agent only.
+		if names || spec.HasModels(a) {
+			// The proxy, on loopback, for this agent only: its names,
+			// and its model APIs (the gateway, at the same address).
 			l := netip.MustParseAddrPort(proxy.DefaultListen)
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
 		}

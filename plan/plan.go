@@ -84,7 +84,7 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 			panic(err) // strings and numbers only
 		}
 		d.ProxyConfig = b
-		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(bus.ProxyName))
+		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(bus.ProxyName), pc.Gateway.Credentials()...)
 	}
 	d.Identities = append(d.Identities, bus.OperatorName)
 	return d
