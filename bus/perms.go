@@ -34,7 +34,7 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
 	if key, ok := keys[ProxyName]; ok {
-		c.Users = append(c.Users, User{Name: ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects}, Subscribe: []string{}})
+		c.Users = append(c.Users, User{Name: ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{}})
 	}
 	if key, ok := keys[OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})

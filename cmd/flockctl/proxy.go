@@ -27,7 +27,7 @@ func connectBus(url, seed string) (*nats.Conn, error) {
 }
 
 func newProxy() *cobra.Command {
-	var configPath, nkey string
+	var configPath, nkey, stateDir string
 	cmd := &cobra.Command{
 		Use:   "proxy [--config FILE]",
 		Short: "Run the flock's egress proxy; flock-proxy.service runs this",
@@ -36,7 +36,13 @@ func newProxy() *cobra.Command {
 owns its socket, and allows only that agent's names; every decision goes
 to the journal with AGENT_ID=, NAME=, PORT=, ADDR=, REASON=, and, given
 --nkey (its bus seed), to the bus on flock.egress.<id>. SIGHUP
-re-reads the config: new connections follow it, open tunnels go on.`,
+re-reads the config: new connections follow it, open tunnels go on.
+
+On the same address it serves the model gateway: an agent granted a model
+API calls http://127.0.0.1:4230/<provider>/..., and the proxy adds the
+provider's key (from $CREDENTIALS_DIRECTORY), checks the grant's limits,
+and counts each answer's usage in --state (default $STATE_DIRECTORY), with
+each agent's counts on flock.usage.<id>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := proxy.ReadConfig(configPath)
@@ -48,12 +54,19 @@ re-reads the config: new connections follow it, open tunnels go on.`,
 				return fmt.Errorf("proxy: %w", err)
 			}
 			j := &proxy.Journal{Fallback: os.Stderr}
+			models, err := startGateway(cfg, ln.Addr(), stateDir, j)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer models.close()
 			if nkey != "" && cfg.Bus != "" {
 				nc, err := connectBus(cfg.Bus, nkey)
 				if err != nil {
 					return err
 				}
 				defer nc.Close()
+				models.publishTo(nc)
 				j.Also = func(r proxy.Record, held int) {
 					if b, err := wire.EncodeEgress(r.Event(held)); err == nil {
 						// Buffered by the client while the bus is away;
@@ -62,7 +75,7 @@ re-reads the config: new connections follow it, open tunnels go on.`,
 					}
 				}
 			}
-			srv := &proxy.Server{UIDs: proxy.SockDiag{}, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }}
+			srv := &proxy.Server{UIDs: proxy.SockDiag{}, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: models.listener}
 			srv.SetPolicy(cfg.Policy)
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
@@ -75,14 +88,20 @@ re-reads the config: new connections follow it, open tunnels go on.`,
 				case c.Listen != cfg.Listen:
 					return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", cfg.Listen, c.Listen)
 				}
+				// The grants first: a provider whose key the unit lacks
+				// (added since the proxy started) keeps the old policy.
+				if err := models.setPolicy(c.Gateway); err != nil {
+					return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
+				}
 				srv.SetPolicy(c.Policy)
-				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents\n", configPath, len(c.Policy.Agents))
+				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs\n", configPath, len(c.Policy.Agents), len(c.Gateway.Agents))
 				return nil
 			}
 			return serveNotified(cmd.Context(), fmt.Sprintf("proxy on %s for %d agents", cfg.Listen, len(cfg.Policy.Agents)), done, reload)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", proxy.ConfigPath, "the proxy config flockctl provision writes")
+	cmd.Flags().StringVar(&stateDir, "state", "", "where the model gateway keeps its counts (default $STATE_DIRECTORY, else "+defaultProxyState+")")
 	cmd.Flags().StringVar(&nkey, "nkey", "", "the proxy's bus seed (flock-proxy.service's credential); none: decisions go to the journal only")
 	return cmd
 }
