@@ -64,8 +64,12 @@ type agentStatus struct {
 	LastExit  string           `json:"last_exit,omitempty"`
 	Diagnosis *units.Diagnosis `json:"diagnosis,omitempty"`
 	// Proxy is flock-proxy.service's ActiveState for an agent with names
-	// in its egress (they reach them only through it); "" for the rest.
+	// in its egress or model APIs (it reaches them only through it); ""
+	// for the rest.
 	Proxy string `json:"proxy,omitempty"`
+	// Models is its use of each model API it is granted (or used), as
+	// the proxy counted it (usage.go).
+	Models []modelUse `json:"models,omitempty"`
 
 	remote bool // runs on another host: its journal is there
 }
@@ -140,9 +144,10 @@ func newStatus() *cobra.Command {
 				row.busFields(onBus, now)
 				r := refused[row.UID]
 				row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
-				if proxy.HasNames(a) {
+				if proxy.NeedsProxy(a) {
 					row.Proxy = pl.have.ProxyService.ActiveState
 				}
+				row.modelFields(a, onBus, now)
 				rows = append(rows, row)
 			}
 			notes := cmd.OutOrStdout()
@@ -164,6 +169,7 @@ func newStatus() *cobra.Command {
 			printViolations(cmd.OutOrStdout(), rows)
 			printRefused(cmd.OutOrStdout(), rows)
 			printDiagnoses(cmd.OutOrStdout(), rows)
+			printModels(cmd.OutOrStdout(), rows)
 			if busErr != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "note: the bus did not answer: %v\n", busErr)
 			}
@@ -300,7 +306,7 @@ func printProxyDown(w io.Writer, rows []agentStatus) {
 		}
 	}
 	if len(ids) > 0 {
-		fmt.Fprintf(w, "note: %s is %s: agents %s cannot reach the names in their egress (journalctl -u %s; flockctl provision starts it)\n",
+		fmt.Fprintf(w, "note: %s is %s: agents %s cannot reach the names in their egress or their model APIs (journalctl -u %s; flockctl provision starts it)\n",
 			units.ProxyUnit, state, strings.Join(ids, ", "), units.ProxyUnit)
 	}
 }
