@@ -153,7 +153,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, rest := splitProvider(r.URL.Path)
 	a, ok := st.policy.Agents[p.uid]
 	if !ok {
-		g.refuse(w, 0, name, "", ReasonNotAgent, http.StatusForbidden, fmt.Sprintf("flock proxy: refused: uid %d is not a flock agent granted a model API; grant it one in its models: in the spec", p.uid), 0)
+		g.refuse(w, 0, name, "", ReasonNotAgent, http.StatusForbidden, fmt.Sprintf("flock proxy: refused: uid %d is not a flock agent granted a model API (an agent's models: in the spec)", p.uid), 0)
 		return
 	}
 	up, known := st.upstreams[name]

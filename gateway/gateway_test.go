@@ -81,7 +81,7 @@ func TestGatewayStreamsEventByEvent(t *testing.T) {
 		w.(http.Flusher).Flush()
 		select {
 		case <-read:
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			return // the test fails on its own deadline
 		}
 		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n")
@@ -121,7 +121,7 @@ func TestGatewayStreamsEventByEvent(t *testing.T) {
 		if !strings.Contains(ev, "message_start") {
 			t.Fatalf("first event: %q", ev)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("the first event did not reach the client while the upstream held the second: the gateway buffers")
 	}
 	close(read)

@@ -192,12 +192,12 @@ func countEvents(body string) int {
 	return bytes.Count([]byte(body), []byte("\ndata:")) + map[bool]int{true: 1}[strings.HasPrefix(body, "data:")]
 }
 
-// eventually polls cond until it holds or 5 s pass: an answer is counted
+// eventually polls cond until it holds or 15 s pass: an answer is counted
 // when the gateway reads its end, a moment after the client has it.
 func eventually(t testing.TB, cond func() error) {
 	t.Helper()
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if err = cond(); err == nil {
 			return
 		}
