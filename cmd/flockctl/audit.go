@@ -160,8 +160,13 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 		Kernel:   explain.HostKernel,
 		Exposure: explain.SystemdExposure,
 	}
+	// The model APIs' keys: what each agent must find nowhere.
+	keys, err := audit.ReadModelKeys(f)
+	if err != nil {
+		return audit.Report{}, err
+	}
 	host := audit.Host{
-		Units: h.Units, Options: uo, OutDir: auditDir,
+		Units: h.Units, Options: uo, OutDir: auditDir, ModelKeys: keys,
 		ReadOutput: os.ReadFile,
 		Control:    func(reqs []probe.Request) []probe.Result { return probe.RunAll(reqs, probe.ControlTimeout) },
 		Explain: func(ctx context.Context, id int) (explain.Report, error) {
