@@ -14,33 +14,28 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/flockrun/flock/test/standin"
 )
 
 // standinServe runs the model APIs' stand-in (package standin) on addr
-// over TLS: a certificate for *.model.test signed by a throw-away CA of
-// its own, whose certificate it writes to CA_OUT (the provider's
-// ca_file, as a private gateway's would be). It expects the two keys
-// given. GET /standin/ledger?tag=T answers what it reported (JSON).
+// over TLS: a certificate for *.model.test signed by a CA of its own,
+// kept in CA_DIR (ca.pem, the provider's ca_file, as a private gateway's
+// would be, and its key), made at the first start and used again at the
+// next (a reboot of the machine keeps the CA the proxy trusts). It
+// expects the two keys given. GET /standin/ledger?tag=T answers what it
+// reported (JSON); GET /standin/seen every request's method and path.
 func standinServe(args []string) error {
 	if len(args) != 4 {
-		return errors.New("usage: probe standin-serve ADDR CA_OUT ANTHROPIC_KEY OPENAI_KEY")
+		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY OPENAI_KEY")
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, caKey, err := testCA(args[1])
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flock test model CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -50,12 +45,6 @@ func standinServe(args []string) error {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return err
-	}
-	if err := writeAtomic(args[1], pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})); err != nil {
-		return err
-	}
-	if err := os.Chmod(args[1], 0o644); err != nil {
 		return err
 	}
 	s := &standin.Server{AnthropicKey: args[2], OpenAIKey: args[3]}
@@ -73,4 +62,47 @@ func standinServe(args []string) error {
 	}
 	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
 	return srv.ServeTLS(ln, "", "")
+}
+
+// testCA reads the CA in dir, or makes one there: ca.pem (public, for
+// clients to trust) and ca-key.pem (root's).
+func testCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	if c, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil {
+		cert, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		return cert, c.PrivateKey.(*ecdsa.PrivateKey), nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flock test model CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := writeAtomic(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})); err != nil {
+		return nil, nil, err
+	}
+	if err := writeAtomic(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Chmod(certPath, 0o644); err != nil { // public: for clients to trust
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
 }
