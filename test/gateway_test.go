@@ -94,7 +94,7 @@ func TestModelGateway(t *testing.T) {
 	provision(t, m, gatewaySpec(60))
 	all := []int{1, 2, 3, 4, 5, 6, 7, 8}
 	waitActive(t, m, all...)
-	waitBus(t, m, time.Time{}, all...)
+	waitBus(t, m, time.Time{}, 1, 2, 3, 4, 5, 6, 8) // 7, the probe, speaks no NATS
 
 	t.Run("Claude Code writes a file and runs it back through flockctl send, at every level", func(t *testing.T) {
 		for _, id := range []int{1, 2, 3} {

@@ -67,7 +67,7 @@ func modelCall(ctx context.Context, base, kind string, uid int) (string, error) 
 	}
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	if uid > 0 {
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) { return dialAs(ctx, uid, addr) }
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) { return DialAs(ctx, uid, addr) }
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
@@ -96,9 +96,11 @@ func modelCall(ctx context.Context, base, kind string, uid int) (string, error) 
 	return "", fmt.Errorf("HTTP %s: %s", resp.Status, clip(msg))
 }
 
-// dialAs connects to addr over a TCP socket the kernel records as uid's:
-// made on a thread whose fsuid is uid (what sock_diag reports).
-func dialAs(ctx context.Context, uid int, addr string) (net.Conn, error) {
+// DialAs connects to addr (an IPv4 host:port) over a TCP socket the
+// kernel records as uid's: made on a thread whose fsuid is uid (what
+// sock_diag reports). Root only: how a control, or a benchmark, plays an
+// agent from outside its unit.
+func DialAs(ctx context.Context, uid int, addr string) (net.Conn, error) {
 	ap, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
 		return nil, err

@@ -199,11 +199,17 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		e.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		deltas := map[string][]byte{} // each word's event, made once: a long stream as fast as the wire
 		for i, word := range strings.Fields(t.text) {
 			if i > 0 {
 				word = " " + word
 			}
-			e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": word}})
+			d, ok := deltas[word]
+			if !ok {
+				d, _ = json.Marshal(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": word}})
+				deltas[word] = d
+			}
+			e.send("content_block_delta", d)
 		}
 	}
 	e.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})

@@ -14,7 +14,9 @@
 // Bash said; anything else gets a short text. Headers the test sends
 // through the gateway shape an answer: X-Standin-Words (how many words),
 // X-Standin-Delay (between events), X-Standin-Cut (end the stream after
-// that many events, as a provider that fails mid-answer).
+// that many events, as a provider that fails mid-answer), X-Standin-Flush
+// (flush every that many events, for a stream as fast as the wire: a
+// benchmark's throughput; default every event, as the APIs do).
 package standin
 
 import (
@@ -184,6 +186,7 @@ type shape struct {
 	words int           // output words; 0: the script's own
 	delay time.Duration // between events
 	cut   int           // end the stream after this many events (0: never)
+	flush int           // flush every this many events
 	tag   string
 }
 
@@ -192,6 +195,8 @@ func shapeOf(r *http.Request) shape {
 	sh.words, _ = strconv.Atoi(r.Header.Get("X-Standin-Words"))
 	sh.delay, _ = time.ParseDuration(r.Header.Get("X-Standin-Delay"))
 	sh.cut, _ = strconv.Atoi(r.Header.Get("X-Standin-Cut"))
+	sh.flush, _ = strconv.Atoi(r.Header.Get("X-Standin-Flush"))
+	sh.flush = max(sh.flush, 1)
 	return sh
 }
 
@@ -224,23 +229,29 @@ func newEvents(w http.ResponseWriter, sh shape) *events {
 // bytes already written, as a provider that fails mid-answer).
 func (e *events) send(name string, data any) {
 	if e.sh.cut > 0 && e.sent >= e.sh.cut {
+		e.w.(http.Flusher).Flush() // what was written before the cut goes out whole
 		panic(http.ErrAbortHandler)
 	}
 	if e.sent > 0 && e.sh.delay > 0 {
 		time.Sleep(e.sh.delay)
 	}
-	b, _ := json.Marshal(data)
+	b, ok := data.([]byte) // already JSON
+	if !ok {
+		b, _ = json.Marshal(data)
+	}
 	if name != "" {
 		fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b)
 	} else {
 		fmt.Fprintf(e.w, "data: %s\n\n", b)
 	}
-	e.w.(http.Flusher).Flush()
-	e.sent++
+	if e.sent++; e.sent%e.sh.flush == 0 {
+		e.w.(http.Flusher).Flush()
+	}
 }
 
 func (e *events) done() {
 	if e.sh.cut > 0 && e.sent >= e.sh.cut {
+		e.w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	}
 	fmt.Fprint(e.w, "data: [DONE]\n\n")
