@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -174,7 +175,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind := up.p.Kind
 	ep, ok := endpointOf(kind, r.Method, rest)
 	if !ok {
-		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, oneLine(rest), name, endpointList(kind)), 0)
+		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, quoted(rest), name, endpointList(kind)), 0)
 		return
 	}
 	if r.ContentLength > MaxRequestBody {
@@ -252,18 +253,12 @@ func splitProvider(path string) (string, string) {
 	return name, "/" + rest
 }
 
-// oneLine keeps what the client sent printable and short.
-func oneLine(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
+// quoted is what the client sent, short and quoted (printable, escaped).
+func quoted(s string) string {
 	if len(s) > 120 {
 		s = s[:120] + "..."
 	}
-	return s
+	return strconv.Quote(s)
 }
 
 // Reports are the agents' counts as the bus hears them, for ids.

@@ -29,7 +29,7 @@ func TestGatewayRefusals(t *testing.T) {
 		{"a uid that is no agent", uidNobody, "POST", "/anth/v1/messages", anthropicReq, 403, "permission_error", "uid 65534 is not a flock agent granted a model API"},
 		{"another agent's grant", uidA, "POST", "/oai/chat/completions", openaiReq, 403, "invalid_request_error", "agent 1 is not granted provider oai; add oai to agents[id=1].models in the spec (it is granted anth (the base URLs in its environment: FLOCK_MODEL_URL_ANTH))"},
 		{"a provider not in the spec", uidA, "POST", "/gemini/v1/models", "", 404, "not_found_error", `agent 1: no provider "gemini" here; it is granted anth`},
-		{"an endpoint that cannot be metered", uidA, "POST", "/anth/v1/messages/batches", "{}", 404, "not_found_error", "POST /v1/messages/batches is not an endpoint the model gateway carries for provider anth (only what it can meter: POST /v1/messages,"},
+		{"an endpoint that cannot be metered", uidA, "POST", "/anth/v1/messages/batches", "{}", 404, "not_found_error", `POST "/v1/messages/batches" is not an endpoint the model gateway carries for provider anth (only what it can meter: POST /v1/messages,`},
 		{"a body over the bound", uidA, "POST", "/anth/v1/messages", big, 413, "request_too_large", "the request body is"},
 		{"a background response", uidB, "POST", "/oai/responses", `{"model":"x","background":true,"input":"hi"}`, 400, "invalid_request_error", "background: true spends tokens the gateway cannot meter"},
 	} {

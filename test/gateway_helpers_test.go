@@ -190,14 +190,16 @@ func modelUpstream(t *testing.T, m *harness.Machine) {
 	mustRun(t, m, "ip", "-n", "flock-model", "addr", "add", modelUpAddr+"/24", "dev", "flock-mod1")
 	mustRun(t, m, "ip", "-n", "flock-model", "link", "set", "flock-mod1", "up")
 	mustRun(t, m, "sh", "-c", "grep -q "+modelUpName+" /etc/hosts || printf '"+modelUpAddr+" "+modelUpName+"\\n' >> /etc/hosts")
+	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-standin.service") })
 	startStandin(t, m)
 }
 
+// startStandin starts the stand-in in its namespace (again, after a test
+// stopped it: modelUpstream's cleanup stops it at the end).
 func startStandin(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	mustRun(t, m, "systemd-run", "--unit=flock-test-standin", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-model",
-		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, anthropicKey, openaiKey)
-	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-standin.service") })
+		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, "/etc/flock/keys/anthropic", "/etc/flock/keys/openai")
 	m.Eventually(t, 10*time.Second, func() error {
 		_, err := standinLedger(t, m, "")
 		return err
@@ -251,11 +253,7 @@ func usageOf(t *testing.T, m *harness.Machine, args ...string) []modelUse {
 func sumUsage(rows []modelUse) standin.Usage {
 	var s standin.Usage
 	for _, r := range rows {
-		s.Requests += r.Requests
-		s.Input += r.InputTokens
-		s.Output += r.OutputTokens
-		s.CacheRead += r.CacheRead
-		s.CacheWrite += r.CacheWrite
+		s = s.Plus(standin.Usage{Requests: r.Requests, Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheRead, CacheWrite: r.CacheWrite})
 	}
 	return s
 }

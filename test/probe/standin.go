@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/flockrun/flock/test/standin"
@@ -25,11 +26,20 @@ import (
 // kept in CA_DIR (ca.pem, the provider's ca_file, as a private gateway's
 // would be, and its key), made at the first start and used again at the
 // next (a reboot of the machine keeps the CA the proxy trusts). It
-// expects the two keys given. GET /standin/ledger?tag=T answers what it
+// expects the keys in the two files given (read at its start: a key on
+// a command line would be in every process's sight). GET /standin/ledger?tag=T answers what it
 // reported (JSON); GET /standin/seen every request's method and path.
 func standinServe(args []string) error {
 	if len(args) != 4 {
-		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY OPENAI_KEY")
+		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE")
+	}
+	var keys [2]string
+	for i, p := range args[2:] {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		keys[i] = strings.TrimSpace(string(b))
 	}
 	ca, caKey, err := testCA(args[1])
 	if err != nil {
@@ -47,7 +57,7 @@ func standinServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &standin.Server{AnthropicKey: args[2], OpenAIKey: args[3]}
+	s := &standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1]}
 	mux := http.NewServeMux()
 	mux.Handle("/", s)
 	mux.HandleFunc("GET /standin/ledger", func(w http.ResponseWriter, r *http.Request) {

@@ -42,6 +42,12 @@ type Usage struct {
 // Tokens is every token of u.
 func (u Usage) Tokens() uint64 { return u.Input + u.Output + u.CacheRead + u.CacheWrite }
 
+// Plus is u and v added.
+func (u Usage) Plus(v Usage) Usage {
+	return Usage{Requests: u.Requests + v.Requests, Input: u.Input + v.Input, Output: u.Output + v.Output,
+		CacheRead: u.CacheRead + v.CacheRead, CacheWrite: u.CacheWrite + v.CacheWrite}
+}
+
 // Server is the stand-in. The zero value refuses every key; set them.
 type Server struct {
 	AnthropicKey, OpenAIKey string
@@ -61,11 +67,7 @@ func (s *Server) Reported(tag string) Usage {
 	}
 	var all Usage
 	for _, u := range s.ledger {
-		all.Requests += u.Requests
-		all.Input += u.Input
-		all.Output += u.Output
-		all.CacheRead += u.CacheRead
-		all.CacheWrite += u.CacheWrite
+		all = all.Plus(u)
 	}
 	return all
 }
@@ -86,13 +88,7 @@ func (s *Server) report(tag string, u Usage) {
 	if s.ledger == nil {
 		s.ledger = map[string]Usage{}
 	}
-	l := s.ledger[tag]
-	l.Requests += u.Requests
-	l.Input += u.Input
-	l.Output += u.Output
-	l.CacheRead += u.CacheRead
-	l.CacheWrite += u.CacheWrite
-	s.ledger[tag] = l
+	s.ledger[tag] = s.ledger[tag].Plus(u)
 }
 
 // ServeHTTP answers one request.
