@@ -69,13 +69,13 @@ func TestModelGateway(t *testing.T) {
 	m := harness.BootWith(t, harness.Options{
 		NspawnArgs: []string{"--bind-ro=" + clients + ":" + modelsDir, "--bind=" + rootfs + ":" + modelRootfs},
 	})
-	modelUpstream(t, m)
 	mustRun(t, m, "mkdir", "-p", "-m", "0700", "/etc/flock/keys")
 	for name, key := range map[string]string{"anthropic": anthropicKey, "openai": openaiKey} {
 		if err := m.WriteFile("/etc/flock/keys/"+name, []byte(key+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	modelUpstream(t, m) // the stand-in expects the keys of those files
 
 	t.Run("a key file others may read is refused, and nothing changes", func(t *testing.T) {
 		mustRun(t, m, "chmod", "0644", "/etc/flock/keys/openai")
