@@ -195,16 +195,6 @@ func TestModelGateway(t *testing.T) {
 			}
 			t.Logf("FIGURE refusal: %-32s in %v (the shell and curl included)", tc.name, took.Round(time.Millisecond))
 		}
-		// The provider down: a fast 502 in its format, the client's SDK
-		// raising it.
-		mustRun(t, m, "systemctl", "stop", "flock-test-standin.service")
-		start := time.Now()
-		_, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: hello")
-		if err == nil || !strings.Contains(stderr, "502 flock proxy: agent 4: provider openai (https://"+modelUpName+"/v1) did not answer") {
-			t.Errorf("the provider down: %v\n%s", err, stderr)
-		}
-		t.Logf("FIGURE provider down: the task failed in %v: %s", time.Since(start).Round(time.Millisecond), firstLine(stderr))
-		startStandin(t, m)
 	})
 
 	t.Run("over tokens_per_day: a 429 with the line, one event, a new limit without a restart", func(t *testing.T) {
@@ -322,6 +312,18 @@ func TestModelGateway(t *testing.T) {
 			}
 			return fmt.Errorf("agent 8 after its grant went: %+v", usageOf(t, m, "8"))
 		})
+	})
+
+	// Last: the stand-in's ledger starts again when it does.
+	t.Run("the provider down: a fast 502 in its format, raised by the SDK", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", "flock-test-standin.service")
+		start := time.Now()
+		_, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: hello")
+		if err == nil || !strings.Contains(stderr, "502 flock proxy: agent 4: provider openai (https://"+modelUpName+"/v1) did not answer") {
+			t.Errorf("the provider down: %v\n%s", err, stderr)
+		}
+		t.Logf("FIGURE provider down: the task failed in %v: %s", time.Since(start).Round(time.Millisecond), firstLine(stderr))
+		startStandin(t, m)
 	})
 }
 
