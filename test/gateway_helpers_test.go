@@ -178,24 +178,22 @@ func modelRootfsFrom(t *testing.T, clients string) string {
 // pair, outside the machine as an API is; api.model.test resolves to it
 // through the machine's /etc/hosts. Its CA stays in modelCADir, so a
 // second start (after a reboot) serves the certificate the proxy trusts.
-// Undone when t ends.
+// All of it is the machine's, and goes with it.
 func modelUpstream(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	run(t, m, "ip", "netns", "del", "flock-model") // after a reboot, nothing; else a stale one
 	mustRun(t, m, "ip", "netns", "add", "flock-model")
-	t.Cleanup(func() { run(t, m, "ip", "netns", "del", "flock-model") })
 	mustRun(t, m, "ip", "link", "add", "flock-mod0", "type", "veth", "peer", "name", "flock-mod1", "netns", "flock-model")
 	mustRun(t, m, "ip", "addr", "add", "198.51.100.1/24", "dev", "flock-mod0")
 	mustRun(t, m, "ip", "link", "set", "flock-mod0", "up")
 	mustRun(t, m, "ip", "-n", "flock-model", "addr", "add", modelUpAddr+"/24", "dev", "flock-mod1")
 	mustRun(t, m, "ip", "-n", "flock-model", "link", "set", "flock-mod1", "up")
 	mustRun(t, m, "sh", "-c", "grep -q "+modelUpName+" /etc/hosts || printf '"+modelUpAddr+" "+modelUpName+"\\n' >> /etc/hosts")
-	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-standin.service") })
 	startStandin(t, m)
 }
 
 // startStandin starts the stand-in in its namespace (again, after a test
-// stopped it: modelUpstream's cleanup stops it at the end).
+// stopped it).
 func startStandin(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	mustRun(t, m, "systemd-run", "--unit=flock-test-standin", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-model",
