@@ -14,7 +14,7 @@ import (
 
 	"github.com/flockrun/flock/internal/syncbuf"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats.go"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
 

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // RunLimits bound one task's command. Zero fields take the defaults

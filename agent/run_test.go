@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // RunCommand's outcomes, each within a bound: it must never hang.

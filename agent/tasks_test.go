@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // taskBus is flock's own bus (JetStream in a temporary directory) for
@@ -38,7 +40,7 @@ func startTaskBusAs(t *testing.T, dir, listen string, au, ou testUser) *taskBus 
 	t.Helper()
 	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
 		Agents: []spec.Agent{{ID: 7, Role: spec.RoleWorker, TaskTimeout: spec.DefaultTimeout}}}
-	c := bus.ForFlock(f, map[string]string{"flock-7": au.pub, bus.OperatorName: ou.pub})
+	c := bus.ForFlock(f, map[string]string{"flock-7": au.pub, creds.OperatorName: ou.pub})
 	c.Tasks.AckWait = time.Second
 	if listen != "" {
 		c.Listen = listen
@@ -86,7 +88,7 @@ func (b *taskBus) result(t *testing.T, id string) (wire.Result, *jetstream.RawSt
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := bus.WaitResult(ctx, b.op, id, time.Now().Add(-time.Minute))
+	res, err := operator.WaitResult(ctx, b.op, id, time.Now().Add(-time.Minute))
 	if err != nil {
 		t.Fatalf("the result of %s: %v", id, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/audit/probe"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -72,7 +71,7 @@ func modelProbes(f *spec.Flock, a spec.Agent, keys []ModelKey) []Probe {
 			if b.ID == a.ID || b.Host != a.Host || !grants(b, p.Name) {
 				continue
 			}
-			call := probe.Request{Op: "model-call", Addr: spec.GatewayURL(proxy.DefaultListen, p.Name), Name: string(p.Kind)}
+			call := probe.Request{Op: "model-call", Addr: spec.GatewayURL(spec.DefaultProxyListen, p.Name), Name: string(p.Kind)}
 			control := call
 			control.Key = int(f.UID(b.ID))
 			ps = append(ps, Probe{Name: fmt.Sprintf("call provider %s, agent %d's grant", p.Name, b.ID), Category: "models", Req: call, Control: control})

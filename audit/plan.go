@@ -10,9 +10,9 @@ import (
 	"strconv"
 
 	"github.com/flockrun/flock/audit/probe"
-	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Probe is one escape: what the agent tries, and its control, the same
@@ -114,7 +114,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 			add("bus", "send another agent a task", probe.Request{Op: "nats-pub", Name: wire.AgentTasks(b)})
 		}
 	}
-	add("files", "read the operator's credential", probe.Request{Op: "read-file", Path: spec.CredPath(bus.OperatorName)})
+	add("files", "read the operator's credential", probe.Request{Op: "read-file", Path: spec.CredPath(creds.OperatorName)})
 	add("files", "list the credentials", probe.Request{Op: "list-dir", Path: spec.CredDir})
 	if !a.Level.Contained() { // a container's PID 1 is its own
 		add("processes", "see the host's init in /proc", probe.Request{Op: "find-pid", PID: 1})
@@ -184,7 +184,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	add("network", "open a packet socket", probe.Request{Op: "packet-socket"})
 	add("network", "open a netlink route socket", probe.Request{Op: "netlink-route"})
 
-	op := spec.CredPath(bus.OperatorName)
+	op := spec.CredPath(creds.OperatorName)
 	anon := add("bus", "connect without a credential", probe.Request{Op: "nats-anon"})
 	anon.Control = probe.Request{Op: "nats-connect", Addr: f.Bus.URL(), Path: op}
 	add("bus", "subscribe to every subject", probe.Request{Op: "nats-sub", Name: ">"})

@@ -19,8 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/test/benchrow"
+	"github.com/flockrun/flock/wire"
 )
 
 const (
@@ -76,7 +77,7 @@ func flockTasks(b *testing.B) *taskBench {
 		b.Cleanup(func() { cancel(); <-done; _ = a.Close() })
 	}
 	tb := &taskBench{}
-	tb.watchAcks(b, connect(b, s, ids, OperatorName).Conn)
+	tb.watchAcks(b, connect(b, s, ids, creds.OperatorName).Conn)
 	js, err := jetstream.New(connect(b, s, ids, "flock-1").Conn)
 	if err != nil {
 		b.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/test/benchrow"
+	"github.com/flockrun/flock/wire"
 )
 
 // Fixed amounts of work, split in rounds that alternate between the two

@@ -21,7 +21,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/operator"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestClusterTasksAcrossHosts: the cluster forms, its streams keep three
@@ -30,7 +32,7 @@ import (
 func TestClusterTasksAcrossHosts(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.waitReady()
-	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	op := connect(t, tc.servers[0], tc.ids, creds.OperatorName)
 	js, err := jetstream.New(op.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ func TestClusterHostLoss(t *testing.T) {
 	}
 	tc := newTestCluster(t, 3)
 	tc.waitReady()
-	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	op := connect(t, tc.servers[0], tc.ids, creds.OperatorName)
 	e := newEcho()
 	slow := func(id int) agent.Handler {
 		h := e.handler(id)
@@ -261,7 +263,7 @@ func TestClusterHostLoss(t *testing.T) {
 			// sent again: the task id keeps one copy.
 			for attempt := 0; ; attempt++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := SendTask(ctx, op.Conn, wire.RoleTasks("worker"), id, []byte(id))
+				_, err := operator.SendTask(ctx, op.Conn, wire.RoleTasks("worker"), id, []byte(id))
 				cancel()
 				if err == nil {
 					break
@@ -336,7 +338,7 @@ func TestClusterHostLoss(t *testing.T) {
 func TestClusterDeadLetterOnce(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) { c.Tasks.MaxDeliveries = 2 })
 	tc.waitReady()
-	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	op := connect(t, tc.servers[0], tc.ids, creds.OperatorName)
 	send(t, op.Conn, wire.AgentTasks(2), "doomed", "poison")
 	// Agent 2 on b takes it and never says a word, each delivery.
 	w := connect(t, tc.servers[1], tc.ids, "flock-2")
@@ -372,7 +374,7 @@ func TestClusterDeadLetterOnce(t *testing.T) {
 func TestClusterReload(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.waitReady()
-	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	op := connect(t, tc.servers[0], tc.ids, creds.OperatorName)
 	routes := tc.servers[0].ns.NumRoutes()
 
 	moved := tc.configs[0]
@@ -410,7 +412,7 @@ func TestClusterReload(t *testing.T) {
 func TestClusterStartsWithoutQuorum(t *testing.T) {
 	tc := prepareTestCluster(t, 3)
 	a := tc.start(0)
-	op := connect(t, a, tc.ids, OperatorName)
+	op := connect(t, a, tc.ids, creds.OperatorName)
 	if _, err := op.Request(wire.OnServer(wire.StatusSubject, "a"), nil, 5*time.Second); err != nil {
 		t.Fatalf("status of a bus alone: %v", err)
 	}
@@ -449,7 +451,7 @@ func TestClusterWaitResultAcrossHosts(t *testing.T) {
 	}
 	tc := newTestCluster(t, 3)
 	tc.waitReady()
-	op := connect(t, tc.servers[0], tc.ids, OperatorName)
+	op := connect(t, tc.servers[0], tc.ids, creds.OperatorName)
 	e := newEcho()
 	startWorker(t, tc.servers[1].ClientURL(), tc.ids, 2, e.handler(2))
 	var slowest time.Duration
@@ -458,7 +460,7 @@ func TestClusterWaitResultAcrossHosts(t *testing.T) {
 		since := time.Now()
 		send(t, op.Conn, wire.AgentTasks(2), id, "x")
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-		res, err := WaitResult(ctx, op.Conn, id, since)
+		res, err := operator.WaitResult(ctx, op.Conn, id, since)
 		cancel()
 		if err != nil {
 			t.Fatalf("task %d: %v after %s", i, err, time.Since(since))

@@ -1,7 +1,3 @@
-// Package bus is the server side of flock's bus: the configuration
-// provision writes (who may say and hear what), the credentials agents and
-// the operator authenticate with, and the embedded NATS server `flockctl
-// serve` runs. The language spoken on it is in bus/wire.
 package bus
 
 import (
@@ -23,18 +19,13 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 )
 
 // ConfigPath is where provision writes the bus configuration.
 const ConfigPath = "/etc/flock/bus.json"
-
-// OperatorName is the user of flockctl (root): it may say and hear anything.
-const OperatorName = "operator"
-
-// ProxyName is the egress proxy's user: it publishes its decisions on
-// wire.EgressSubjects and nothing else.
-const ProxyName = "proxy"
 
 // Config is the bus as provision wants it: written as JSON to ConfigPath, read by `flockctl serve`.
 type Config struct {
@@ -70,7 +61,7 @@ type Cluster struct {
 
 // User is one identity on the bus and what it may do there.
 type User struct {
-	Name        string        `json:"name"`            // "flock-3", or OperatorName
+	Name        string        `json:"name"`            // "flock-3", or creds.OperatorName
 	Agent       int           `json:"agent,omitempty"` // 0 for the operator
 	Nkey        string        `json:"nkey"`            // public user nkey (U...)
 	Publish     []string      `json:"publish"`
@@ -165,7 +156,7 @@ func (c Config) validate() error {
 			return fmt.Errorf("users[%d] (%s): %q is not a public user nkey (U...)", i, u.Name, u.Nkey)
 		case keys[u.Nkey]:
 			return fmt.Errorf("users[%d] (%s): nkey %s is already another user's", i, u.Name, u.Nkey)
-		case u.Agent == 0 && u.Name != OperatorName && u.Name != ProxyName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
+		case u.Agent == 0 && u.Name != creds.OperatorName && u.Name != creds.ProxyName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
 			return fmt.Errorf("users[%d]: name %s does not go with agent %d", i, u.Name, u.Agent)
 		case u.ResponseTTL < 0:
 			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)
@@ -273,7 +264,7 @@ func WriteConfig(path string, c Config) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("writing bus configuration: %w", err)
 	}
-	if err := writeAtomic(path, data, 0o644); err != nil {
+	if err := fsutil.WriteAtomic(path, data, 0o644); err != nil {
 		return fmt.Errorf("writing bus configuration: %w", err)
 	}
 	return nil

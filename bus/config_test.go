@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
 )
@@ -78,7 +79,7 @@ func TestForFlock(t *testing.T) {
 		{name: "agents listed out of order", flock: func(f *spec.Flock) { f.Agents[0], f.Agents[2] = f.Agents[2], f.Agents[0] },
 			users: "flock-1 flock-2 flock-3 operator"},
 		{name: "an agent without a key is left out", drop: []string{"flock-2"}, users: "flock-1 flock-3 operator"},
-		{name: "no operator key", drop: []string{OperatorName}, users: "flock-1 flock-2 flock-3"},
+		{name: "no operator key", drop: []string{creds.OperatorName}, users: "flock-1 flock-2 flock-3"},
 		{name: "no agents", flock: func(f *spec.Flock) { f.Agents = nil }, users: "operator"},
 		{name: "no keys at all", drop: everyone, users: "", check: func(t *testing.T, c Config) {
 			if c.Users == nil {
@@ -232,7 +233,7 @@ func TestEqual(t *testing.T) {
 		{"another store", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }, false},
 		{"another max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 7 }, false},
 		{"one more worker", func(c *Config) { c.Tasks.Workers = []int{1} }, false},
-		{"one more user", func(c *Config) { c.Users = append(c.Users, User{Name: OperatorName}) }, false},
+		{"one more user", func(c *Config) { c.Users = append(c.Users, User{Name: creds.OperatorName}) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -248,7 +249,7 @@ func TestEqual(t *testing.T) {
 // with those: a nil and an empty list are the same.
 func TestDigestIsEqual(t *testing.T) {
 	base := func() Config {
-		return ForFlock(goldenFlock(), fixedKeys(t, "flock-1", "flock-2", "flock-3", OperatorName))
+		return ForFlock(goldenFlock(), fixedKeys(t, "flock-1", "flock-2", "flock-3", creds.OperatorName))
 	}
 	if base().Digest() != base().Digest() {
 		t.Fatal("the same config has two digests")

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/wire"
 )
 
 // maxDeliveriesAdvisory is what the server says when a task was handed out

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // The task desk stands between workers and JetStream: a worker asks it on
@@ -560,7 +560,7 @@ func (d *desk) pruneLocked() {
 		return
 	}
 	d.pruned = now
-	keep := max(10*d.s.ackWait(), TaskDedupWindow)
+	keep := max(10*d.s.ackWait(), wire.TaskDedupWindow)
 	for seq, h := range d.held {
 		if now.Sub(h.at) > keep {
 			delete(d.held, seq)

@@ -20,7 +20,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/operator"
+	"github.com/flockrun/flock/wire"
 )
 
 // violations records what the desk reported.
@@ -108,7 +110,7 @@ func TestDeskBindsResultsToTheDelivery(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
-	op, w2, w4 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
+	op, w2, w4 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
 	send(t, op.Conn, wire.RoleTasks("worker"), "t-1", "work")
 	h, ok := ask(t, w4, 4, time.Second)
 	if !ok || h.ID != "t-1" || h.Delivery != 1 || string(h.Payload) != "work" || h.Subject != wire.RoleTasks("worker") {
@@ -170,7 +172,7 @@ func TestDeskRefusesALeaseOvertaken(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
-	op, w2, w4 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
+	op, w2, w4 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
 	send(t, op.Conn, wire.RoleTasks("worker"), "slow", "work")
 	first, ok := ask(t, w2, 2, time.Second)
 	if !ok || first.ID != "slow" {
@@ -208,7 +210,7 @@ func TestDeskAnswersOnlyTheAgentsOwnInbox(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
-	op, w2, w4 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
+	op, w2, w4 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
 	heard, err := w4.SubscribeSync(wire.Inbox(4) + ".>")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 	// A spare is kept for a third of the ack wait: long enough for a
 	// loaded machine to ask again.
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = 30 * time.Second })
-	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
 	start := time.Now()
 	if _, ok := ask(t, w2, 2, 200*time.Millisecond); ok || time.Since(start) < 200*time.Millisecond {
 		t.Errorf("an ask with nothing queued: handed %v after %s", ok, time.Since(start))
@@ -329,7 +331,7 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 func TestDeskHandsNoSpareToAnAskNoOneHears(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = 30 * time.Second })
-	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
 	// A spare: its asker went while it waited.
 	gone := w2.NewInbox()
 	sub, _ := w2.SubscribeSync(gone)
@@ -363,7 +365,7 @@ func TestDeskLeasesOutliveARestart(t *testing.T) {
 	var v violations
 	long := func(c *Config) { c.Tasks.AckWait = time.Minute }
 	s := taskBus(t, ids, Options{StoreDir: dir, Violation: v.report}, long)
-	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
 	send(t, op.Conn, wire.RoleTasks("worker"), "t-1", "work")
 	h, ok := ask(t, w2, 2, time.Second)
 	if !ok {
@@ -375,7 +377,7 @@ func TestDeskLeasesOutliveARestart(t *testing.T) {
 		t.Fatalf("the lease key: %v %v", fi, err)
 	}
 	s = taskBus(t, ids, Options{StoreDir: dir, Violation: v.report}, long)
-	op, w2, w4 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
+	op, w2, w4 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
 	if got := say(t, w4, 4, wire.DeskResult, h.Lease, resultBody(wire.Result{OK: true, Output: "forged"})); got != wire.RefusedForged {
 		t.Errorf("worker 4 with worker 2's lease after the restart: %q", got)
 	}
@@ -428,10 +430,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func TestDeskSaysWhoHoldsATask(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
-	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
 	holders := func() map[string]int {
 		t.Helper()
-		entries, err := ListTasks(context.Background(), op.Conn, 10)
+		entries, err := operator.ListTasks(context.Background(), op.Conn, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -485,7 +487,7 @@ func TestDeskReleaseOutlivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	var v violations
 	s := taskBus(t, ids, Options{StoreDir: dir, Violation: v.report}, nil)
-	op, w2 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2")
+	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
 	send(t, op.Conn, wire.RoleTasks("worker"), "t-1", "work")
 	h, ok := ask(t, w2, 2, time.Second)
 	if !ok {
@@ -496,7 +498,7 @@ func TestDeskReleaseOutlivesARestart(t *testing.T) {
 	}
 	s.Shutdown()
 	s = taskBus(t, ids, Options{StoreDir: dir, Violation: v.report}, nil)
-	op, w2, w4 := connect(t, s, ids, OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
+	op, w2, w4 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4")
 	if got := say(t, w2, 2, wire.DeskResult, h.Lease, resultBody(wire.Result{OK: true, Output: "given back"})); got != wire.RefusedStale {
 		t.Errorf("worker 2's result with the lease it gave back, after the restart: %q, want %q", got, wire.RefusedStale)
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // testFlock is orchestrator 1, worker 2 (granted reports.>) and monitor 3
@@ -48,7 +49,7 @@ func newIdentities(t testing.TB, names ...string) identities {
 }
 
 // everyone is the users of testFlock and the operator.
-var everyone = []string{"flock-1", "flock-2", "flock-3", OperatorName}
+var everyone = []string{"flock-1", "flock-2", "flock-3", creds.OperatorName}
 
 // keys is the public keys of ids, leaving out the names in without.
 func (ids identities) keys(without ...string) map[string]string {

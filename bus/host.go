@@ -11,15 +11,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/internal/fsutil"
-	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Host is the bus's side of a host, as the planner sees it: identities on
 // disk, the config file the bus reads, and the running bus's reload.
 type Host interface {
-	Identities
+	creds.Identities
 	// Config is the installed config; nil if there is none.
 	Config(ctx context.Context) (*Config, error)
 	WriteConfig(ctx context.Context, c Config) error
@@ -36,7 +36,7 @@ type Host interface {
 // System is the real Host: seeds under spec.CredDir, the config at
 // ConfigPath, the bus reached as the operator.
 type System struct {
-	Store
+	creds.Store
 	ConfigPath string
 }
 
@@ -44,7 +44,7 @@ var _ Host = (*System)(nil)
 
 // NewSystem is the host's bus at its standard paths.
 func NewSystem() *System {
-	return &System{Store: Store{Dir: spec.CredDir}, ConfigPath: ConfigPath}
+	return &System{Store: creds.Store{Dir: creds.DefaultCredDir}, ConfigPath: ConfigPath}
 }
 
 // Config reads the installed config. A damaged one counts as none, so the
@@ -110,6 +110,22 @@ func (s *System) Status(ctx context.Context) (*wire.BusStatus, error) {
 	return &st, nil
 }
 
+// Permissions asks the running bus for agent id's permissions in force.
+func (s *System) Permissions(ctx context.Context, id int) (wire.Permissions, error) {
+	nc, server, err := s.operator(ctx)
+	if err != nil {
+		return wire.Permissions{}, err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.PermissionsSubject, server), wire.PermissionsRequest(id))
+	if err != nil {
+		return wire.Permissions{}, fmt.Errorf("%s (agent %d): %w", wire.PermissionsSubject, id, err)
+	}
+	return wire.ParsePermissions(msg.Data)
+}
+
 // statusTimeout bounds the bus's answer to a status request.
 const statusTimeout = 5 * time.Second
 
@@ -134,9 +150,9 @@ func (s *System) operator(ctx context.Context) (*nats.Conn, string, error) {
 }
 
 func (s *System) dial(c *Config) (*nats.Conn, error) {
-	opt, err := nats.NkeyOptionFromSeed(s.Path(OperatorName))
+	opt, err := nats.NkeyOptionFromSeed(s.Path(creds.OperatorName))
 	if err != nil {
-		return nil, fmt.Errorf("the operator's bus credential %s: %w", s.Path(OperatorName), err)
+		return nil, fmt.Errorf("the operator's bus credential %s: %w", s.Path(creds.OperatorName), err)
 	}
 	nc, err := nats.Connect("nats://"+c.Listen, opt, nats.Name("flockctl"), nats.Timeout(5*time.Second),
 		nats.MaxReconnects(0))

@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 // FakeHost is an in-memory Host for planner tests. It keeps the config
 // as System does, encoded: what it refuses, and what Config reads back,
 // are System's.
 type FakeHost struct {
-	*FakeIdentities
+	*creds.Fake
 	mu      sync.Mutex
 	config  []byte // as marshalled; nil when there is none
 	loaded  []byte // the config in force, as marshalled; nil before a start
@@ -24,7 +25,7 @@ type FakeHost struct {
 var _ Host = (*FakeHost)(nil)
 
 // NewFakeHost has no identities and no config.
-func NewFakeHost() *FakeHost { return &FakeHost{FakeIdentities: NewFakeIdentities()} }
+func NewFakeHost() *FakeHost { return &FakeHost{Fake: creds.NewFake()} }
 
 func (f *FakeHost) Config(ctx context.Context) (*Config, error) {
 	f.mu.Lock()

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // A lease is what the desk hands a worker with a task: the delivery's

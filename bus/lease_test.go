@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 func FuzzLease(f *testing.F) {

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // logger is the server's Logger: one line per message with a level tag,

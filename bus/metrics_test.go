@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestSnapshotCounts: what /metrics reads of a real bus moves with what
@@ -17,10 +18,10 @@ import (
 //
 // Tier: unit (no root).
 func TestSnapshotCounts(t *testing.T) {
-	ids := newIdentities(t, append([]string{ProxyName}, everyoneAnd4...)...)
+	ids := newIdentities(t, append([]string{creds.ProxyName}, everyoneAnd4...)...)
 	s := taskBus(t, ids, Options{}, nil)
-	op := connect(t, s, ids, OperatorName)
-	proxy := connect(t, s, ids, ProxyName)
+	op := connect(t, s, ids, creds.OperatorName)
+	proxy := connect(t, s, ids, creds.ProxyName)
 	startWorker(t, s.ClientURL(), ids, 2, func(_ context.Context, tk agent.Task) wire.Result {
 		return wire.Result{OK: string(tk.Payload) == "good", Error: map[bool]string{true: "bad payload"}[string(tk.Payload) != "good"]}
 	})

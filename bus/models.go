@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // modelReports are the model gateway's last report of each agent: its

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestModelReports: the model gateway's report of an agent reaches
@@ -14,9 +15,9 @@ import (
 //
 // Tier: unit (no root).
 func TestModelReports(t *testing.T) {
-	ids := newIdentities(t, append([]string{ProxyName}, everyoneAnd4...)...)
+	ids := newIdentities(t, append([]string{creds.ProxyName}, everyoneAnd4...)...)
 	s := taskBus(t, ids, Options{}, nil)
-	proxy := connect(t, s, ids, ProxyName)
+	proxy := connect(t, s, ids, creds.ProxyName)
 	agent := connect(t, s, ids, "flock-1")
 	at := time.Now().UTC()
 	report := func(c *client, agent int, requests uint64, when time.Time) {

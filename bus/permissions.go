@@ -1,13 +1,18 @@
 package bus
 
+// A user's grants as nats-server enforces them (permissions), and as the
+// bus reports them to the operator (Server.Permissions, the answer to
+// wire.PermissionsSubject): both from the one function, so what explain
+// shows is what the server holds. Which grants each user gets is
+// grants.go's.
+
 import (
-	"context"
 	"fmt"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // Permissions are agent id's permissions as this bus handed them to
@@ -23,6 +28,22 @@ func (s *Server) Permissions(id int) wire.Permissions {
 		}
 	}
 	return wire.Permissions{Agent: id, Error: fmt.Sprintf("agent %d has no user on this bus", id)}
+}
+
+// permissions turns u's lists into nats-server's. An empty list must
+// deny everything: to nats-server an absent allow list allows all.
+func permissions(u User) *server.Permissions {
+	list := func(l []string) *server.SubjectPermission {
+		if len(l) == 0 {
+			return &server.SubjectPermission{Deny: []string{">"}}
+		}
+		return &server.SubjectPermission{Allow: append([]string(nil), l...)}
+	}
+	p := &server.Permissions{Publish: list(u.Publish), Subscribe: list(u.Subscribe)}
+	if u.ResponseTTL > 0 {
+		p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: u.ResponseTTL}
+	}
+	return p
 }
 
 // WirePermissions are u's permissions as the bus hands them to nats-server,
@@ -58,20 +79,4 @@ func (s *Server) onPermissions(m *nats.Msg) {
 		return
 	}
 	s.respond(m, data)
-}
-
-// Permissions asks the running bus for agent id's permissions in force.
-func (s *System) Permissions(ctx context.Context, id int) (wire.Permissions, error) {
-	nc, server, err := s.operator(ctx)
-	if err != nil {
-		return wire.Permissions{}, err
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, wire.OnServer(wire.PermissionsSubject, server), wire.PermissionsRequest(id))
-	if err != nil {
-		return wire.Permissions{}, fmt.Errorf("%s (agent %d): %w", wire.PermissionsSubject, id, err)
-	}
-	return wire.ParsePermissions(msg.Data)
 }

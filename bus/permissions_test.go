@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 func TestPermissionsOverBus(t *testing.T) {
 	ids := newIdentities(t, everyone...)
 	f := testFlock()
 	s := startBus(t, ForFlock(f, ids.keys()), Options{})
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	ask := func(body []byte) (wire.Permissions, error) {
 		t.Helper()
 		m, err := op.Request(wire.PermissionsSubject, body, 5*time.Second)

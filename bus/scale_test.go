@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -34,7 +35,7 @@ func TestMoreWorkersThanTheServersDefaultConsumerLimit(t *testing.T) {
 // (other tests' buses may be up).
 func countedFlocks(t *testing.T, n int) func(m int) Config {
 	t.Helper()
-	names := []string{OperatorName}
+	names := []string{creds.OperatorName}
 	for id := 1; id <= n; id++ {
 		names = append(names, spec.UserName(id))
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/wire"
 )
 
 // MaxPayload is the largest message the bus carries: a task result may hold
@@ -207,7 +207,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// TASKS has a consumer per worker, and nats-server caps a stream
 		// at 1000 unless told otherwise: the 1001st worker would stop the
 		// bus's reload. The cap guards a server against clients making
-		// consumers; here only the bus makes them (agents may not, perms.go),
+		// consumers; here only the bus makes them (agents may not, grants.go),
 		// one per worker in the spec, which bounds them (spec.MaxID).
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
@@ -254,22 +254,6 @@ func selfUser(pub, inbox string) User {
 			wire.DeadSubject, wire.ResultSubject},
 		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects},
 		ResponseTTL: time.Minute}
-}
-
-// permissions turns u's lists into nats-server's. An empty list must
-// deny everything: to nats-server an absent allow list allows all.
-func permissions(u User) *server.Permissions {
-	list := func(l []string) *server.SubjectPermission {
-		if len(l) == 0 {
-			return &server.SubjectPermission{Deny: []string{">"}}
-		}
-		return &server.SubjectPermission{Allow: append([]string(nil), l...)}
-	}
-	p := &server.Permissions{Publish: list(u.Publish), Subscribe: list(u.Subscribe)}
-	if u.ResponseTTL > 0 {
-		p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: u.ResponseTTL}
-	}
-	return p
 }
 
 // users maps the public keys of c (and the bus's own) to their users.

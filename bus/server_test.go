@@ -3,19 +3,21 @@ package bus
 // Tier: unit (no root).
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/internal/syncbuf"
-
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestViolationsLoggedByName checks that a violation's log line names the
@@ -66,7 +68,7 @@ func TestStatus(t *testing.T) {
 	worker := connect(t, s, ids, "flock-2")
 	connect(t, s, ids, "flock-2")
 	connect(t, s, ids, "flock-3")
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 
 	// The body claims agent 9; the bus believes the subject.
 	hb := wire.HeartbeatMsg{Agent: 9, Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), UptimeS: 12.5, RSSBytes: 4096, TasksDone: 3, TasksFailed: 1}
@@ -195,7 +197,7 @@ func TestReload(t *testing.T) {
 	if err := worker.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	if _, err := dial(s, ids, "flock-3"); err == nil {
 		t.Fatal("the monitor connected before it was added")
 	}
@@ -263,7 +265,7 @@ func TestReloadOverTheBus(t *testing.T) {
 		}
 		return s.Reload(ForFlock(f, ids.keys()))
 	}})
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 
 	for _, tc := range []struct {
 		name string
@@ -344,5 +346,37 @@ func TestStartRefuses(t *testing.T) {
 	s := startBus(t, good, Options{})
 	if !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") {
 		t.Errorf("ClientURL %s", s.ClientURL())
+	}
+}
+
+// TestSeedFileConnects checks that a seed file is all a client needs: the
+// format nats.NkeyOptionFromSeed (and the nats CLI's --nkey) reads.
+//
+// Tier: unit (no root).
+func TestSeedFileConnects(t *testing.T) {
+	ctx := context.Background()
+	store := creds.Store{Dir: filepath.Join(t.TempDir(), "creds")}
+	keys := map[string]string{}
+	for _, name := range []string{"flock-2", creds.OperatorName} {
+		pub, _, err := store.Ensure(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[name] = pub
+	}
+	s := startBus(t, ForFlock(testFlock(), keys), Options{})
+	for _, name := range []string{"flock-2", creds.OperatorName} {
+		opt, err := nats.NkeyOptionFromSeed(store.Path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(s.ClientURL(), opt, nats.NoReconnect())
+		if err != nil {
+			t.Fatalf("%s connecting with its seed file: %v", name, err)
+		}
+		nc.Close()
+	}
+	if st := s.Status(); st.Agents[1].Connections != 0 {
+		t.Errorf("agent 1 has no key but %d connections", st.Agents[1].Connections)
 	}
 }

@@ -3,7 +3,7 @@ package bus
 import (
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // Status is what the bus knows of each agent: open connections (from the

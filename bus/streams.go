@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // setupTimeout bounds making the streams and consumers, at Start and at
@@ -161,7 +161,7 @@ func streamConfigs(t Tasks, replicas int) []jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    t.StoreMax / 2,
-		Duplicates:  TaskDedupWindow,
+		Duplicates:  wire.TaskDedupWindow,
 	}, {
 		Name:        wire.ResultsStream,
 		Description: "one result per task",

@@ -21,9 +21,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // twoWorkers is orchestrator 1, workers 2 and 4, monitor 3, on a free port.
@@ -120,11 +121,11 @@ func (e *echo) ranBy(id string) []int {
 }
 
 // send stores a task as the operator.
-func send(t testing.TB, nc *nats.Conn, subject, id, payload string) Sent {
+func send(t testing.TB, nc *nats.Conn, subject, id, payload string) operator.Sent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sent, err := SendTask(ctx, nc, subject, id, []byte(payload))
+	sent, err := operator.SendTask(ctx, nc, subject, id, []byte(payload))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/operator"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestTaskTakenOnce: tasks for any worker are each run once by one of two
@@ -29,7 +31,7 @@ import (
 func TestTaskTakenOnce(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	e := newEcho()
 	startWorker(t, s.ClientURL(), ids, 2, e.handler(2))
 	startWorker(t, s.ClientURL(), ids, 4, e.handler(4))
@@ -74,7 +76,7 @@ func TestTaskTakenOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// The first one's result is found, as flockctl send --wait finds it.
-	res, err := WaitResult(ctx, op.Conn, tasks[3], again.At.Add(-TaskDedupWindow))
+	res, err := operator.WaitResult(ctx, op.Conn, tasks[3], again.At.Add(-wire.TaskDedupWindow))
 	if err != nil || res.TaskID != tasks[3] || res.Output != "payload of "+tasks[3] {
 		t.Errorf("the result of the resent task: %+v, %v", res, err)
 	}
@@ -88,7 +90,7 @@ func TestTaskTakenOnce(t *testing.T) {
 func TestWorkerDiesMidTask(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 
 	started, release := make(chan agent.Task, 1), make(chan struct{})
 	defer close(release)
@@ -130,7 +132,7 @@ func TestWorkerDiesMidTask(t *testing.T) {
 func TestLongTaskNotRedelivered(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	e := newEcho()
 	var mu sync.Mutex
 	var deliveries []uint64
@@ -167,7 +169,7 @@ func TestDeadLetter(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	rec := &recWriter{}
 	s := taskBus(t, ids, Options{Events: rec}, func(c *Config) { c.Tasks.MaxDeliveries = maxDeliveries })
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	js, err := jetstream.New(op.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +209,7 @@ func TestDeadLetter(t *testing.T) {
 	startWorker(t, s.ClientURL(), ids, 2, e.handler(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := WaitResult(ctx, op.Conn, "doomed", sentAt)
+	res, err := operator.WaitResult(ctx, op.Conn, "doomed", sentAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestDeadLetter(t *testing.T) {
 	if r := stored(t, op.Conn)["doomed"]; len(r) != 1 || len(e.ranBy("doomed")) != 0 {
 		t.Errorf("%d stored results, want 1: %+v; run again by %v", len(r), r, e.ranBy("doomed"))
 	}
-	entries, err := ListTasks(ctx, op.Conn, 10)
+	entries, err := operator.ListTasks(ctx, op.Conn, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ func TestBusRestartKeepsTasks(t *testing.T) {
 	dir := t.TempDir()
 	s := taskBus(t, ids, Options{StoreDir: dir}, nil)
 	url := s.ClientURL()
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	e := newEcho()
 	slow := func(id int) agent.Handler {
 		return func(ctx context.Context, task agent.Task) wire.Result {
@@ -284,7 +286,7 @@ func TestBusRestartKeepsTasks(t *testing.T) {
 	s.Shutdown()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "nats://"))
 	s2 := taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Listen = "127.0.0.1:" + port })
-	op2 := connect(t, s2, ids, OperatorName)
+	op2 := connect(t, s2, ids, creds.OperatorName)
 	got := waitResults(t, op2.Conn, 30*time.Second, tasks...)
 	waitEmpty(t, op2.Conn)
 	for _, id := range tasks {
@@ -308,7 +310,7 @@ func TestReloadConsumers(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	f := twoWorkers()
 	s := startBus(t, ForFlock(f, ids.keys("flock-4")), Options{})
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js, err := jetstream.New(op.Conn)
@@ -366,11 +368,11 @@ func TestStoreMaxShrinks(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
 	s := taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Tasks.StoreMax = 2 << 30 })
-	send(t, connect(t, s, ids, OperatorName).Conn, wire.RoleTasks("worker"), "queued", "x")
+	send(t, connect(t, s, ids, creds.OperatorName).Conn, wire.RoleTasks("worker"), "queued", "x")
 	s.Shutdown()
 	for range 2 { // lowered, then started again as it is
 		s = taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Tasks.StoreMax = 128 << 20 })
-		op := connect(t, s, ids, OperatorName)
+		op := connect(t, s, ids, creds.OperatorName)
 		if n := streamMsgs(t, op.Conn, wire.TasksStream); n != 1 {
 			t.Errorf("TASKS holds %d tasks, want the one queued", n)
 		}

@@ -35,9 +35,6 @@ const (
 	// DefaultAckWait: a worker busy with a task says so every 10 s; one
 	// silent for 30 s is taken for dead and its task handed out again.
 	DefaultAckWait = 30 * time.Second
-	// TaskDedupWindow is how long a task id makes a resubmission a
-	// duplicate.
-	TaskDedupWindow = 10 * time.Minute
 	// ResultsMaxAge is how long results are kept; ResultWindow never
 	// exceeds it (JetStream refuses a window longer than the age).
 	ResultsMaxAge = 7 * 24 * time.Hour

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 // fakeUnits is systemd as the bus reads it, recording what was asked.
@@ -53,7 +54,7 @@ func TestUnitsOverBus(t *testing.T) {
 	}}
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Units: fu})
 	connect(t, s, ids, "flock-3")
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 
 	m, err := op.Request(wire.UnitsSubject, nil, 5*time.Second)
 	if err != nil {
@@ -89,7 +90,7 @@ func TestUnitsOverBus(t *testing.T) {
 // Tier: unit. A bus answers for the agents the config places on its own
 // host; without a cluster every agent is its own.
 func TestLocalAgents(t *testing.T) {
-	users := []User{{Name: "flock-1", Agent: 1}, {Name: "flock-2", Agent: 2}, {Name: OperatorName}, {Name: "flock-3", Agent: 3}}
+	users := []User{{Name: "flock-1", Agent: 1}, {Name: "flock-2", Agent: 2}, {Name: creds.OperatorName}, {Name: "flock-3", Agent: 3}}
 	for _, tc := range []struct {
 		name     string
 		cluster  *Cluster

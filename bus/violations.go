@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 	"io/fs"
 	"maps"
@@ -117,7 +118,7 @@ func (l *ledger) save() error {
 	l.mu.Unlock()
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err == nil {
-		err = writeAtomic(l.path, append(data, '\n'), 0o600)
+		err = fsutil.WriteAtomic(l.path, append(data, '\n'), 0o600)
 	}
 	if err != nil {
 		l.mu.Lock()

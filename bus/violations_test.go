@@ -12,8 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/internal/syncbuf"
+	"github.com/flockrun/flock/wire"
 )
 
 func byKind(s *Server, id int) map[string]uint64 { return s.Status().Agents[id].Violations }
@@ -188,7 +189,7 @@ func TestForgedAttribution(t *testing.T) {
 func TestLedgerCountsOnlyConfiguredAgents(t *testing.T) {
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	for _, id := range []int{2, 99} {
 		if err := op.Publish(wire.Heartbeat(id), []byte("{not json")); err != nil {
 			t.Fatal(err)

@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/flockrun/flock/netpolicy"
 )
 
 // Counts are one uid's denied packets as table inet flock counts them:
-// Refused all of them, Logged those written to the kernel log
-// (netpolicy.Firewall.Refused's own type).
-type Counts = netpolicy.Refusals
+// Refused all of them, Logged those written to the kernel log. events
+// reads them, never the firewall: whoever wires CounterSource.Read
+// (flockctl events) hands them over from netpolicy.
+type Counts struct {
+	Refused, Logged uint64
+}
 
-// CounterSource reports the firewall's per-uid counters (netpolicy's sets
-// refused and logged). The kernel log has a line for at most 5 refused
+// CounterSource reports the firewall's per-uid counters (its sets refused
+// and logged). The kernel log has a line for at most 5 refused
 // packets a minute per agent, and none at all where journald does not
 // read the kernel log (a container such as an nspawn machine). So:
 // History gives, per agent, the packets no kernel line shows (all of them

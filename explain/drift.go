@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // unit records the unit's state and each property flock sets as systemd

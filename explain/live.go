@@ -8,14 +8,13 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // Sources are the host's boundaries explain reads; fakes in tests.
@@ -54,7 +53,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		Label: a.Level.Label(), Egress: []string{}, Limits: Limits{a.Limits.MemoryBytes, a.Limits.CPUPercent, a.Limits.Tasks},
 		Firewall: []string{}, Paths: []Path{}, Drift: []Drift{}, Unread: []string{}}
 	r.Egress, r.Names = SplitEgress(a.Egress)
-	r.Models = Models(d.Flock, a, proxy.DefaultListen)
+	r.Models = Models(d.Flock, a, spec.DefaultProxyListen)
 	if h, ok := d.Flock.HostNamed(a.Host); ok && d.Flock.Clustered() {
 		r.Host = &Host{Name: h.Name, Address: h.Address.String()}
 	}
@@ -99,7 +98,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 	}
 
 	if len(r.Names) > 0 || len(r.Models) > 0 {
-		r.Proxy = proxy.DefaultListen
+		r.Proxy = spec.DefaultProxyListen
 		// Its names and model APIs reach nothing while the proxy is down.
 		if st, err := s.Units.Service(ctx, units.ProxyUnit); err != nil {
 			unread(units.ProxyUnit, err)
@@ -116,18 +115,20 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 	return r, nil
 }
 
-// SplitEgress is an agent's egress as the spec writes it: its address
-// allowances (the firewall's) and its names (the proxy's).
+// SplitEgress is an agent's egress as the spec writes it, split as the
+// spec splits it (spec.SplitEgress): its address allowances (the
+// firewall's) and its names (the proxy's).
 func SplitEgress(eg []spec.Egress) (addrs, names []string) {
-	addrs, names = []string{}, []string{}
-	for _, e := range eg {
-		if e.Name != "" {
-			names = append(names, e.String())
-		} else {
-			addrs = append(addrs, e.String())
-		}
+	a, n := spec.SplitEgress(eg)
+	return egressStrings(a), egressStrings(n)
+}
+
+func egressStrings(eg []spec.Egress) []string {
+	out := make([]string, len(eg))
+	for i, e := range eg {
+		out[i] = e.String()
 	}
-	return addrs, names
+	return out
 }
 
 func (r *Report) drift(kind, what, want, have string) {

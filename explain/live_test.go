@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // fakeHost is a host provisioned exactly as d plans, on fakes.

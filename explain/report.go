@@ -9,8 +9,8 @@ package explain
 import (
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/sandbox"
+	"github.com/flockrun/flock/wire"
 )
 
 // Report is `flockctl explain ID --output json`. Its fields are a stable

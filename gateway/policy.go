@@ -35,7 +35,7 @@ type Agent struct {
 func ForFlock(f *spec.Flock, agents []spec.Agent) Policy {
 	p := Policy{Providers: map[string]spec.Provider{}, Agents: map[uint32]Agent{}}
 	for _, a := range agents {
-		if !spec.HasModels(a) {
+		if !a.HasModels() {
 			continue
 		}
 		ag := Agent{ID: a.ID, Grants: map[string]spec.Grant{}}

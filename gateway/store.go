@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // Store keeps every agent's counts per provider, on disk: a snapshot

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // The counts survive the proxy: closed cleanly, killed without a word

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/internal/tier"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 // fakeBus is a bus whose Snapshot is given.

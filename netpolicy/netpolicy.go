@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -120,18 +119,14 @@ func ForFlock(f *spec.Flock) Policy {
 	for _, a := range f.Agents {
 		uid := f.UID(a.ID)
 		p.AgentUIDs = append(p.AgentUIDs, uid)
-		names := false
-		for _, e := range a.Egress {
-			if e.IsName() {
-				names = true // names go through the proxy, not the firewall
-				continue
-			}
+		addrs, names := spec.SplitEgress(a.Egress)
+		for _, e := range addrs {
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: e.Prefix, Port: e.Port, Proto: e.Proto})
 		}
-		if names || spec.HasModels(a) {
+		if len(names) > 0 || a.HasModels() {
 			// The proxy, on loopback, for this agent only: its names,
 			// and its model APIs (the gateway, at the same address).
-			l := netip.MustParseAddrPort(proxy.DefaultListen)
+			l := netip.MustParseAddrPort(spec.DefaultProxyListen)
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -40,7 +41,7 @@ func siteOf(t *testing.T, f *spec.Flock, host string, secret []byte) Site {
 	for _, a := range f.Agents {
 		names = append(names, spec.UserName(a.ID))
 	}
-	keys, err := bus.AgentKeys(secret, names)
+	keys, err := creds.AgentKeys(secret, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestAHostProvisionsItsOwnAgentsAndKnowsEveryOne(t *testing.T) {
 	for _, u := range cfg.Users {
 		users = append(users, u.Name)
 	}
-	if want := []string{"flock-1", "flock-2", "flock-3", "flock-4", bus.OperatorName}; !reflect.DeepEqual(users, want) {
+	if want := []string{"flock-1", "flock-2", "flock-3", "flock-4", creds.OperatorName}; !reflect.DeepEqual(users, want) {
 		t.Errorf("bus users %v, want %v", users, want)
 	}
 	if want := []int{2, 3, 4}; !reflect.DeepEqual(cfg.Tasks.Workers, want) {
@@ -183,7 +184,7 @@ func TestJoiningAClusterReplacesRandomSeeds(t *testing.T) {
 		t.Errorf("want the bus restarted, no other agent started:\n%s", p)
 	}
 	keys, _ := fk.bus.Keys(ctx)
-	if want, _ := bus.AgentKey(secret, "flock-1"); keys["flock-1"] != want {
+	if want, _ := creds.AgentKey(secret, "flock-1"); keys["flock-1"] != want {
 		t.Errorf("flock-1's key %s, want the derived %s", keys["flock-1"], want)
 	}
 	if p := provisionOn(t, h, f, siteOf(t, f, "a", secret)); !p.Empty() {

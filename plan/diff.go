@@ -11,11 +11,12 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // Current is what the host has of a flock, as far as a plan cares.
@@ -279,7 +280,7 @@ func Diff(d Desired, c Current) Plan {
 		}
 	}
 	newID := diffBus(d, c, add, notHere)
-	diffProxy(d, c, newID[bus.ProxyName], add)
+	diffProxy(d, c, newID[creds.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
 	}

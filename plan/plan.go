@@ -7,6 +7,7 @@ import (
 	"maps"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -71,22 +72,22 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		d.Units = append(d.Units, units.ForAgent(f, a, uo))
 		d.Identities = append(d.Identities, spec.UserName(a.ID))
 	}
-	var creds []string
+	var clusterCreds []string
 	if f.Clustered() {
-		creds = ClusterCredentials
+		clusterCreds = ClusterCredentials
 	}
-	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath, creds...)
+	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath, clusterCreds...)
 	if pc := proxy.ConfigFor(here); len(pc.Policy.Agents) > 0 {
 		// The proxy publishes its decisions on the bus as itself.
-		d.Identities = append(d.Identities, bus.ProxyName)
+		d.Identities = append(d.Identities, creds.ProxyName)
 		b, err := pc.Encode()
 		if err != nil {
 			panic(err) // strings and numbers only
 		}
 		d.ProxyConfig = b
-		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(bus.ProxyName), pc.Gateway.Credentials()...)
+		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName), pc.Gateway.Credentials()...)
 	}
-	d.Identities = append(d.Identities, bus.OperatorName)
+	d.Identities = append(d.Identities, creds.OperatorName)
 	return d
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -394,15 +395,16 @@ func TestProxyFollowsNames(t *testing.T) {
 	if err != nil || len(c.Policy.Agents) != 1 || c.Policy.Agents[withName.UID(1)].ID != 1 || c.Bus != "nats://127.0.0.1:4222" {
 		t.Errorf("proxy config %+v %v", c, err)
 	}
-	// Its bus user publishes its decisions and nothing else.
+	// Its bus user publishes its decisions and the model gateway's counts,
+	// and nothing else.
 	cfg, _ := fk.bus.Config(ctx)
 	var pu *bus.User
 	for i, u := range cfg.Users {
-		if u.Name == bus.ProxyName {
+		if u.Name == creds.ProxyName {
 			pu = &cfg.Users[i]
 		}
 	}
-	if pu == nil || len(pu.Publish) != 1 || pu.Publish[0] != "flock.egress.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
+	if pu == nil || strings.Join(pu.Publish, " ") != "flock.egress.> flock.usage.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
 		t.Errorf("the proxy's bus user: %+v", pu)
 	}
 	if again := provision(t, h, withName); len(again.Changes) != 0 {
@@ -431,7 +433,7 @@ func TestProxyFollowsNames(t *testing.T) {
 	if fk.proxy.File != nil {
 		t.Error("proxy config left after its last agent went")
 	}
-	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+	if keys, _ := fk.bus.Keys(ctx); keys[creds.ProxyName] != "" {
 		t.Error("the proxy's bus identity left after its last agent went")
 	}
 	if st, _ := fk.units.Service(ctx, units.ProxyUnit); st.File != nil {
@@ -447,7 +449,7 @@ func TestProxyFollowsNames(t *testing.T) {
 	if p.Count(RemoveProxy) != 1 || fk.proxy.File != nil {
 		t.Errorf("names removed: %s", p)
 	}
-	if keys, _ := fk.bus.Keys(ctx); keys[bus.ProxyName] != "" {
+	if keys, _ := fk.bus.Keys(ctx); keys[creds.ProxyName] != "" {
 		t.Error("the proxy's bus identity outlived the proxy")
 	}
 }

@@ -20,7 +20,7 @@ import (
 type Site struct {
 	Host string // this host's name in the spec ("" on one host)
 	// Keys are every agent's public key, derived from the cluster secret
-	// (bus.AgentKeys): remote agents have no seed here, and a local
+	// (creds.AgentKeys): remote agents have no seed here, and a local
 	// agent's seed on disk must be this one. Nil on one host.
 	Keys map[string]string
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -38,7 +39,7 @@ func Remove(ctx context.Context, h Host, f *spec.Flock, ids []int, purge bool) (
 	}
 	forget := names
 	if len(proxy.ForFlock(&rest).Agents) == 0 {
-		forget = append(forget[:len(forget):len(forget)], bus.ProxyName) // no proxy left to speak
+		forget = append(forget[:len(forget):len(forget)], creds.ProxyName) // no proxy left to speak
 	}
 	if err := forgetIdentities(ctx, h, &rest, forget); err != nil {
 		return nil, err

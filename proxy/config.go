@@ -11,10 +11,6 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
-// DefaultListen is where the proxy listens: loopback only, beside the
-// bus's 4222.
-const DefaultListen = "127.0.0.1:4230"
-
 // ConfigPath is where provision writes the proxy's config, beside the
 // bus's (nothing in it is secret: uids and rules).
 const ConfigPath = "/etc/flock/proxy.json"
@@ -48,7 +44,7 @@ type agentEntry struct {
 
 // ConfigFor is the proxy's config for a spec. Pure.
 func ConfigFor(f *spec.Flock) Config {
-	return Config{Listen: DefaultListen, Bus: f.Bus.URL(), Policy: ForFlock(f), Gateway: gateway.ForFlock(f, f.Agents)}
+	return Config{Listen: spec.DefaultProxyListen, Bus: f.Bus.URL(), Policy: ForFlock(f), Gateway: gateway.ForFlock(f, f.Agents)}
 }
 
 // Encode writes c as JSON, agents in uid order (the same config, the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 func TestConfigRoundTrips(t *testing.T) {

@@ -28,25 +28,11 @@ type AgentRules struct {
 func ForFlock(f *spec.Flock) Policy {
 	p := Policy{Agents: map[uint32]AgentRules{}}
 	for _, a := range f.Agents {
-		if NeedsProxy(a) {
+		if a.NeedsProxy() {
 			p.Agents[f.UID(a.ID)] = AgentRules{ID: a.ID, Rules: a.Egress}
 		}
 	}
 	return p
-}
-
-// NeedsProxy says whether agent a reaches flock-proxy: for the names in
-// its egress, or for the model APIs it is granted (the gateway).
-func NeedsProxy(a spec.Agent) bool { return HasNames(a) || spec.HasModels(a) }
-
-// HasNames says whether agent a has a name rule.
-func HasNames(a spec.Agent) bool {
-	for _, e := range a.Egress {
-		if e.IsName() {
-			return true
-		}
-	}
-	return false
 }
 
 // Reasons a decision records (REASON=); a denial's body explains them.
@@ -97,6 +83,8 @@ func special(a netip.Addr) bool {
 // there itself: a rule naming the address or a range of it explicitly, or
 // a wide one (0.0.0.0/0, 10.0.0.0/8), which means "outside this host" and
 // so never covers a host block or one of this host's addresses (local).
+// It runs for every CONNECT and resolved address, so it asks each rule's
+// kind (spec's IsName) instead of splitting them (SplitEgress allocates).
 func addrAllowed(rules []spec.Egress, addr netip.Addr, port uint16, local func(netip.Addr) bool) bool {
 	for _, r := range rules {
 		if r.IsName() || r.Proto != "tcp" || (r.Port != 0 && r.Port != port) || !r.Prefix.Contains(addr) {

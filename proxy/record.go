@@ -3,7 +3,7 @@ package proxy
 import (
 	"net/netip"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"strconv"
 	"time"
 )

@@ -18,16 +18,14 @@ type gvisor struct{}
 
 func init() { Register(gvisor{}) }
 
-func (gvisor) Level() Level  { return GVisor }
-func (gvisor) Rank() int     { return 20 }
-func (gvisor) Label() string { return "sandboxed (gVisor)" }
+func (gvisor) Level() Level { return GVisor }
 
-// RuntimeMapsWX: the Sentry maps the code it runs.
-func (gvisor) RuntimeMapsWX() bool { return true }
-
-func (gvisor) Runtime() Runtime {
-	return Runtime{Name: "runsc", Default: "/usr/local/bin/runsc",
-		Install: "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"}
+// Profile: MapsWX, since the Sentry maps the code it runs.
+func (gvisor) Profile() Profile {
+	return Profile{Rank: 20, Label: "sandboxed (gVisor)", Walls: ContainerWalls,
+		Runtime: Runtime{Name: "runsc", Default: "/usr/local/bin/runsc",
+			Install: "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"},
+		MapsWX: true, SignalExit: true}
 }
 
 func (gvisor) CheckRoot(rootfs, image string) (string, string) {

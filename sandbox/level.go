@@ -23,22 +23,12 @@ const (
 type Driver interface {
 	// Level is the name the spec gives (level: podman).
 	Level() Level
-	// Rank orders the levels from weakest to strongest.
-	Rank() int
-	// Label is the honest wording of what the level gives.
-	Label() string
-	// Runtime is the program the launcher hands the agent to; the zero
-	// Runtime means none: the unit runs the agent itself (level process),
-	// with the whole hardening of level process.
-	Runtime() Runtime
+	// Profile is what the level asks of the agent's unit, as data.
+	Profile() Profile
 	// CheckRoot says what is wrong with an agent's root file system fields
 	// at this level: the field ("rootfs", "image" or "level") and the
 	// problem with its fix; "" when they are right.
 	CheckRoot(rootfs, image string) (field, problem string)
-	// RuntimeMapsWX reports whether the runtime itself maps writable and
-	// executable memory (gVisor's Sentry), so the unit cannot forbid it
-	// (flock-agent's filter still does, for the agent's program).
-	RuntimeMapsWX() bool
 	// Gaps are the walls of level process this level cannot close on
 	// host h, with the reason; none for a level no weaker than process.
 	Gaps(h Host) []Gap
@@ -46,6 +36,47 @@ type Driver interface {
 	// is the Runtime's path on this host, run the unit's runtime directory.
 	Launch(c Config, runtime, run string) error
 }
+
+// Profile is what a level asks of the unit that runs an agent at it,
+// declared as data (as Nomad's task drivers declare their capabilities):
+// the units build every agent's unit from it and never ask which level it
+// is. The zero Profile is level process's walls with no runtime.
+type Profile struct {
+	// Rank orders the levels from weakest to strongest.
+	Rank int
+	// Label is the honest wording of what the level gives.
+	Label string
+	// Walls are the unit's walls the level keeps.
+	Walls Walls
+	// Runtime is the program the launcher hands the agent to: set exactly
+	// when Walls is ContainerWalls (the zero Runtime: none).
+	Runtime Runtime
+	// MapsWX: the runtime itself maps writable and executable memory
+	// (gVisor's Sentry), so the unit cannot forbid it (flock-agent's
+	// filter still does, for the agent's program).
+	MapsWX bool
+	// SignalExit: the runtime exits 128+n when the agent dies of signal n
+	// (podman and runsc do), so the unit's exit status may be a signal.
+	SignalExit bool
+}
+
+// Walls are the sets of walls an agent's unit can keep.
+type Walls int
+
+const (
+	// ProcessWalls: the unit runs the agent itself, as its own uid, under
+	// the whole hardening of level process.
+	ProcessWalls Walls = iota
+	// ContainerWalls: the unit runs the level's runtime as root, through
+	// the launcher, to build the container; the unit keeps what the
+	// runtime allows, and the container adds what the unit gives up
+	// (units/container.go lists both).
+	ContainerWalls
+)
+
+// Contained reports whether p runs the agent through a runtime, in a unit
+// that keeps less so the runtime can build the container.
+func (p Profile) Contained() bool { return p.Walls == ContainerWalls }
 
 // Runtime is a container runtime a level needs on the host.
 type Runtime struct {
@@ -62,8 +93,11 @@ func Register(d Driver) {
 	if _, ok := Lookup(d.Level()); ok {
 		panic(fmt.Sprintf("sandbox: level %q registered twice", d.Level()))
 	}
+	if p := d.Profile(); p.Contained() != (p.Runtime.Name != "") {
+		panic(fmt.Sprintf("sandbox: level %q: a runtime goes with the container walls, and only with them", d.Level()))
+	}
 	drivers = append(drivers, d)
-	slices.SortStableFunc(drivers, func(a, b Driver) int { return a.Rank() - b.Rank() })
+	slices.SortStableFunc(drivers, func(a, b Driver) int { return a.Profile().Rank - b.Profile().Rank })
 }
 
 // Lookup is the driver of level l.
@@ -89,7 +123,7 @@ func Levels() []Level {
 func Contained() []Level {
 	var out []Level
 	for _, d := range drivers {
-		if d.Runtime().Name != "" {
+		if d.Profile().Contained() {
 			out = append(out, d.Level())
 		}
 	}
@@ -108,20 +142,20 @@ func Or(ls []Level) string {
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
-// Contained reports whether l runs the agent through a runtime, in a
-// unit that keeps less so the runtime can build the container.
-func (l Level) Contained() bool {
-	d, ok := Lookup(l)
-	return ok && d.Runtime().Name != ""
+// Profile is level l's profile; an unknown level's is the zero Profile
+// (the walls of level process, the strongest unit) labelled as unknown.
+func (l Level) Profile() Profile {
+	if d, ok := Lookup(l); ok {
+		return d.Profile()
+	}
+	return Profile{Label: "unknown level " + string(l)}
 }
 
+// Contained reports whether l runs the agent through a runtime.
+func (l Level) Contained() bool { return l.Profile().Contained() }
+
 // Label is the honest wording of what l gives.
-func (l Level) Label() string {
-	if d, ok := Lookup(l); ok {
-		return d.Label()
-	}
-	return "unknown level " + string(l)
-}
+func (l Level) Label() string { return l.Profile().Label }
 
 // DeniesWX reports whether an agent at l, with jit as its spec says, is
 // refused memory both writable and executable: at every level unless it

@@ -13,13 +13,12 @@ type podman struct{}
 
 func init() { Register(podman{}) }
 
-func (podman) Level() Level        { return Podman }
-func (podman) Rank() int           { return 10 }
-func (podman) Label() string       { return "sandboxed (podman)" }
-func (podman) RuntimeMapsWX() bool { return false }
+func (podman) Level() Level { return Podman }
 
-func (podman) Runtime() Runtime {
-	return Runtime{Name: "podman", Default: "/usr/bin/podman", Install: "apt-get install podman"}
+func (podman) Profile() Profile {
+	return Profile{Rank: 10, Label: "sandboxed (podman)", Walls: ContainerWalls,
+		Runtime:    Runtime{Name: "podman", Default: "/usr/bin/podman", Install: "apt-get install podman"},
+		SignalExit: true}
 }
 
 func (podman) CheckRoot(rootfs, image string) (string, string) {

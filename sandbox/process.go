@@ -10,11 +10,11 @@ type process struct{}
 
 func init() { Register(process{}) }
 
-func (process) Level() Level        { return Process }
-func (process) Rank() int           { return 0 }
-func (process) Label() string       { return "process isolation with guardrails" }
-func (process) Runtime() Runtime    { return Runtime{} }
-func (process) RuntimeMapsWX() bool { return false }
+func (process) Level() Level { return Process }
+
+func (process) Profile() Profile {
+	return Profile{Rank: 0, Label: "process isolation with guardrails", Walls: ProcessWalls}
+}
 
 func (process) CheckRoot(rootfs, image string) (string, string) {
 	switch {

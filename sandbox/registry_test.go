@@ -22,12 +22,11 @@ type testbox struct{ launched chan sandbox.Config }
 const testboxLevel sandbox.Level = "testbox"
 
 func (testbox) Level() sandbox.Level            { return testboxLevel }
-func (testbox) Rank() int                       { return 30 }
-func (testbox) Label() string                   { return "sandboxed (testbox)" }
-func (testbox) RuntimeMapsWX() bool             { return true }
 func (testbox) Gaps(sandbox.Host) []sandbox.Gap { return nil }
-func (testbox) Runtime() sandbox.Runtime {
-	return sandbox.Runtime{Name: "testbox-run", Default: "/nonexistent/testbox-run", Install: "build testbox-run"}
+func (testbox) Profile() sandbox.Profile {
+	return sandbox.Profile{Rank: 30, Label: "sandboxed (testbox)", Walls: sandbox.ContainerWalls,
+		Runtime: sandbox.Runtime{Name: "testbox-run", Default: "/nonexistent/testbox-run", Install: "build testbox-run"},
+		MapsWX:  true}
 }
 func (testbox) CheckRoot(rootfs, image string) (string, string) {
 	if rootfs == "" {

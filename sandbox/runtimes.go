@@ -15,10 +15,7 @@ func (r Runtimes) Path(l Level) string {
 	if p := r[l]; p != "" {
 		return p
 	}
-	if d, ok := Lookup(l); ok {
-		return d.Runtime().Default
-	}
-	return ""
+	return l.Profile().Runtime.Default
 }
 
 // HostRuntimes finds every registered level's runtime: on PATH, or else
@@ -26,7 +23,7 @@ func (r Runtimes) Path(l Level) string {
 func HostRuntimes() Runtimes {
 	r := Runtimes{}
 	for _, d := range drivers {
-		rt := d.Runtime()
+		rt := d.Profile().Runtime
 		if rt.Name == "" {
 			continue
 		}
@@ -48,7 +45,7 @@ func (r Runtimes) Ready(l Level, rootfs string) error {
 	if !ok {
 		return fmt.Errorf("level %q is not known; choose %s", l, Or(Levels()))
 	}
-	rt := d.Runtime()
+	rt := d.Profile().Runtime
 	if rt.Name == "" {
 		return nil
 	}

@@ -101,7 +101,7 @@ func (c Config) MountPoints() []Mount {
 // Validate reports what makes c unusable, naming the field.
 func (c Config) Validate() error {
 	d, ok := Lookup(c.Level)
-	if !ok || !c.Level.Contained() {
+	if !ok || !d.Profile().Contained() {
 		return fmt.Errorf("level %q: want %s", c.Level, Or(Contained()))
 	}
 	if field, problem := d.CheckRoot(c.Rootfs, c.Image); problem != "" {

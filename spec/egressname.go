@@ -85,16 +85,12 @@ func checkLabel(l string) string {
 	return ""
 }
 
-// IsName says whether e names a host (carried by the proxy) rather than
-// an address (opened in the firewall).
-func (e Egress) IsName() bool { return e.Name != "" }
-
 // MatchName says whether the name rule e allows name on port: an exact
 // name, or "*.example.com" for exactly one more leading label, as in
 // certificates (not example.com itself, not a.b.example.com). name is
 // compared without case; a trailing dot is not a match.
 func (e Egress) MatchName(name string, port uint16) bool {
-	if e.Name == "" || e.Port != port {
+	if !e.IsName() || e.Port != port {
 		return false
 	}
 	name = strings.ToLower(name)

@@ -3,7 +3,6 @@ package spec
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -343,14 +342,10 @@ func GatewayURL(listen, name string) string {
 	return "http://" + listen + "/" + name
 }
 
-// GatewayHost is the host of a listen address (for NO_PROXY).
-func GatewayHost(listen string) string {
-	h, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	return h
-}
+// HasModels says whether agent a is granted a model API, so reaches the
+// proxy (its gateway is at DefaultProxyListen).
+func (a Agent) HasModels() bool { return len(a.Models) > 0 }
 
-// HasModels says whether agent a is granted a model API.
-func HasModels(a Agent) bool { return len(a.Models) > 0 }
+// NeedsProxy says whether agent a reaches flock-proxy: for the names in
+// its egress, or for the model APIs it is granted.
+func (a Agent) NeedsProxy() bool { return a.HasNames() || a.HasModels() }

@@ -46,7 +46,7 @@ agents:
 	if w := []Grant{{Provider: "ollama"}}; !reflect.DeepEqual(a2.Models, w) || a2.Models[0].Limited() {
 		t.Errorf("agent 2's grants (the defaults'): %+v", a2.Models)
 	}
-	if a3, _ := f.Agent(3); HasModels(a3) {
+	if a3, _ := f.Agent(3); a3.HasModels() {
 		t.Errorf("agent 3 gave models: {} and has %+v", a3.Models)
 	}
 }

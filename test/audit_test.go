@@ -11,9 +11,9 @@ import (
 
 	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/wire"
 )
 
 // runAudit runs flockctl audit [ID] --output json; wantClean is whether

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/wire"
 )
 
 // doneBy counts the tasks of ids agent has stored a result for, as

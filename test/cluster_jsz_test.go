@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/wire"
 )
 
 // jsz is what the bus's monitoring endpoint says of JetStream

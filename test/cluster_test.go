@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/wire"
 )
 
 // clusterWorker upper-cases its task; a payload starting with "slow" takes

@@ -31,13 +31,13 @@ func ForAuditPeer(f *spec.Flock, a spec.Agent, o Options, batch []byte, output s
 }
 
 func forAudit(f *spec.Flock, a spec.Agent, o Options, batch []byte, output, role string) Unit {
-	suffix := "-" + role
-	u := forAgent(f, a, o, []string{"probe", string(batch)}, suffix)
+	lv := levelOf(f, a, o, []string{"probe", string(batch)}, "-"+role)
+	u := forAgent(f, a, o, lv)
 	u.Name = AuditUnit(a.ID)
-	u.Description = fmt.Sprintf("flock audit of agent %d: %s", a.ID, a.Level.Label())
+	u.Description = fmt.Sprintf("flock audit of agent %d: %s", a.ID, lv.label)
 	if role == "peer" {
 		u.Name = AuditPeerUnit(a.ID)
-		u.Description = fmt.Sprintf("flock audit's colluding peer, agent %d: %s", a.ID, a.Level.Label())
+		u.Description = fmt.Sprintf("flock audit's colluding peer, agent %d: %s", a.ID, lv.label)
 	}
 	u.Hash = ""
 	props := u.Properties[:0:0]
@@ -45,8 +45,6 @@ func forAudit(f *spec.Flock, a spec.Agent, o Options, batch []byte, output, role
 		switch p.Name {
 		case "Restart", "RestartUSec", "RestartSteps", "RestartMaxDelayUSec", "StartLimitIntervalUSec":
 			continue
-		case "RuntimeDirectory":
-			p.Value = []string{"flock-sandbox/" + strconv.Itoa(a.ID) + suffix}
 		}
 		props = append(props, p)
 	}

@@ -8,13 +8,14 @@ import (
 )
 
 // launcher is the command line of a contained agent's unit: flock-agent,
-// running as root in it, starts the agent's container.
-func launcher(f *spec.Flock, a spec.Agent, o Options) sandbox.Launcher {
+// running as root in it, starts the agent's container (suffix ends its
+// name: Launcher.Suffix).
+func launcher(f *spec.Flock, a spec.Agent, o Options, suffix string) sandbox.Launcher {
 	uid := f.UID(a.ID)
 	return sandbox.Launcher{
 		Level: a.Level, Runtime: o.Runtimes.Path(a.Level),
 		UID: uid, GID: uid, SharedGID: f.UIDBase, CommonRW: a.Common == spec.AccessRW,
-		Rootfs: a.Rootfs, Image: a.Image,
+		Rootfs: a.Rootfs, Image: a.Image, Suffix: suffix,
 	}
 }
 
@@ -45,10 +46,11 @@ func launcher(f *spec.Flock, a spec.Agent, o Options) sandbox.Launcher {
 // PrivateTmp, PrivateIPC, ProtectProc, LockPersonality, RestrictRealtime,
 // SystemCallArchitectures, RestrictAddressFamilies (plus AF_NETLINK),
 // KeyringMode, and the limits, which bound the whole container.
-func containerHardening(f *spec.Flock, a spec.Agent) []Property {
+func containerHardening(f *spec.Flock, a spec.Agent, p sandbox.Profile, suffix string) []Property {
 	props := []Property{
-		// runsc's bundle and state; removed when the unit stops.
-		{"RuntimeDirectory", []string{"flock-sandbox/" + strconv.Itoa(a.ID)}},
+		// runsc's bundle and state, the container's own (suffix: a
+		// second container's); removed when the unit stops.
+		{"RuntimeDirectory", []string{"flock-sandbox/" + strconv.Itoa(a.ID) + suffix}},
 		{"RuntimeDirectoryMode", FileMode(0o700)},
 		{"PrivateTmp", true},
 		{"PrivateIPC", true},
@@ -67,7 +69,7 @@ func containerHardening(f *spec.Flock, a spec.Agent) []Property {
 		{"SystemCallArchitectures", []string{"native"}},
 		{"RestrictAddressFamilies", NameList{true, []string{"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}}},
 	}
-	if d, ok := sandbox.Lookup(a.Level); ok && !d.RuntimeMapsWX() {
+	if !p.MapsWX {
 		// Inherited by the container: its programs cannot map W+X either,
 		// unless the agent runs a JIT (spec jit: true).
 		props = append(props, Property{"MemoryDenyWriteExecute", !a.JIT})

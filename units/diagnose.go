@@ -81,8 +81,9 @@ func Diagnose(a spec.Agent, st Status, journal string) (d Diagnosis, ok bool) {
 	}
 	mdwe := a.Level.DeniesWX(a.JIT) // the unit sets MemoryDenyWriteExecute
 	signal, sig := st.LastExit.Code != "exited", st.LastExit.Status
-	if !signal && a.Level.Contained() && sig > 128 && sig <= 128+64 {
-		// podman and runsc exit 128+n when the agent dies of signal n.
+	if !signal && a.Level.Profile().SignalExit && sig > 128 && sig <= 128+64 {
+		// The runtime (podman, runsc) exits 128+n when the agent dies of
+		// signal n.
 		signal, sig = true, sig-128
 	}
 	switch {

@@ -1,7 +1,6 @@
 package units
 
 import (
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -28,7 +27,7 @@ func modelEnv(f *spec.Flock, a spec.Agent) []string {
 		if !ok {
 			continue
 		}
-		url := spec.GatewayURL(proxy.DefaultListen, p.Name)
+		url := spec.GatewayURL(spec.DefaultProxyListen, p.Name)
 		env = append(env, spec.GrantURLEnv(p.Name)+"="+url)
 		if done[p.Kind] {
 			continue

@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Options are facts of the host that change the property set.
@@ -104,23 +103,19 @@ func ForAgent(f *spec.Flock, a spec.Agent, o Options) Unit {
 	case len(a.Command) > 0:
 		mode = append([]string{"task", "--"}, a.Command...)
 	}
-	return forAgent(f, a, o, mode, "")
+	return forAgent(f, a, o, levelOf(f, a, o, mode, ""))
 }
 
-func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix string) Unit {
+// forAgent lays out agent a's unit around lv, what its level changes,
+// decided before (levelOf): it asks the level nothing itself.
+func forAgent(f *spec.Flock, a spec.Agent, o Options, lv unitLevel) Unit {
 	bin := o.AgentBin
 	if bin == "" {
 		bin = DefaultAgentBin
 	}
 	user := spec.UserName(a.ID)
 	dir, logFile := f.AgentDir(a.ID), f.LogPath(a.ID)
-	args := mode
-	if a.Level.Contained() {
-		l := launcher(f, a, o)
-		l.Suffix = suffix
-		args = l.Args(mode)
-	}
-	argv := append([]string{bin}, agent.UnitArgs(args)...)
+	argv := append([]string{bin}, agent.UnitArgs(lv.args)...)
 	props := []Property{
 		{"Type", "exec"}, // the start job fails if the runner cannot be executed
 		// ExecStart, not ExecStartEx with no-env-expand: systemd 252
@@ -131,12 +126,7 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix stri
 		// program as written, before a reload and after.
 		{"ExecStart", []ExecCommand{{Path: bin, Argv: argv}}},
 	}
-	if !a.Level.Contained() {
-		props = append(props,
-			Property{"User", user},
-			Property{"Group", user},
-			Property{"SupplementaryGroups", []string{spec.SharedGroup}})
-	}
+	props = append(props, lv.identity...)
 	props = append(props,
 		Property{"WorkingDirectory", dir},
 		Property{"Environment", agent.Env{
@@ -152,14 +142,10 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix stri
 		// mount table at every change, so each start cost more than the
 		// last (500 units: 155 s against 16.5 s).
 		Property{"BindReadOnlyPaths", []BindPath{{Source: spec.CredPath(user), Destination: CredentialPath}}},
-		Property{"InaccessiblePaths", inaccessible(a)},
+		Property{"InaccessiblePaths", lv.inaccessible},
 		Property{"UMask", FileMode(0o077)},
 	)
-	if a.Level.Contained() {
-		props = append(props, containerHardening(f, a)...)
-	} else {
-		props = append(props, processHardening(f, a)...)
-	}
+	props = append(props, lv.walls...)
 	props = append(props,
 		// Limits: at level podman and gvisor they bound the container too,
 		// which stays in this unit's cgroup.
@@ -184,19 +170,8 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix stri
 
 	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
 	u.Hash = hashOf(props, o.AgentBuild)
-	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, a.Level.Label(), u.Hash)
+	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, lv.label, u.Hash)
 	return u
-}
-
-// inaccessible are the host's paths the agent must not reach: flock's
-// state (credentials), and at level process the system D-Bus, which
-// every uid may otherwise connect to (flockctl audit found it). A
-// container has neither; podman's runtime itself may need D-Bus.
-func inaccessible(a spec.Agent) []string {
-	if a.Level.Contained() {
-		return []string{"-" + spec.StateDir}
-	}
-	return []string{"-" + spec.StateDir, "-/run/dbus"}
 }
 
 // processHardening is level process: the agent's own uid in a unit that
@@ -303,10 +278,10 @@ func specEnv(a spec.Agent) []string {
 // http_proxy, Go and Python either), and keeps the bus off it. Others get
 // nothing: they cannot reach the proxy.
 func proxyEnv(f *spec.Flock, a spec.Agent) []string {
-	if !proxy.HasNames(a) {
+	if !a.HasNames() {
 		return nil
 	}
-	url := "http://" + proxy.DefaultListen
+	url := "http://" + spec.DefaultProxyListen
 	no := f.Bus.Host + ",localhost"
 	var env []string
 	for _, kv := range [][2]string{{"HTTPS_PROXY", url}, {"HTTP_PROXY", url}, {"NO_PROXY", no}} {

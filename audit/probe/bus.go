@@ -11,7 +11,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats.go"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/agent"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // program is flock-agent's own agent (default and task modes): on the

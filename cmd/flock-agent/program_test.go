@@ -14,8 +14,10 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
@@ -29,7 +31,7 @@ func TestServeTaskMode(t *testing.T) {
 	testerKey, _ := user(t)
 	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
 		Agents: []spec.Agent{{ID: 5, Role: spec.RoleWorker, TaskTimeout: 5 * time.Second}}}
-	s, err := bus.Start(bus.ForFlock(f, map[string]string{"flock-5": pub(t, agentKey), bus.OperatorName: pub(t, testerKey)}),
+	s, err := bus.Start(bus.ForFlock(f, map[string]string{"flock-5": pub(t, agentKey), creds.OperatorName: pub(t, testerKey)}),
 		bus.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -57,13 +59,13 @@ func TestServeTaskMode(t *testing.T) {
 		t.Fatalf("first event %q", kind)
 	}
 	// Stored before the agent pulls or after: it is queued either way.
-	sent, err := bus.SendTask(ctx, tester, wire.RoleTasks("worker"), "t-9", []byte("shout"))
+	sent, err := operator.SendTask(ctx, tester, wire.RoleTasks("worker"), "t-9", []byte("shout"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	res, err := bus.WaitResult(wctx, tester, "t-9", sent.At)
+	res, err := operator.WaitResult(wctx, tester, "t-9", sent.At)
 	if err != nil || !res.OK || res.Output != "SHOUT" || res.TaskID != "t-9" || res.Agent != 5 {
 		t.Errorf("result %+v, %v", res, err)
 	}

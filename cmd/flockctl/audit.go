@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,18 +14,21 @@ import (
 
 	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/audit/probe"
-	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
-	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
 )
 
 // auditDir holds the audit units' answers: root's alone.
 const auditDir = "/run/flock-audit"
 
+type auditOpts struct {
+	stdio
+	output string
+	args   []string
+}
+
 func newAudit() *cobra.Command {
-	var output string
+	var o auditOpts
 	cmd := &cobra.Command{
 		Use:   "audit [ID] [--output text|json]",
 		Short: "Run flock's hostile probes as each agent inside its real sandbox, with controls, drift and exposure (as root); exits non-zero on any escape",
@@ -49,57 +51,60 @@ Exits non-zero on any ESCAPED or unproven probe, any drift, or an agent that
 could not be audited.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q: choose text or json", output)
-			}
-			var ids []int
-			if len(args) == 1 {
-				id, err := strconv.Atoi(args[0])
-				if err != nil || id <= 0 {
-					return fmt.Errorf("agent %q: an id is a positive number, as in the spec (flockctl status lists them)", args[0])
-				}
-				ids = []int{id}
-			}
-			if os.Geteuid() != 0 {
-				return errors.New("flockctl audit starts units as the agents and must run as root (try sudo)")
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			// One audit at a time, and none during a provision: audits
-			// share their unit names and /run/flock-audit, and a flock
-			// changing under an audit would read as drift.
-			unlock, err := lockHost(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer unlock()
-			r, err := runAudit(ctx, ids)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				r.WriteText(out)
-			}
-			if r.Failing() {
-				return fmt.Errorf("audit failed: %d escaped, %d unproven, %d drift, %d agents not audited", r.Escaped, r.Unproven, r.Drift, r.Errors)
-			}
-			return nil
+			o.stdio, o.args = stdioOf(cmd), args
+			return runAudit(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	return cmd
 }
 
-func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
+func runAudit(ctx context.Context, o auditOpts) error {
+	if err := checkOutput(o.output, "text", "json"); err != nil {
+		return err
+	}
+	var ids []int
+	if len(o.args) == 1 {
+		id, err := strconv.Atoi(o.args[0])
+		if err != nil || id <= 0 {
+			return fmt.Errorf("agent %q: an id is a positive number, as in the spec (flockctl status lists them)", o.args[0])
+		}
+		ids = []int{id}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("flockctl audit starts units as the agents and must run as root (try sudo)")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// One audit at a time, and none during a provision: audits
+	// share their unit names and /run/flock-audit, and a flock
+	// changing under an audit would read as drift.
+	unlock, err := lockHost(o.errOut)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, err := auditAgents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		if err := printJSON(o.out, r); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(o.out)
+	}
+	if r.Failing() {
+		return fmt.Errorf("audit failed: %d escaped, %d unproven, %d drift, %d agents not audited", r.Escaped, r.Unproven, r.Drift, r.Errors)
+	}
+	return nil
+}
+
+// auditAgents audits agents ids of the provisioned flock (none: every
+// agent of this host) in their units.
+func auditAgents(ctx context.Context, ids []int) (audit.Report, error) {
 	f, err := appliedFlock()
 	if err != nil {
 		return audit.Report{}, err
@@ -118,11 +123,11 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 			return audit.Report{}, fmt.Errorf("agent %d runs on host %s, not on this one (%s): audit it there", id, a.Host, w.site.Host)
 		}
 	}
-	h, uo, closeHost, err := openHost(ctx, w.secret)
+	s, err := setUp(ctx, f, w, false)
 	if err != nil {
 		return audit.Report{}, err
 	}
-	defer closeHost()
+	defer s.close()
 	if err := os.MkdirAll(auditDir, 0o700); err != nil {
 		return audit.Report{}, err
 	}
@@ -152,25 +157,18 @@ func runAudit(ctx context.Context, ids []int) (audit.Report, error) {
 			os.Remove(p)
 		}
 	}()
-	d := plan.Build(f, w.site, uo)
-	busHost := bus.NewSystem()
-	sources := explain.Sources{
-		Units: h.Units, Firewall: h.Firewall, Users: h.Users,
-		Bus:      func(ctx context.Context, id int) (wire.Permissions, error) { return busHost.Permissions(ctx, id) },
-		Kernel:   explain.HostKernel,
-		Exposure: explain.SystemdExposure,
-	}
+	sources := s.explainSources()
 	// The model APIs' keys: what each agent must find nowhere.
 	keys, err := audit.ReadModelKeys(f)
 	if err != nil {
 		return audit.Report{}, err
 	}
 	host := audit.Host{
-		Units: h.Units, Options: uo, OutDir: auditDir, ModelKeys: keys,
+		Units: s.host.Units, Options: s.opts, OutDir: auditDir, ModelKeys: keys,
 		ReadOutput: os.ReadFile,
 		Control:    func(reqs []probe.Request) []probe.Result { return probe.RunAll(reqs, probe.ControlTimeout) },
 		Explain: func(ctx context.Context, id int) (explain.Report, error) {
-			return explain.Live(ctx, sources, d, id)
+			return explain.Live(ctx, sources, s.want, id)
 		},
 	}
 	return audit.Run(ctx, host, f, ids, c), nil

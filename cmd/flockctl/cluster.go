@@ -25,8 +25,13 @@ flockctl cluster certs.`,
 	return cmd
 }
 
+type clusterCertsOpts struct {
+	stdio
+	file, dir string
+}
+
 func newClusterCerts() *cobra.Command {
-	var file, dir string
+	var o clusterCertsOpts
 	cmd := &cobra.Command{
 		Use:   "certs -f FILE [--dir DIR]",
 		Short: "Make or renew the flock's CA, secret and each host's certificate (idempotent)",
@@ -50,19 +55,24 @@ Each host then needs, in ` + cluster.Dir + ` (root, 0700):
 The CA key stays in DIR.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("no spec: give -f FILE, the multi-host flock's spec (with hosts:)")
-			}
-			f, err := spec.Load(file)
-			if err != nil {
-				return err
-			}
-			return clusterCerts(cmd.OutOrStdout(), f, file, dir, time.Now())
+			o.stdio = stdioOf(cmd)
+			return runClusterCerts(o, time.Now())
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec (flock.yaml), with hosts:")
-	cmd.Flags().StringVar(&dir, "dir", cluster.AuthorityDir, "the authority's directory (keeps the CA key)")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the flock spec (flock.yaml), with hosts:")
+	cmd.Flags().StringVar(&o.dir, "dir", cluster.AuthorityDir, "the authority's directory (keeps the CA key)")
 	return cmd
+}
+
+func runClusterCerts(o clusterCertsOpts, now time.Time) error {
+	if o.file == "" {
+		return errors.New("no spec: give -f FILE, the multi-host flock's spec (with hosts:)")
+	}
+	f, err := spec.Load(o.file)
+	if err != nil {
+		return err
+	}
+	return clusterCerts(o.out, f, o.file, o.dir, now)
 }
 
 // clusterCerts ensures the authority of f's hosts in dir and prints each

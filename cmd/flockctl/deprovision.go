@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,12 +11,14 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
+type deprovisionOpts struct {
+	stdio
+	file       string
+	all, purge bool
+}
+
 func newDeprovision() *cobra.Command {
-	var (
-		file  string
-		all   bool
-		purge bool
-	)
+	var o deprovisionOpts
 	cmd := &cobra.Command{
 		Use:   "deprovision (-f FILE | --all) [--purge]",
 		Short: "Stop agents and remove their units, users and firewall rules",
@@ -24,76 +27,79 @@ everything flock created on this host. Agents' directories and logs, and
 the bus's store of tasks and results, are kept unless --purge is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (file == "") == !all {
-				return errors.New("give either -f FILE (the agents to remove) or --all")
-			}
-			if err := preflight(); err != nil {
-				return err
-			}
-			var gone *spec.Flock
-			if file != "" {
-				var err error
-				if gone, err = spec.Load(file); err != nil {
-					return err
-				}
-			}
-			ctx := cmd.Context()
-			h, _, closeHost, err := openHost(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer closeHost()
-			unlock, err := lockHost(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer unlock()
-			applied, err := plan.LoadState(plan.StatePath)
-			if err != nil && !errors.Is(err, plan.ErrNoState) {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if all {
-				root := spec.DefaultRoot
-				if applied != nil {
-					root = applied.Root
-				}
-				if err := plan.RemoveAll(ctx, h, root, purge); err != nil {
-					return err
-				}
-				if err := plan.RemoveState(plan.StateDir); err != nil {
-					return err
-				}
-				fmt.Fprintln(out, "removed every flock unit, user, group and table inet flock"+purged(purge, root))
-				return nil
-			}
-			if applied == nil {
-				applied = gone
-			}
-			if applied.Clustered() {
-				// Every host's bus lists every agent: a removal here alone
-				// would part this host's bus from the others'.
-				return errors.New("the flock spans several hosts: remove the agents from the spec and provision every host with it (ansible-playbook ansible/site.yml), or remove everything here with deprovision --all")
-			}
-			ids := make([]int, 0, len(gone.Agents))
-			for _, a := range gone.Agents {
-				ids = append(ids, a.ID)
-			}
-			rest, err := plan.Remove(ctx, h, applied, ids, purge)
-			if err != nil {
-				return err
-			}
-			if err := plan.SaveState(plan.StatePath, rest); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "removed %d agents; %d remain\n", len(ids), len(rest.Agents))
-			return nil
+			o.stdio = stdioOf(cmd)
+			return runDeprovision(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "spec naming the agents to remove")
-	cmd.Flags().BoolVar(&all, "all", false, "remove everything flock created on this host")
-	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the agents' directories and logs (with --all: and the bus's store and the cluster's material)")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "spec naming the agents to remove")
+	cmd.Flags().BoolVar(&o.all, "all", false, "remove everything flock created on this host")
+	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the agents' directories and logs (with --all: and the bus's store and the cluster's material)")
 	return cmd
+}
+
+func runDeprovision(ctx context.Context, o deprovisionOpts) error {
+	if (o.file == "") == !o.all {
+		return errors.New("give either -f FILE (the agents to remove) or --all")
+	}
+	if err := preflight(); err != nil {
+		return err
+	}
+	var gone *spec.Flock
+	if o.file != "" {
+		var err error
+		if gone, err = spec.Load(o.file); err != nil {
+			return err
+		}
+	}
+	h, _, closeHost, err := openHost(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer closeHost()
+	unlock, err := lockHost(o.errOut)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	applied, err := plan.LoadState(plan.StatePath)
+	if err != nil && !errors.Is(err, plan.ErrNoState) {
+		return err
+	}
+	if o.all {
+		root := spec.DefaultRoot
+		if applied != nil {
+			root = applied.Root
+		}
+		if err := plan.RemoveAll(ctx, h, root, o.purge); err != nil {
+			return err
+		}
+		if err := plan.RemoveState(plan.StateDir); err != nil {
+			return err
+		}
+		fmt.Fprintln(o.out, "removed every flock unit, user, group and table inet flock"+purged(o.purge, root))
+		return nil
+	}
+	if applied == nil {
+		applied = gone
+	}
+	if applied.Clustered() {
+		// Every host's bus lists every agent: a removal here alone
+		// would part this host's bus from the others'.
+		return errors.New("the flock spans several hosts: remove the agents from the spec and provision every host with it (ansible-playbook ansible/site.yml), or remove everything here with deprovision --all")
+	}
+	ids := make([]int, 0, len(gone.Agents))
+	for _, a := range gone.Agents {
+		ids = append(ids, a.ID)
+	}
+	rest, err := plan.Remove(ctx, h, applied, ids, o.purge)
+	if err != nil {
+		return err
+	}
+	if err := plan.SaveState(plan.StatePath, rest); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.out, "removed %d agents; %d remain\n", len(ids), len(rest.Agents))
+	return nil
 }
 
 func purged(purge bool, root string) string {

@@ -18,13 +18,15 @@ import (
 	"github.com/flockrun/flock/units"
 )
 
+type eventsOpts struct {
+	stdio
+	follow        bool
+	since, output string
+	agent         int
+}
+
 func newEvents() *cobra.Command {
-	var (
-		follow bool
-		since  string
-		agent  int
-		output string
-	)
+	var o eventsOpts
 	cmd := &cobra.Command{
 		Use:   "events [-f] [--since D] [--agent ID] [--output text|json]",
 		Short: "What happened to the flock, oldest first: starts, deaths, walls, refusals, drift, dead letters",
@@ -38,40 +40,45 @@ per-agent counters. -f keeps printing new events as they happen.
 --output json prints one JSON object a line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := eventOptions(since, agent, follow, output, time.Now())
-			if err != nil {
-				return err
-			}
-			if err := preflight(); err != nil {
-				return err
-			}
-			uidBase := uint32(spec.DefaultUIDBase)
-			var wall events.WallOf
-			if f, err := plan.LoadState(plan.StatePath); err == nil {
-				uidBase, wall = f.UIDBase, wallOf(f)
-			} else if !errors.Is(err, plan.ErrNoState) {
-				return err
-			}
-			sources := []events.Source{
-				&events.JournalSource{UIDBase: uidBase, Wall: wall},
-				&events.CounterSource{UIDBase: uidBase, Read: netpolicy.New().Refused, KernelLog: kernelLogInJournal(cmd.Context())},
-			}
-			return events.Stream(cmd.Context(), sources, o, eventPrinter(cmd.OutOrStdout(), output))
+			o.stdio = stdioOf(cmd)
+			return runEvents(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they happen")
-	cmd.Flags().StringVar(&since, "since", "1h", "how far back: a duration (30m, 2h, 7d) or a time (2026-11-27T08:00:00Z)")
-	cmd.Flags().IntVar(&agent, "agent", 0, "only this agent's events")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one event a line)")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new events as they happen")
+	cmd.Flags().StringVar(&o.since, "since", "1h", "how far back: a duration (30m, 2h, 7d) or a time (2026-11-27T08:00:00Z)")
+	cmd.Flags().IntVar(&o.agent, "agent", 0, "only this agent's events")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (one event a line)")
 	return cmd
+}
+
+func runEvents(ctx context.Context, o eventsOpts) error {
+	opts, err := eventOptions(o.since, o.agent, o.follow, o.output, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := preflight(); err != nil {
+		return err
+	}
+	uidBase := uint32(spec.DefaultUIDBase)
+	var wall events.WallOf
+	if f, err := plan.LoadState(plan.StatePath); err == nil {
+		uidBase, wall = f.UIDBase, wallOf(f)
+	} else if !errors.Is(err, plan.ErrNoState) {
+		return err
+	}
+	sources := []events.Source{
+		&events.JournalSource{UIDBase: uidBase, Wall: wall},
+		&events.CounterSource{UIDBase: uidBase, Read: refusedCounts(netpolicy.New()), KernelLog: kernelLogInJournal(ctx)},
+	}
+	return events.Stream(ctx, sources, opts, eventPrinter(o.out, o.output))
 }
 
 // eventOptions checks the flags, naming the one that is wrong and the fix,
 // before anything is read.
 func eventOptions(since string, agent int, follow bool, output string, now time.Time) (events.Options, error) {
 	o := events.Options{Agent: agent, Follow: follow}
-	if output != "text" && output != "json" {
-		return o, fmt.Errorf("--output %q: choose text or json", output)
+	if err := checkOutput(output, "text", "json"); err != nil {
+		return o, err
 	}
 	if agent < 0 || agent > spec.MaxID {
 		return o, fmt.Errorf("--agent %d: give an agent's id, 1..%d (or leave it out for all)", agent, spec.MaxID)
@@ -120,6 +127,22 @@ func eventPrinter(w io.Writer, output string) func(events.Event) error {
 		}
 		_, err := fmt.Fprintln(w, e.Text())
 		return err
+	}
+}
+
+// refusedCounts reads the firewall's per-uid refusals as events counts
+// them: events reads the counters and knows nothing of nftables.
+func refusedCounts(fw netpolicy.Firewall) func(context.Context) (map[uint32]events.Counts, error) {
+	return func(ctx context.Context) (map[uint32]events.Counts, error) {
+		r, err := fw.Refused(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[uint32]events.Counts, len(r))
+		for uid, c := range r {
+			out[uid] = events.Counts{Refused: c.Refused, Logged: c.Logged}
+		}
+		return out, nil
 	}
 }
 

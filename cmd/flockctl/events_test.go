@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
 )
@@ -108,5 +111,29 @@ func TestWallOf(t *testing.T) {
 		if ok != (tc.want != "") || !strings.HasPrefix(got, tc.want) {
 			t.Errorf("agent %d %s %d: %q %v, want %q", tc.agent, tc.code, tc.status, got, ok, tc.want)
 		}
+	}
+}
+
+// TestRefusedCounts: the firewall's refusals reach events as its counts,
+// uid by uid, and a failed read is an error. Tier: unit (no root).
+func TestRefusedCounts(t *testing.T) {
+	ctx := context.Background()
+	f, err := spec.Count(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := netpolicy.NewFake()
+	if err := fw.Ensure(ctx, netpolicy.ForFlock(f)); err != nil {
+		t.Fatal(err)
+	}
+	fw.Refuse(f.UID(2), netpolicy.FakeLogBurst+3)
+	got, err := refusedCounts(fw)(ctx)
+	want := map[uint32]events.Counts{f.UID(2): {Refused: netpolicy.FakeLogBurst + 3, Logged: netpolicy.FakeLogBurst}}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("counts %v (%v), want %v", got, err, want)
+	}
+	fw.Err = errors.New("no netlink")
+	if _, err := refusedCounts(fw)(ctx); err == nil {
+		t.Error("a failed read gave no error")
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,19 +13,24 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
+type explainOpts struct {
+	stdio
+	file, output string
+	count        int
+	specOnly     bool
+	args         []string
+}
+
 func newExplain() *cobra.Command {
-	var file, output string
-	var count int
-	var specOnly bool
+	var o explainOpts
 	cmd := &cobra.Command{
 		Use:   "explain ID [--output text|json] | explain (-f FILE | --agents N | --spec) [ID]",
 		Short: "Show an agent's walls as the live host has them, and any drift (as root); with a spec, what it would get; changes nothing",
@@ -40,49 +44,51 @@ With -f FILE or --agents N (or --spec, the provisioned flock's spec) it prints
 what the spec gives each agent, without root and without reading the host.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q: choose text or json", output)
-			}
-			out := cmd.OutOrStdout()
-			if file != "" || count > 0 || specOnly {
-				if output != "text" {
-					return errors.New("--output json is the live form's (flockctl explain ID, as root); the spec form prints text")
-				}
-				f, err := explainedSpec(file, count)
-				if err != nil {
-					return err
-				}
-				warnSpec(cmd.ErrOrStderr(), f)
-				return explainSpec(out, f, args)
-			}
-			if len(args) != 1 {
-				return errors.New("name the agent: flockctl explain ID (as root), or explain a spec: flockctl explain -f FILE [ID]")
-			}
-			id, err := strconv.Atoi(args[0])
-			if err != nil || id <= 0 {
-				return fmt.Errorf("agent %q: an id is a positive number, as in the spec (flockctl status lists them)", args[0])
-			}
-			if os.Geteuid() != 0 {
-				return errors.New("flockctl explain ID reads the live host and must run as root (try sudo); without root, explain a spec: flockctl explain -f FILE " + args[0])
-			}
-			r, err := explainLive(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			}
-			r.WriteText(out)
-			return nil
+			o.stdio, o.args = stdioOf(cmd), args
+			return runExplain(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "explain this spec instead of the live host")
-	cmd.Flags().IntVar(&count, "agents", 0, "explain N default agents instead of the live host")
-	cmd.Flags().BoolVar(&specOnly, "spec", false, "explain the provisioned flock's spec, not the live host")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (the live form)")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "explain this spec instead of the live host")
+	cmd.Flags().IntVar(&o.count, "agents", 0, "explain N default agents instead of the live host")
+	cmd.Flags().BoolVar(&o.specOnly, "spec", false, "explain the provisioned flock's spec, not the live host")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (the live form)")
 	return cmd
+}
+
+func runExplain(ctx context.Context, o explainOpts) error {
+	if err := checkOutput(o.output, "text", "json"); err != nil {
+		return err
+	}
+	if o.file != "" || o.count > 0 || o.specOnly {
+		if o.output != "text" {
+			return errors.New("--output json is the live form's (flockctl explain ID, as root); the spec form prints text")
+		}
+		f, err := explainedSpec(o.file, o.count)
+		if err != nil {
+			return err
+		}
+		warnSpec(o.errOut, f)
+		return explainSpec(o.out, f, o.args)
+	}
+	if len(o.args) != 1 {
+		return errors.New("name the agent: flockctl explain ID (as root), or explain a spec: flockctl explain -f FILE [ID]")
+	}
+	id, err := strconv.Atoi(o.args[0])
+	if err != nil || id <= 0 {
+		return fmt.Errorf("agent %q: an id is a positive number, as in the spec (flockctl status lists them)", o.args[0])
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("flockctl explain ID reads the live host and must run as root (try sudo); without root, explain a spec: flockctl explain -f FILE " + o.args[0])
+	}
+	r, err := explainLive(ctx, id)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return printJSON(o.out, r)
+	}
+	r.WriteText(o.out)
+	return nil
 }
 
 func explainedSpec(file string, count int) (*spec.Flock, error) {
@@ -109,18 +115,24 @@ func explainLive(ctx context.Context, id int) (explain.Report, error) {
 		h, _ := f.HostNamed(a.Host)
 		return explain.Report{}, fmt.Errorf("agent %d runs on host %s (%s), not on this one (%s): explain it there, or explain its spec here: flockctl explain --spec %d", id, h.Name, h.Address, w.site.Host, id)
 	}
-	h, uo, closeHost, err := openHost(ctx, w.secret)
+	s, err := setUp(ctx, f, w, false)
 	if err != nil {
 		return explain.Report{}, err
 	}
-	defer closeHost()
+	defer s.close()
+	return explain.Live(ctx, s.explainSources(), s.want, id)
+}
+
+// explainSources are this host's boundaries as explain reads them (and
+// audit, through explain).
+func (s *onHost) explainSources() explain.Sources {
 	busHost := bus.NewSystem()
-	return explain.Live(ctx, explain.Sources{
-		Units: h.Units, Firewall: h.Firewall, Users: h.Users,
+	return explain.Sources{
+		Units: s.host.Units, Firewall: s.host.Firewall, Users: s.host.Users,
 		Bus:      func(ctx context.Context, id int) (wire.Permissions, error) { return busHost.Permissions(ctx, id) },
 		Kernel:   explain.HostKernel,
 		Exposure: explain.SystemdExposure,
-	}, plan.Build(f, w.site, uo), id)
+	}
 }
 
 // explainSpec prints what f gives each agent (or agent args[0]).
@@ -155,9 +167,9 @@ func explainSpec(out io.Writer, f *spec.Flock, args []string) error {
 			fmt.Fprintf(out, "#   answers requests it received for up to %s\n", p.ResponseTTL)
 		}
 		if _, names := explain.SplitEgress(a.Egress); len(names) > 0 {
-			fmt.Fprintln(out, explain.NamesLine(names, proxy.DefaultListen))
+			fmt.Fprintln(out, explain.NamesLine(names, spec.DefaultProxyListen))
 		}
-		for _, l := range explain.ModelLines(explain.Models(f, a, proxy.DefaultListen)) {
+		for _, l := range explain.ModelLines(explain.Models(f, a, spec.DefaultProxyListen)) {
 			fmt.Fprintln(out, l)
 		}
 		fmt.Fprintln(out)

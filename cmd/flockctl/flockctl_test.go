@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +166,18 @@ func TestExplainSpecNames(t *testing.T) {
 		if tc.want == "" && strings.Contains(out.String(), "# names") {
 			t.Errorf("explain %s (no names) prints names:\n%s", tc.id, out.String())
 		}
+	}
+}
+
+// A verb's body runs without cobra: its options and where it writes.
+func TestRunExplainWithoutCobra(t *testing.T) {
+	var out, errOut bytes.Buffer
+	o := explainOpts{stdio: stdio{out: &out, errOut: &errOut}, output: "text", count: 2, args: []string{"1"}}
+	if err := runExplain(context.Background(), o); err != nil || !strings.Contains(out.String(), "# flock-agent@1.service") {
+		t.Errorf("runExplain: %v\n%s", err, out.String())
+	}
+	o.output = "yaml"
+	if err := runExplain(context.Background(), o); err == nil || err.Error() != `--output "yaml": choose text or json` {
+		t.Errorf("--output yaml: %v", err)
 	}
 }

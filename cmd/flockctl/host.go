@@ -80,30 +80,48 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	return h, uo, m.Close, nil
 }
 
-// planned is a host with what f asks of it, what it has, and the plan
-// between: what provision applies, reconcile re-applies and status shows.
-type planned struct {
+// onHost is a flock on this host: the host's boundaries, what the flock
+// asks of them, and once observed what they have and the plan between:
+// what provision applies, reconcile re-applies, status shows, and explain
+// and audit hold the live host against.
+type onHost struct {
 	host  plan.Host
+	opts  units.Options
 	want  plan.Desired
 	have  plan.Current
 	plan  plan.Plan
 	close func()
 }
 
-// planFor opens the host and plans f on it (w: which of f's hosts it
-// is), changing nothing.
-func planFor(ctx context.Context, f *spec.Flock, w where) (planned, error) {
+// setUp opens this host for f (w: which of f's hosts it is) and builds
+// what f asks of it; with observe it also reads what the host has and
+// plans between. It changes nothing.
+func setUp(ctx context.Context, f *spec.Flock, w where, observe bool) (*onHost, error) {
 	h, uo, closeHost, err := openHost(ctx, w.secret)
 	if err != nil {
-		return planned{}, err
+		return nil, err
 	}
-	d := plan.Build(f, w.site, uo)
-	cur, err := plan.Observe(ctx, h, d)
-	if err != nil {
+	s := &onHost{host: h, opts: uo, want: plan.Build(f, w.site, uo), close: closeHost}
+	if !observe {
+		return s, nil
+	}
+	if s.have, err = plan.Observe(ctx, h, s.want); err != nil {
 		closeHost()
-		return planned{}, err
+		return nil, err
 	}
-	return planned{host: h, want: d, have: cur, plan: plan.Diff(d, cur), close: closeHost}, nil
+	s.plan = plan.Diff(s.want, s.have)
+	return s, nil
+}
+
+// setUpInstalled is setUp, observed, of f on the host the installed bus
+// config records (else the one whose address this machine has): what
+// status shows and reconcile re-applies.
+func setUpInstalled(ctx context.Context, f *spec.Flock) (*onHost, error) {
+	w, err := whereFor(f, "", true)
+	if err != nil {
+		return nil, err
+	}
+	return setUp(ctx, f, w, true)
 }
 
 // loadFlock reads the spec from -f, or makes one from --agents N.

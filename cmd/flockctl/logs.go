@@ -13,41 +13,53 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/status"
 	"github.com/flockrun/flock/units"
 )
 
+type logsOpts struct {
+	stdio
+	follow bool
+	lines  int
+	agent  string
+}
+
 func newLogs() *cobra.Command {
-	var follow bool
-	var lines int
+	var o logsOpts
 	cmd := &cobra.Command{
 		Use:   "logs ID [-f]",
 		Short: "Print an agent's journal and its log file",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.Atoi(args[0])
-			if err != nil || id < 1 {
-				return fmt.Errorf("agent id %q: give a positive number, e.g. flockctl logs 3", args[0])
-			}
-			f, err := appliedFlock()
-			if err != nil {
-				return err
-			}
-			a, ok := f.Agent(id)
-			if !ok {
-				return fmt.Errorf("agent %d is not in the provisioned flock; flockctl status lists them", id)
-			}
-			if err := preflight(); err != nil {
-				return err
-			}
-			if !follow {
-				defer printDiagnosis(cmd.Context(), cmd.OutOrStdout(), f, a)
-			}
-			return showLogs(cmd.Context(), cmd.OutOrStdout(), id, f.LogPath(id), lines, follow)
+			o.stdio, o.agent = stdioOf(cmd), args[0]
+			return runLogs(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the agent logs")
-	cmd.Flags().IntVarP(&lines, "lines", "n", 100, "how many recent lines of each to show")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing as the agent logs")
+	cmd.Flags().IntVarP(&o.lines, "lines", "n", 100, "how many recent lines of each to show")
 	return cmd
+}
+
+func runLogs(ctx context.Context, o logsOpts) error {
+	id, err := strconv.Atoi(o.agent)
+	if err != nil || id < 1 {
+		return fmt.Errorf("agent id %q: give a positive number, e.g. flockctl logs 3", o.agent)
+	}
+	f, err := appliedFlock()
+	if err != nil {
+		return err
+	}
+	a, ok := f.Agent(id)
+	if !ok {
+		return fmt.Errorf("agent %d is not in the provisioned flock; flockctl status lists them", id)
+	}
+	if err := preflight(); err != nil {
+		return err
+	}
+	if !o.follow {
+		defer printDiagnosis(ctx, o.out, f, a)
+	}
+	return showLogs(ctx, o.out, id, f.LogPath(id), o.lines, o.follow)
 }
 
 // printDiagnosis ends the logs of an agent that keeps dying with the wall
@@ -66,11 +78,11 @@ func printDiagnosis(ctx context.Context, w io.Writer, f *spec.Flock, a spec.Agen
 		if st.Name != spec.UnitName(a.ID) {
 			continue
 		}
-		st = withExit(ctx, m, st)
-		r := statusOf(f, a, st)
-		if r.Diagnosis = diagnose(ctx, a, st); r.Diagnosis != nil {
+		st = status.WithExit(ctx, m, st)
+		r := status.Of(f, a, st)
+		if r.Diagnosis = status.Diagnose(ctx, a, st); r.Diagnosis != nil {
 			fmt.Fprintln(w, "==> diagnosis <==")
-			printDiagnoses(w, []agentStatus{r})
+			status.WriteDiagnoses(w, []status.Agent{r})
 		}
 	}
 }

@@ -4,9 +4,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -43,4 +47,36 @@ The spec's format and every verb are described in the README
 	}
 	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newUsage(), newAudit(), newEvents(), newVersion(), newCluster(), newMan())
 	return root
+}
+
+// Each verb is a constructor that binds its flags to its options and a
+// runX(ctx, opts) that does the work, so what a verb does reads apart
+// from cobra's wiring.
+
+// stdio is where a verb reads and writes: its input, its output, and the
+// notes and errors beside it.
+type stdio struct {
+	in          io.Reader
+	out, errOut io.Writer
+}
+
+func stdioOf(cmd *cobra.Command) stdio {
+	return stdio{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+}
+
+// checkOutput refuses an --output a verb does not print, naming those it
+// does.
+func checkOutput(got string, forms ...string) error {
+	if slices.Contains(forms, got) {
+		return nil
+	}
+	return fmt.Errorf("--output %q: choose %s", got, strings.Join(forms, " or "))
+}
+
+// printJSON writes v as one indented JSON document: what --output json
+// prints.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -18,16 +18,20 @@ func newMan() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := os.MkdirAll(args[0], 0o755); err != nil {
-				return err
-			}
-			root := cmd.Root()
-			root.DisableAutoGenTag = true // no date in the page: the same source makes the same package
-			hdr := &doc.GenManHeader{Title: "FLOCKCTL", Section: "1", Source: "flock", Manual: "flock manual"}
-			if err := doc.GenManTree(root, hdr, args[0]); err != nil {
-				return fmt.Errorf("write the man pages into %s: %w", args[0], err)
-			}
-			return nil
+			return runMan(cmd.Root(), args[0])
 		},
 	}
+}
+
+// runMan writes the man pages of root's tree into dir.
+func runMan(root *cobra.Command, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root.DisableAutoGenTag = true // no date in the page: the same source makes the same package
+	hdr := &doc.GenManHeader{Title: "FLOCKCTL", Section: "1", Source: "flock", Manual: "flock manual"}
+	if err := doc.GenManTree(root, hdr, dir); err != nil {
+		return fmt.Errorf("write the man pages into %s: %w", dir, err)
+	}
+	return nil
 }

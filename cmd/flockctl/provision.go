@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,16 +15,20 @@ import (
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/sandbox"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
+type provisionOpts struct {
+	stdio
+	file   string
+	count  int
+	dryRun bool
+	host   string
+}
+
 func newProvision() *cobra.Command {
-	var (
-		file   string
-		count  int
-		dryRun bool
-		host   string
-	)
+	var o provisionOpts
 	cmd := &cobra.Command{
 		Use:   "provision (-f FILE | --agents N) [--host NAME] [--dry-run]",
 		Short: "Make the host match the spec: users, directories, firewall, one unit per agent",
@@ -40,96 +45,107 @@ machine has. The cluster's material must be in /etc/flock/cluster first
 (flockctl cluster certs, or the Ansible role).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Root first: an operator without it needs that sentence, not
-			// "permission denied" on the spec.
-			if err := preflight(); err != nil {
-				return err
-			}
-			f, err := loadFlock(file, count)
-			if err != nil {
-				return err
-			}
-			warnSpec(cmd.ErrOrStderr(), f)
-			// Which host this is, and its cluster material: refused here,
-			// before anything is touched.
-			w, err := whereFor(f, host, false)
-			if errors.Is(err, errNoMaterial) && dryRun && w.site.Host != "" {
-				// What a first run would do once the material is there
-				// (the Ansible role copies it before it provisions).
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\nwarning: the plan below is this host's without it: its agents' keys are not the derived ones yet\n", err)
-			} else if err != nil {
-				return err
-			}
-			// A dry run changes nothing, so it may show what a first
-			// provision would do before the programs are installed.
-			if _, err := installed(); err != nil && !dryRun {
-				return err
-			}
-			if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !dryRun {
-				return err
-			}
-			// The providers' key files: refused here, dry run or not.
-			if err := providerFiles(f, f.On(w.site.Host), file); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if !dryRun {
-				unlock, err := lockHost(cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				defer unlock()
-			}
-			start := time.Now()
-			pl, err := planFor(ctx, f, w)
-			if err != nil {
-				return err
-			}
-			defer pl.close()
-			p := pl.plan
-			if f.Clustered() && w.secret != nil {
-				// The bus reads its route password once, at start.
-				changed, err := routePassword(plan.ClusterPassword, w.secret, dryRun)
-				if err != nil {
-					return err
-				}
-				if changed && pl.have.Service.ActiveState == "active" && p.Count(plan.StartBus) == 0 {
-					p = p.With(plan.Change{Kind: plan.StartBus, Target: units.BusUnit, Why: "its route password changed"})
-				}
-			}
-			out := cmd.OutOrStdout()
-			if dryRun {
-				fmt.Fprint(out, p.String())
-				return nil
-			}
-			if p.Empty() {
-				fmt.Fprintf(out, "nothing to do: %d agents match the spec (%s)\n", len(pl.want.Agents), time.Since(start).Round(time.Millisecond))
-				return plan.SaveState(plan.StatePath, f)
-			}
-			fmt.Fprint(out, p.Summary(planLines))
-			drifted := sameSpec(f)
-			// The spec is recorded before anything changes: if this run
-			// dies half-way, the next one, deprovision --all (its root)
-			// and flock.service at boot all know what it was reaching for.
-			if err := plan.SaveState(plan.StatePath, f); err != nil {
-				return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
-			}
-			err = plan.Apply(ctx, pl.host, pl.want, p, progressFor(cmd.ErrOrStderr()))
-			if drifted {
-				recordDrift(events.Journal{}, p, err)
-			}
-			if err != nil {
-				return applyFailed(cmd.ErrOrStderr(), err)
-			}
-			fmt.Fprintf(out, "provisioned %d agents (%d changes) in %s\n", len(pl.want.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
-			return nil
+			o.stdio = stdioOf(cmd)
+			return runProvision(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "the flock spec (flock.yaml)")
-	cmd.Flags().IntVar(&count, "agents", 0, "provision N default agents (ids 1..N) without a spec file")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	cmd.Flags().StringVar(&host, "host", "", hostFlagHelp)
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the flock spec (flock.yaml)")
+	cmd.Flags().IntVar(&o.count, "agents", 0, "provision N default agents (ids 1..N) without a spec file")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
+	cmd.Flags().StringVar(&o.host, "host", "", hostFlagHelp)
 	return cmd
+}
+
+func runProvision(ctx context.Context, o provisionOpts) error {
+	f, w, err := provisionable(o)
+	if err != nil {
+		return err
+	}
+	if !o.dryRun {
+		unlock, err := lockHost(o.errOut)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	start := time.Now()
+	s, err := setUp(ctx, f, w, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	p := s.plan
+	if f.Clustered() && w.secret != nil {
+		// The bus reads its route password once, at start.
+		changed, err := routePassword(plan.ClusterPassword, w.secret, o.dryRun)
+		if err != nil {
+			return err
+		}
+		if changed && s.have.Service.ActiveState == "active" && p.Count(plan.StartBus) == 0 {
+			p = p.With(plan.Change{Kind: plan.StartBus, Target: units.BusUnit, Why: "its route password changed"})
+		}
+	}
+	if o.dryRun {
+		fmt.Fprint(o.out, p.String())
+		return nil
+	}
+	if p.Empty() {
+		fmt.Fprintf(o.out, "nothing to do: %d agents match the spec (%s)\n", len(s.want.Agents), time.Since(start).Round(time.Millisecond))
+		return plan.SaveState(plan.StatePath, f)
+	}
+	fmt.Fprint(o.out, p.Summary(planLines))
+	drifted := sameSpec(f)
+	// The spec is recorded before anything changes: if this run
+	// dies half-way, the next one, deprovision --all (its root)
+	// and flock.service at boot all know what it was reaching for.
+	if err := plan.SaveState(plan.StatePath, f); err != nil {
+		return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
+	}
+	err = plan.Apply(ctx, s.host, s.want, p, progressFor(o.errOut))
+	if drifted {
+		recordDrift(events.Journal{}, p, err)
+	}
+	if err != nil {
+		return applyFailed(o.errOut, err)
+	}
+	fmt.Fprintf(o.out, "provisioned %d agents (%d changes) in %s\n", len(s.want.Agents), len(p.Changes), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// provisionable reads the spec and refuses, before anything is touched,
+// what would stop a provision of this host: no root, a bad spec, an
+// unknown host or its missing cluster material, programs or runtimes not
+// installed. A dry run is refused less: it shows what a first run would do.
+func provisionable(o provisionOpts) (*spec.Flock, where, error) {
+	// Root first: an operator without it needs that sentence, not
+	// "permission denied" on the spec.
+	if err := preflight(); err != nil {
+		return nil, where{}, err
+	}
+	f, err := loadFlock(o.file, o.count)
+	if err != nil {
+		return nil, where{}, err
+	}
+	warnSpec(o.errOut, f)
+	w, err := whereFor(f, o.host, false)
+	if errors.Is(err, errNoMaterial) && o.dryRun && w.site.Host != "" {
+		// What a first run would do once the material is there
+		// (the Ansible role copies it before it provisions).
+		fmt.Fprintf(o.errOut, "warning: %v\nwarning: the plan below is this host's without it: its agents' keys are not the derived ones yet\n", err)
+	} else if err != nil {
+		return nil, where{}, err
+	}
+	if _, err := installed(); err != nil && !o.dryRun {
+		return nil, where{}, err
+	}
+	if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !o.dryRun {
+		return nil, where{}, err
+	}
+	// The providers' key files: refused here, dry run or not.
+	if err := providerFiles(f, f.On(w.site.Host), o.file); err != nil {
+		return nil, where{}, err
+	}
+	return f, w, nil
 }
 
 // planLines is how many changes provision lists one by one; a larger

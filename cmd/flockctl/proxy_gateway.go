@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/wire"
 )
 
 // defaultProxyState is where the gateway keeps its counts when systemd

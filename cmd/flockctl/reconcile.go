@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -22,46 +23,44 @@ flock.service alone, and does nothing while another flockctl holds the lock
 (that one converges the host).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := preflight(); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			f, err := plan.LoadState(plan.StatePath)
-			if errors.Is(err, plan.ErrNoState) {
-				fmt.Fprintln(out, "nothing to reconcile: no flock has been provisioned")
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			unlock, ok, err := tryLockHost()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				fmt.Fprintln(out, "another flockctl holds the lock and will converge the host; nothing done")
-				return nil
-			}
-			defer unlock()
-			ctx := cmd.Context()
-			w, err := whereFor(f, "", true)
-			if err != nil {
-				return err
-			}
-			pl, err := planFor(ctx, f, w)
-			if err != nil {
-				return err
-			}
-			defer pl.close()
-			// This runs inside flock.service's start: the bus is up, and
-			// restarting it from here would wait on itself.
-			p := pl.plan.Without(plan.InstallBus, plan.StartBus)
-			fmt.Fprint(out, p.Summary(planLines))
-			err = plan.Apply(ctx, pl.host, pl.want, p, nil)
-			if !p.Empty() {
-				recordDrift(events.Journal{}, p, err)
-			}
-			return applyFailed(cmd.ErrOrStderr(), err)
+			return runReconcile(cmd.Context(), stdioOf(cmd))
 		},
 	}
+}
+
+func runReconcile(ctx context.Context, o stdio) error {
+	if err := preflight(); err != nil {
+		return err
+	}
+	f, err := plan.LoadState(plan.StatePath)
+	if errors.Is(err, plan.ErrNoState) {
+		fmt.Fprintln(o.out, "nothing to reconcile: no flock has been provisioned")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	unlock, ok, err := tryLockHost()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		fmt.Fprintln(o.out, "another flockctl holds the lock and will converge the host; nothing done")
+		return nil
+	}
+	defer unlock()
+	s, err := setUpInstalled(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	// This runs inside flock.service's start: the bus is up, and
+	// restarting it from here would wait on itself.
+	p := s.plan.Without(plan.InstallBus, plan.StartBus)
+	fmt.Fprint(o.out, p.Summary(planLines))
+	err = plan.Apply(ctx, s.host, s.want, p, nil)
+	if !p.Empty() {
+		recordDrift(events.Journal{}, p, err)
+	}
+	return applyFailed(o.errOut, err)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,16 +15,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
+type sendOpts struct {
+	stdio
+	to, id, output string
+	timeout        time.Duration
+	wait, noWait   bool
+	waitGiven      bool // --wait was on the command line
+	payload        string
+}
+
 func newSend() *cobra.Command {
-	var (
-		to, id, output string
-		timeout        time.Duration
-		wait, noWait   bool
-	)
+	var o sendOpts
 	cmd := &cobra.Command{
 		Use:   "send [--to worker|ID] [--id TASK] [--no-wait] [--timeout D] [--output text|json] (PAYLOAD | -)",
 		Short: "Hand a task to the flock and print its result",
@@ -41,43 +46,49 @@ one's result. With --no-wait, send prints the task id once the task is
 stored and returns; flockctl tasks shows what became of it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q: choose text or json", output)
-			}
-			if noWait && cmd.Flags().Changed("wait") && wait {
-				return errors.New("--wait and --no-wait: give one")
-			}
-			payload := []byte(args[0])
-			if args[0] == "-" {
-				var err error
-				if payload, err = io.ReadAll(cmd.InOrStdin()); err != nil {
-					return fmt.Errorf("reading the payload from stdin: %w", err)
-				}
-			}
-			f, err := appliedFlock()
-			if err != nil {
-				return err
-			}
-			target, err := taskTarget(f, to)
-			if err != nil {
-				return err
-			}
-			if timeout > 0 {
-				target.wait = timeout
-			}
-			if id == "" {
-				id = nuid.Next()
-			}
-			return sendTask(cmd, target, id, payload, !noWait, output)
+			o.stdio, o.payload, o.waitGiven = stdioOf(cmd), args[0], cmd.Flags().Changed("wait")
+			return runSend(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "worker", "worker (any worker) or an agent id")
-	cmd.Flags().StringVar(&id, "id", "", "the task id (default: a new unique one); the same id within 10m is sent once")
-	cmd.Flags().BoolVar(&wait, "wait", true, "wait for the result and print it")
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the task id once the bus stored the task, and return")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for the result (default: the target's task_timeout plus 10s)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text (the command's output) or json (the whole result)")
+	cmd.Flags().StringVar(&o.to, "to", "worker", "worker (any worker) or an agent id")
+	cmd.Flags().StringVar(&o.id, "id", "", "the task id (default: a new unique one); the same id within 10m is sent once")
+	cmd.Flags().BoolVar(&o.wait, "wait", true, "wait for the result and print it")
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "print the task id once the bus stored the task, and return")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "how long to wait for the result (default: the target's task_timeout plus 10s)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text (the command's output) or json (the whole result)")
 	return cmd
+}
+
+func runSend(ctx context.Context, o sendOpts) error {
+	if err := checkOutput(o.output, "text", "json"); err != nil {
+		return err
+	}
+	if o.noWait && o.waitGiven && o.wait {
+		return errors.New("--wait and --no-wait: give one")
+	}
+	payload := []byte(o.payload)
+	if o.payload == "-" {
+		var err error
+		if payload, err = io.ReadAll(o.in); err != nil {
+			return fmt.Errorf("reading the payload from stdin: %w", err)
+		}
+	}
+	f, err := appliedFlock()
+	if err != nil {
+		return err
+	}
+	target, err := taskTarget(f, o.to)
+	if err != nil {
+		return err
+	}
+	if o.timeout > 0 {
+		target.wait = o.timeout
+	}
+	id := o.id
+	if id == "" {
+		id = nuid.Next()
+	}
+	return sendTask(ctx, o.stdio, target, id, payload, !o.noWait, o.output)
 }
 
 // target is where --to sends a task: its subject, the consumer workers
@@ -137,43 +148,41 @@ func someOf(ids []string, n int) string {
 // sendTask stores the task and, with wait, waits for its result (read
 // from the results stream, so a result stored before send looks is found
 // too) and prints it.
-func sendTask(cmd *cobra.Command, t target, id string, payload []byte, wait bool, output string) error {
-	ctx := cmd.Context()
+func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte, wait bool, output string) error {
 	nc, err := operatorConn(ctx)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	// Asked before sending: once sent, the worker waiting takes it.
-	idle, idleErr := bus.Idle(ctx, nc, t.consumer)
-	sent, err := bus.SendTask(ctx, nc, t.subject, id, payload)
+	idle, idleErr := operator.Idle(ctx, nc, t.consumer)
+	sent, err := operator.SendTask(ctx, nc, t.subject, id, payload)
 	if err != nil {
 		return err
 	}
-	stderr := cmd.ErrOrStderr()
 	if sent.Duplicate {
-		fmt.Fprintf(stderr, "task %s was already sent in the last %s; it is not sent again\n", id, bus.TaskDedupWindow)
+		fmt.Fprintf(o.errOut, "task %s was already sent in the last %s; it is not sent again\n", id, wire.TaskDedupWindow)
 	} else if idleErr == nil && !idle {
-		fmt.Fprintf(stderr, "task %s is queued for %s: none is waiting for tasks right now (all busy, or none connected: see flockctl status)\n", id, t.who)
+		fmt.Fprintf(o.errOut, "task %s is queued for %s: none is waiting for tasks right now (all busy, or none connected: see flockctl status)\n", id, t.who)
 	}
 	if !wait {
-		fmt.Fprintln(cmd.OutOrStdout(), id)
+		fmt.Fprintln(o.out, id)
 		return nil
 	}
 	since := sent.At
 	if sent.Duplicate { // the first one's result may be older than this send
-		since = since.Add(-bus.TaskDedupWindow)
+		since = since.Add(-wire.TaskDedupWindow)
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.wait)
 	defer cancel()
-	res, err := bus.WaitResult(wctx, nc, id, since)
+	res, err := operator.WaitResult(wctx, nc, id, since)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("task %s: no result within %s; it stays queued and runs when a worker takes it (flockctl tasks shows it; --timeout waits longer)", id, t.wait)
 	}
 	if err != nil {
 		return err
 	}
-	return printResult(cmd, res, output)
+	return printResult(o, res, output)
 }
 
 // operatorConn connects to the bus as the operator; only root can read
@@ -186,16 +195,14 @@ func operatorConn(ctx context.Context) (*nats.Conn, error) {
 	return nc, err
 }
 
-func printResult(cmd *cobra.Command, res wire.Result, output string) error {
+func printResult(o stdio, res wire.Result, output string) error {
 	if output == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(o.out, res); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprint(cmd.OutOrStdout(), res.Output)
-		fmt.Fprint(cmd.ErrOrStderr(), res.Stderr)
+		fmt.Fprint(o.out, res.Output)
+		fmt.Fprint(o.errOut, res.Stderr)
 	}
 	switch {
 	case res.OK:

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Tier: unit. Who takes a task sent with --to: workers with a command and

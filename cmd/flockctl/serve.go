@@ -9,15 +9,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/metrics"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
+type serveOpts struct {
+	configPath, storeDir string
+	debug                bool
+}
+
 func newServe() *cobra.Command {
-	var configPath, storeDir string
-	var debug bool
+	var o serveOpts
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE]",
 		Short: "Run the flock's bus (the embedded NATS server); flock.service runs this",
@@ -34,55 +38,61 @@ metrics on /metrics there: the bus's figures and the agents' units as
 systemd has them, read over the system bus when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := bus.ReadConfig(configPath)
-			if err != nil {
-				return err
-			}
-			if storeDir == "" {
-				return errors.New("no store for tasks and results: give --store DIR, or run under flock.service (StateDirectory= sets $STATE_DIRECTORY)")
-			}
-			// One read-only D-Bus connection for /metrics and the answers
-			// to flock.bus.units (every host's status reads them).
-			obs := &units.Observer{}
-			defer obs.Close()
-			var srv *bus.Server
-			reload := func() error {
-				c, err := bus.ReadConfig(configPath)
-				if err != nil {
-					return err
-				}
-				if err := srv.Reload(c); err != nil {
-					if errors.Is(err, bus.ErrRestartNeeded) {
-						return fmt.Errorf("%w: systemctl restart flock.service", err)
-					}
-					return err
-				}
-				fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d users\n", configPath, len(c.Users))
-				return nil
-			}
-			srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: debug, OnReload: reload, StoreDir: storeDir,
-				Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs},
-				// flock.service hands the cluster's files over as credentials
-				// (LoadCredential=): the bus's user cannot read root's originals.
-				CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")})
-			if err != nil {
-				return err
-			}
-			defer srv.Shutdown()
-			if cfg.Metrics != "" {
-				stop, err := serveMetrics(cfg.Metrics, srv, obs)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			return serveNotified(cmd.Context(), "bus on "+cfg.Listen, nil, reload)
+			return runServe(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", bus.ConfigPath, "the bus config flockctl provision writes")
-	cmd.Flags().StringVar(&storeDir, "store", os.Getenv("STATE_DIRECTORY"), "where tasks and results are kept (default $STATE_DIRECTORY)")
-	cmd.Flags().BoolVar(&debug, "debug", false, "log every connection and subscription")
+	cmd.Flags().StringVar(&o.configPath, "config", bus.ConfigPath, "the bus config flockctl provision writes")
+	cmd.Flags().StringVar(&o.storeDir, "store", os.Getenv("STATE_DIRECTORY"), "where tasks and results are kept (default $STATE_DIRECTORY)")
+	cmd.Flags().BoolVar(&o.debug, "debug", false, "log every connection and subscription")
 	return cmd
+}
+
+// runServe runs the bus until ctx ends; its log goes to stderr, the
+// journal's.
+func runServe(ctx context.Context, o serveOpts) error {
+	cfg, err := bus.ReadConfig(o.configPath)
+	if err != nil {
+		return err
+	}
+	if o.storeDir == "" {
+		return errors.New("no store for tasks and results: give --store DIR, or run under flock.service (StateDirectory= sets $STATE_DIRECTORY)")
+	}
+	// One read-only D-Bus connection for /metrics and the answers
+	// to flock.bus.units (every host's status reads them).
+	obs := &units.Observer{}
+	defer obs.Close()
+	var srv *bus.Server
+	reload := func() error {
+		c, err := bus.ReadConfig(o.configPath)
+		if err != nil {
+			return err
+		}
+		if err := srv.Reload(c); err != nil {
+			if errors.Is(err, bus.ErrRestartNeeded) {
+				return fmt.Errorf("%w: systemctl restart flock.service", err)
+			}
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d users\n", o.configPath, len(c.Users))
+		return nil
+	}
+	srv, err = bus.Start(cfg, bus.Options{Log: os.Stderr, Debug: o.debug, OnReload: reload, StoreDir: o.storeDir,
+		Events: events.Journal{Fallback: os.Stderr}, Units: unitStates{obs},
+		// flock.service hands the cluster's files over as credentials
+		// (LoadCredential=): the bus's user cannot read root's originals.
+		CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	if cfg.Metrics != "" {
+		stop, err := serveMetrics(cfg.Metrics, srv, obs)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return serveNotified(ctx, "bus on "+cfg.Listen, nil, reload)
 }
 
 // serveMetrics serves /metrics on addr from srv's figures and systemd's
@@ -106,7 +116,7 @@ func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(
 // unitStates reads the agents' units for the bus's answers on
 // wire.UnitsSubject through the Observer /metrics uses. A stopped unit is
 // not asked for its restarts: reading its properties while systemd
-// collects it would load it again (as status's withExit).
+// collects it would load it again (as status.WithExit).
 type unitStates struct{ obs *units.Observer }
 
 func (u unitStates) States(ctx context.Context, names []string) (map[string]wire.AgentUnit, error) {

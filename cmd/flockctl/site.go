@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/cluster"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
@@ -68,7 +69,7 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 	for i, a := range f.Agents {
 		names[i] = spec.UserName(a.ID)
 	}
-	keys, err := bus.AgentKeys(secret, names)
+	keys, err := creds.AgentKeys(secret, names)
 	if err != nil {
 		return where{}, err
 	}
@@ -93,6 +94,18 @@ func hostOf(f *spec.Flock, addrs []netip.Addr) (string, error) {
 		return "", fmt.Errorf("none of the spec's hosts (%s) has an address of this machine; name this one with --host NAME", hostList(f))
 	}
 	return "", fmt.Errorf("this machine has the addresses of several of the spec's hosts (%s); name this one with --host NAME", strings.Join(found, ", "))
+}
+
+// thisHostOf is the host of f whose address this machine has, as
+// provision tells it; "" when none or several have, or the addresses
+// cannot be read.
+func thisHostOf(f *spec.Flock) string {
+	addrs, err := proxy.HostAddrs()
+	if err != nil {
+		return ""
+	}
+	h, _ := hostOf(f, addrs)
+	return h
 }
 
 // installedHost is the host name the installed bus config records ("" on

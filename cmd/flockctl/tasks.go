@@ -1,24 +1,25 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/operator"
+	"github.com/flockrun/flock/status"
 )
 
+type tasksOpts struct {
+	stdio
+	output string
+	limit  int
+}
+
 func newTasks() *cobra.Command {
-	var output string
-	var limit int
+	var o tasksOpts
 	cmd := &cobra.Command{
 		Use:   "tasks [--limit N] [--output table|json]",
 		Short: "List the tasks the bus holds: pending, running, done and dead-lettered",
@@ -34,158 +35,65 @@ host's bus is asked which tasks its workers hold (a host that does not
 answer within 2 s is named below the table).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: choose table or json", output)
-			}
-			if limit < 1 {
-				return fmt.Errorf("--limit %d: give at least 1", limit)
-			}
-			nc, err := operatorConn(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			// On several hosts, each host's desk knows the tasks its
-			// workers hold, and answers on a subject of its own: this
-			// host's is asked here, the others' through their units.
-			placed := tasksPlacement(cmd.Context())
-			var desks []string
-			if placed != nil && placed.self != "" {
-				desks = []string{placed.self}
-			} else if placed != nil {
-				desks = placed.hosts
-			}
-			entries, err := bus.ListTasks(cmd.Context(), nc, limit, desks...)
-			if err != nil {
-				return err
-			}
-			notes := cmd.OutOrStdout()
-			if output == "json" {
-				notes = cmd.ErrOrStderr() // stdout stays one JSON document
-			}
-			if placed != nil {
-				said, err := bus.GatherUnits(cmd.Context(), nc, placed.others(), bus.GatherWait)
-				bus.AddHolders(entries, said)
-				defer printSilent(notes, placed.others(), said, err)
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if placed != nil {
-					return enc.Encode(withHosts(entries, placed))
-				}
-				if entries == nil {
-					entries = []bus.TaskEntry{}
-				}
-				return enc.Encode(entries)
-			}
-			printTasks(cmd.OutOrStdout(), entries, time.Now(), placed)
-			return nil
+			o.stdio = stdioOf(cmd)
+			return runTasks(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 50, "how many done and how many dead-lettered tasks to show")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().IntVar(&o.limit, "limit", 50, "how many done and how many dead-lettered tasks to show")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
 	return cmd
 }
 
-// printTasks is the tasks table; placed (a flock on several hosts) adds
-// the HOST column.
-func printTasks(w io.Writer, entries []bus.TaskEntry, now time.Time, placed *placement) {
-	if len(entries) == 0 {
-		fmt.Fprintln(w, "no tasks: none queued, no results or dead letters kept")
-		return
+func runTasks(ctx context.Context, o tasksOpts) error {
+	if err := checkOutput(o.output, "table", "json"); err != nil {
+		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if o.limit < 1 {
+		return fmt.Errorf("--limit %d: give at least 1", o.limit)
+	}
+	nc, err := operatorConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// On several hosts, each host's desk knows the tasks its
+	// workers hold, and answers on a subject of its own: this
+	// host's is asked here, the others' through their units.
+	placed := tasksPlacement(ctx)
+	var desks []string
+	if placed != nil && placed.Self() != "" {
+		desks = []string{placed.Self()}
+	} else if placed != nil {
+		desks = placed.Hosts()
+	}
+	entries, err := operator.ListTasks(ctx, nc, o.limit, desks...)
+	if err != nil {
+		return err
+	}
+	notes := o.out
+	if o.output == "json" {
+		notes = o.errOut // stdout stays one JSON document
+	}
 	if placed != nil {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
-	} else {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+		said, err := operator.GatherUnits(ctx, nc, placed.Others(), operator.GatherWait)
+		operator.AddHolders(entries, said)
+		defer status.WriteSilent(notes, placed.Others(), said, err)
 	}
-	for _, e := range entries {
-		agent := "-"
-		if e.Agent > 0 {
-			agent = strconv.Itoa(e.Agent)
-		} else if e.State == bus.Done {
-			agent = "bus"
-		}
-		holder := "-"
-		if e.Holder > 0 {
-			holder = strconv.Itoa(e.Holder)
-		}
-		if placed != nil {
-			holder += "\t" + cmp.Or(taskHost(e, placed), "-")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
+	if o.output == "json" {
+		return status.WriteTasksJSON(o.out, entries, placed)
 	}
-	tw.Flush()
-}
-
-// outcome says in words how a task ended, or what holds it.
-func outcome(e bus.TaskEntry) string {
-	switch {
-	case e.Note != "":
-		return e.Note
-	case e.State == bus.Dead:
-		return fmt.Sprintf("after %d deliveries", e.Deliveries)
-	case e.OK != nil && *e.OK:
-		return "ok"
-	case e.OK != nil:
-		return "failed: " + e.Error
-	}
-	return "-"
-}
-
-// taskRow is a task in JSON on several hosts: the entry and its host.
-type taskRow struct {
-	bus.TaskEntry
-	Host string `json:"host,omitempty"`
-}
-
-// withHosts is entries with the host of each one's agent.
-func withHosts(entries []bus.TaskEntry, placed *placement) []taskRow {
-	out := make([]taskRow, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, taskRow{TaskEntry: e, Host: taskHost(e, placed)})
-	}
-	return out
-}
-
-// taskHost is the host of the agent holding the task, else of the one it
-// is addressed to or that stored its result; "" for none (pending, or
-// stored by the bus).
-func taskHost(e bus.TaskEntry, placed *placement) string {
-	switch {
-	case e.Holder > 0:
-		return placed.host(e.Holder)
-	case e.Agent > 0:
-		return placed.host(e.Agent)
-	}
-	return ""
+	status.WriteTasks(o.out, entries, time.Now(), placed)
+	return nil
 }
 
 // tasksPlacement is where the agents run, from the bus config and the
 // last provisioned spec; nil on one host (or when neither can be read:
 // then there is no host to show).
-func tasksPlacement(ctx context.Context) *placement {
+func tasksPlacement(ctx context.Context) *status.Placement {
 	cfg, _ := bus.NewSystem().Config(ctx)
 	f, err := appliedFlock()
 	if err != nil {
 		f = nil
 	}
-	return placementOf(f, cfg)
-}
-
-// printSilent names the hosts whose desks did not say which tasks their
-// workers hold: those tasks show no holder.
-func printSilent(w io.Writer, hosts []string, said map[string]wire.HostUnits, askErr error) {
-	for _, h := range hosts {
-		if _, ok := said[h]; ok {
-			continue
-		}
-		why := "did not answer"
-		if askErr != nil {
-			why = "could not be asked: " + askErr.Error()
-		}
-		fmt.Fprintf(w, "note: host %s %s: the tasks its workers hold show no holder\n", h, why)
-	}
+	return status.PlacementOf(f, cfg, thisHostOf)
 }

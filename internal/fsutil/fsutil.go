@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/google/renameio/v2"
 )
 
 // TypeName names a file type for an operator: "symlink", "directory",
@@ -37,6 +39,24 @@ func RemoveWithDir(p string) error {
 	dir := filepath.Dir(p)
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
 		return fmt.Errorf("removing %s, left empty: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteAtomic replaces path with data in mode perm exactly (not the old
+// file's mode, not reduced by the umask): a reader sees the old file or the
+// new one, never a part.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
+	if err != nil {
+		return fmt.Errorf("creating a temporary file for %s: %w", path, err)
+	}
+	defer f.Cleanup()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing a temporary file for %s: %w", path, err)
+	}
+	if err := f.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("replacing %s: %w", path, err)
 	}
 	return nil
 }

@@ -51,13 +51,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // parallel is flockctl's bound on concurrent unit jobs (plan.parallelStarts).
@@ -123,8 +123,8 @@ func provision(ctx context.Context, f *spec.Flock) error {
 		return fmt.Errorf("systemd-sysusers: %w: %s", err, out)
 	}
 	// The units bind each agent's seed (BindReadOnlyPaths=): without it
-	// they would not start. bus.Store writes it as flock does.
-	seeds := bus.Store{Dir: bus.DefaultCredDir}
+	// they would not start. creds.Store writes it as flock does.
+	seeds := creds.Store{Dir: creds.DefaultCredDir}
 	for _, a := range f.Agents {
 		if _, _, err := seeds.Ensure(ctx, spec.UserName(a.ID)); err != nil {
 			return fmt.Errorf("seed of agent %d: %w", a.ID, err)
@@ -191,7 +191,7 @@ func deprovision(ctx context.Context, f *spec.Flock) error {
 	if err := os.RemoveAll(f.Root); err != nil {
 		return fmt.Errorf("agents' directories: %w", err)
 	}
-	if err := (bus.Store{Dir: bus.DefaultCredDir}).RemoveAll(ctx); err != nil {
+	if err := (creds.Store{Dir: creds.DefaultCredDir}).RemoveAll(ctx); err != nil {
 		return fmt.Errorf("seeds: %w", err)
 	}
 	return nil

@@ -16,8 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // busConfigPath is where provision writes the bus's config (bus.ConfigPath;

@@ -1,4 +1,4 @@
-package bus
+package creds
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// FakeIdentities is an in-memory Identities for planner tests. Its keys are
+// Fake is an in-memory Identities for planner tests. Its keys are
 // real public user nkeys (so a Config built from them validates); it checks
 // names as Store does.
-type FakeIdentities struct {
+type Fake struct {
 	mu   sync.Mutex
 	keys map[string]string
 
@@ -22,12 +22,12 @@ type FakeIdentities struct {
 	Secret []byte
 }
 
-var _ Identities = (*FakeIdentities)(nil)
+var _ Identities = (*Fake)(nil)
 
-// NewFakeIdentities returns a FakeIdentities holding no seeds.
-func NewFakeIdentities() *FakeIdentities { return &FakeIdentities{keys: map[string]string{}} }
+// NewFake returns a Fake holding no seeds.
+func NewFake() *Fake { return &Fake{keys: map[string]string{}} }
 
-func (f *FakeIdentities) Keys(ctx context.Context) (map[string]string, error) {
+func (f *Fake) Keys(ctx context.Context) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Err != nil {
@@ -39,7 +39,7 @@ func (f *FakeIdentities) Keys(ctx context.Context) (map[string]string, error) {
 	return maps.Clone(f.keys), nil
 }
 
-func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool, error) {
+func (f *Fake) Ensure(ctx context.Context, name string) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Err != nil {
@@ -72,7 +72,7 @@ func (f *FakeIdentities) Ensure(ctx context.Context, name string) (string, bool,
 	return pub, true, nil
 }
 
-func (f *FakeIdentities) Remove(ctx context.Context, names []string) error {
+func (f *Fake) Remove(ctx context.Context, names []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Err != nil {
@@ -92,7 +92,7 @@ func (f *FakeIdentities) Remove(ctx context.Context, names []string) error {
 	return nil
 }
 
-func (f *FakeIdentities) RemoveAll(ctx context.Context) error {
+func (f *Fake) RemoveAll(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Err != nil {

@@ -1,4 +1,4 @@
-package bus
+package operator
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // plainServer is a nats-server without users or JetStream, shut down

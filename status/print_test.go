@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 // fix, a restart loop no wall explains, and nothing for a healthy agent.
 func TestPrintDiagnoses(t *testing.T) {
 	var b strings.Builder
-	printDiagnoses(&b, []agentStatus{
+	WriteDiagnoses(&b, []Agent{
 		{ID: 2, Restarts: 4, LastExit: "killed by SIGTRAP", Diagnosis: &units.Diagnosis{Wall: "MemoryDenyWriteExecute", Why: "it died", Fix: "set jit: true on agent 2"}},
 		{ID: 3, Restarts: 7, LastExit: "exited 2"},
 		{ID: 4, Restarts: 1, LastExit: "exited 0"},
@@ -28,7 +28,7 @@ func TestPrintDiagnoses(t *testing.T) {
 // wire order, a kind this flockctl does not know last.
 func TestPrintViolations(t *testing.T) {
 	var b strings.Builder
-	printViolations(&b, []agentStatus{
+	printViolations(&b, []Agent{
 		{ID: 1, Violations: 10004, ViolationsByKind: map[string]uint64{"malformed": 10000, "publish": 3, "flood": 1}},
 		{ID: 2},
 		{ID: 3, Violations: 2, ViolationsByKind: map[string]uint64{"subscribe": 1, "newer-kind": 1}},
@@ -44,7 +44,7 @@ func TestPrintViolations(t *testing.T) {
 // many were logged; none for an agent with none.
 func TestPrintRefused(t *testing.T) {
 	var b strings.Builder
-	printRefused(&b, []agentStatus{
+	printRefused(&b, []Agent{
 		{ID: 1, RefusedPackets: 1000, RefusedLogged: 5},
 		{ID: 2},
 		{ID: 3, RefusedPackets: 1, RefusedLogged: 1},
@@ -62,13 +62,13 @@ func TestPrintRefused(t *testing.T) {
 func TestPrintProxyDown(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rows []agentStatus
+		rows []Agent
 		want string
 	}{
-		{"down", []agentStatus{{ID: 1, Proxy: "failed"}, {ID: 2}, {ID: 4, Proxy: "failed"}},
+		{"down", []Agent{{ID: 1, Proxy: "failed"}, {ID: 2}, {ID: 4, Proxy: "failed"}},
 			"note: flock-proxy.service is failed: agents 1, 4 cannot reach the names in their egress or their model APIs (journalctl -u flock-proxy.service; flockctl provision starts it)\n"},
-		{"running", []agentStatus{{ID: 1, Proxy: "active"}, {ID: 2}}, ""},
-		{"no names", []agentStatus{{ID: 1}, {ID: 2}}, ""},
+		{"running", []Agent{{ID: 1, Proxy: "active"}, {ID: 2}}, ""},
+		{"no names", []Agent{{ID: 1}, {ID: 2}}, ""},
 	} {
 		var b strings.Builder
 		printProxyDown(&b, tc.rows)

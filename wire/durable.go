@@ -3,6 +3,7 @@ package wire
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The streams the bus keeps (JetStream), and the durable consumers workers
@@ -21,6 +22,11 @@ const (
 	DeadStream  = "DEAD"
 	DeadSubject = "flock.dead.tasks"
 )
+
+// TaskDedupWindow is how long TasksStream remembers a task's MsgIDHeader:
+// a task sent again with the same id within it is acknowledged as a
+// duplicate, not stored.
+const TaskDedupWindow = 10 * time.Minute
 
 // RoleConsumer is the consumer of TasksStream that every agent of role
 // pulls RoleTasks(role) from: each task goes to one of them.

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"encoding/json"
@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
+	"github.com/flockrun/flock/operator"
+	"github.com/flockrun/flock/wire"
 )
 
 // tableRows are rows as status makes them: connected, disconnected with
 // drift, a restart loop, and an absent unit.
-func tableRows() []agentStatus {
+func tableRows() []Agent {
 	age := func(s float64) *float64 { return &s }
-	return []agentStatus{
+	return []Agent{
 		{ID: 1, User: "flock-1", UID: 61001, Unit: "flock-agent@1.service", State: "active", SubState: "running", Role: "orchestrator",
 			Level: "strict", Label: "systemd", Bus: "connected", HeartbeatAgeS: age(3.2)},
 		{ID: 2, User: "flock-2", UID: 61002, Unit: "flock-agent@2.service", State: "active", SubState: "running", Role: "worker",
@@ -37,19 +37,19 @@ func TestStatusTableOneHost(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "status-one-host.golden"), b.String())
 }
 
-// taskRows are tasks as bus.ListTasks lists them: running held, running
+// taskRows are tasks as operator.ListTasks lists them: running held, running
 // waiting to be handed out again, pending, done by an agent and by the
 // bus, dead.
-func taskRows() []bus.TaskEntry {
+func taskRows() []operator.TaskEntry {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	yes, no := true, false
-	return []bus.TaskEntry{
-		{ID: "t-1", State: bus.Running, Subject: "tasks.worker", Holder: 2, Time: at},
-		{ID: "t-2", State: bus.Running, Subject: "tasks.agent.3", Agent: 3, Time: at},
-		{ID: "t-3", State: bus.Pending, Subject: "tasks.worker", Time: at.Add(time.Second)},
-		{ID: "t-4", State: bus.Done, Subject: "tasks.worker", Agent: 3, OK: &yes, Time: at.Add(-time.Minute)},
-		{ID: "t-5", State: bus.Done, Subject: "tasks.worker", OK: &no, Error: "no worker", Time: at.Add(-time.Minute)},
-		{ID: "t-6", State: bus.Dead, Subject: "tasks.worker", Deliveries: 3, Time: at.Add(-time.Hour)},
+	return []operator.TaskEntry{
+		{ID: "t-1", State: operator.Running, Subject: "tasks.worker", Holder: 2, Time: at},
+		{ID: "t-2", State: operator.Running, Subject: "tasks.agent.3", Agent: 3, Time: at},
+		{ID: "t-3", State: operator.Pending, Subject: "tasks.worker", Time: at.Add(time.Second)},
+		{ID: "t-4", State: operator.Done, Subject: "tasks.worker", Agent: 3, OK: &yes, Time: at.Add(-time.Minute)},
+		{ID: "t-5", State: operator.Done, Subject: "tasks.worker", OK: &no, Error: "no worker", Time: at.Add(-time.Minute)},
+		{ID: "t-6", State: operator.Dead, Subject: "tasks.worker", Deliveries: 3, Time: at.Add(-time.Hour)},
 	}
 }
 
@@ -60,7 +60,7 @@ var taskNow = time.Date(2026, 11, 27, 10, 0, 30, 0, time.UTC)
 // as before flocks spanned hosts.
 func TestTasksTableOneHost(t *testing.T) {
 	var b strings.Builder
-	printTasks(&b, taskRows(), taskNow, nil)
+	WriteTasks(&b, taskRows(), taskNow, nil)
 	golden.Check(t, filepath.Join("testdata", "tasks-one-host.golden"), b.String())
 }
 
@@ -68,9 +68,9 @@ func TestTasksTableOneHost(t *testing.T) {
 // agent holding the task, else of the one it is addressed to or that
 // stored its result; "-" for a pending task and one the bus ended.
 func TestTasksTableHosts(t *testing.T) {
-	placed := &placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
+	placed := &Placement{self: "a", of: map[int]string{1: "a", 2: "b", 3: "c"}, hosts: []string{"a", "b", "c"}}
 	var b strings.Builder
-	printTasks(&b, taskRows(), taskNow, placed)
+	WriteTasks(&b, taskRows(), taskNow, placed)
 	golden.Check(t, filepath.Join("testdata", "tasks-hosts.golden"), b.String())
 	data, err := json.Marshal(withHosts(taskRows()[:3], placed))
 	if err != nil {
@@ -88,8 +88,8 @@ func TestTasksTableHosts(t *testing.T) {
 // what their workers hold.
 func TestPrintSilent(t *testing.T) {
 	var b strings.Builder
-	printSilent(&b, []string{"b", "c"}, map[string]wire.HostUnits{"b": {Host: "b"}}, nil)
-	printSilent(&b, []string{"b"}, nil, errors.New("no bus answers flock.bus.units"))
+	WriteSilent(&b, []string{"b", "c"}, map[string]wire.HostUnits{"b": {Host: "b"}}, nil)
+	WriteSilent(&b, []string{"b"}, nil, errors.New("no bus answers flock.bus.units"))
 	want := "note: host c did not answer: the tasks its workers hold show no holder\n" +
 		"note: host b could not be asked: no bus answers flock.bus.units: the tasks its workers hold show no holder\n"
 	if b.String() != want {

@@ -1,4 +1,4 @@
-package bus
+package operator
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
 
 // GatherWait is how long flockctl waits for every host's bus to answer

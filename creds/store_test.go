@@ -1,7 +1,7 @@
-package bus
+package creds
 
 // Tier: unit (no root). The Identities contract both implementations keep
-// is hostConformance's; these are Store's files.
+// is identitiesConformance's; these are Store's files.
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -133,38 +132,6 @@ func TestStoreRefuses(t *testing.T) {
 				t.Errorf("the seed was replaced")
 			}
 		})
-	}
-}
-
-// TestSeedFileConnects checks that a seed file is all a client needs: the
-// format nats.NkeyOptionFromSeed (and the nats CLI's --nkey) reads.
-//
-// Tier: unit (no root).
-func TestSeedFileConnects(t *testing.T) {
-	ctx := context.Background()
-	store := Store{Dir: filepath.Join(t.TempDir(), "creds")}
-	keys := map[string]string{}
-	for _, name := range []string{"flock-2", OperatorName} {
-		pub, _, err := store.Ensure(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[name] = pub
-	}
-	s := startBus(t, ForFlock(testFlock(), keys), Options{})
-	for _, name := range []string{"flock-2", OperatorName} {
-		opt, err := nats.NkeyOptionFromSeed(store.Path(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc, err := nats.Connect(s.ClientURL(), opt, nats.NoReconnect())
-		if err != nil {
-			t.Fatalf("%s connecting with its seed file: %v", name, err)
-		}
-		nc.Close()
-	}
-	if st := s.Status(); st.Agents[1].Connections != 0 {
-		t.Errorf("agent 1 has no key but %d connections", st.Agents[1].Connections)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package status
 
 // Tier: unit.
 
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // What status and usage show of an agent's model APIs: its grants with
@@ -18,7 +18,7 @@ import (
 func TestModelsOf(t *testing.T) {
 	now := time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC)
 	a := spec.Agent{ID: 3, Models: []spec.Grant{{Provider: "anthropic", TokensPerDay: 2e6}, {Provider: "ollama"}}}
-	if got := modelsOf(a, nil, now); len(got) != 2 || got[0].Reported || got[0].Limits.TokensPerDay != 2e6 || !got[1].Granted {
+	if got := ModelsOf(a, nil, now); len(got) != 2 || got[0].Reported || got[0].Limits.TokensPerDay != 2e6 || !got[1].Granted {
 		t.Errorf("with no report: %+v", got)
 	}
 	r := &wire.ModelReport{Agent: 3, Usage: map[string]wire.ModelUsage{
@@ -26,7 +26,7 @@ func TestModelsOf(t *testing.T) {
 			Refused: map[string]uint64{"tokens_per_day": 2}},
 		"old": {Requests: 1, Day: "2026-04-01", DayRequests: 1, DayTokens: 9, Month: "2026-04", MonthRequests: 1, MonthTokens: 9},
 	}}
-	got := modelsOf(a, r, now)
+	got := ModelsOf(a, r, now)
 	if len(got) != 3 || got[0].Provider != "anthropic" || got[0].TodayTokens != 1.2e6 || got[0].MonthTokens != 1.5e6 || got[0].Requests != 10 {
 		t.Fatalf("with a report: %+v", got)
 	}
@@ -37,7 +37,7 @@ func TestModelsOf(t *testing.T) {
 		t.Errorf("a grant not used yet: %+v", got[2])
 	}
 	var b bytes.Buffer
-	printModels(&b, []agentStatus{{ID: 3, Models: got}})
+	printModels(&b, []Agent{{ID: 3, Models: got}})
 	if want := "models: agent 3: anthropic 1.20M tokens today (60% of 2.00M), refused tokens_per_day: 2; old 0 tokens today; ollama 0 tokens today (flockctl usage 3)\n"; b.String() != want {
 		t.Errorf("status's line:\n%q\nwant\n%q", b.String(), want)
 	}
@@ -45,7 +45,7 @@ func TestModelsOf(t *testing.T) {
 	for i := range got {
 		got[i].Agent = 3
 	}
-	printUsage(&b, got)
+	WriteUsage(&b, got)
 	for _, want := range []string{"anthropic", "1.20M tokens, 2 req (60% of 2.00M)", "tokens_per_day=2.00M", "old (no longer granted)", "tokens_per_day: 2"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("usage's table lacks %q:\n%s", want, b.String())

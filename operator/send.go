@@ -1,4 +1,4 @@
-package bus
+package operator
 
 import (
 	"context"
@@ -9,17 +9,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/wire"
 )
-
-// What the operator (flockctl) does with tasks: hand one to the flock,
-// wait for a result, list what the bus holds. The connection must be the
-// operator's; agents may not read the streams.
 
 // Sent is what the bus said when it stored a task.
 type Sent struct {
 	Seq       uint64 // the task's place in wire.TasksStream
-	Duplicate bool   // a task with the same id was sent within TaskDedupWindow: this one was not stored
+	Duplicate bool   // a task with the same id was sent within wire.TaskDedupWindow: this one was not stored
 	At        time.Time
 }
 

@@ -1,4 +1,9 @@
-package bus
+// Package creds keeps the bus credentials of a host: one user nkey seed
+// per identity (each agent, the operator, the proxy) in a directory only
+// root reads, behind Identities, with Fake beside Store. In a multi-host
+// flock the agents' seeds are derived from the flock's secret. The bus
+// server reads none of it: its config (package bus) holds public keys.
+package creds
 
 import (
 	"bytes"
@@ -13,14 +18,24 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/flockrun/flock/internal/fsutil"
-
 	"github.com/nats-io/nkeys"
 
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 )
 
-// Identities is the OS boundary of credentials; Store is the real one, FakeIdentities (fake.go) keeps them in memory for planner tests.
+// The identities that are not agents' (an agent's is spec.UserName, flock-N).
+const (
+	// OperatorName is the identity of flockctl (root): on the bus it may
+	// say and hear anything.
+	OperatorName = "operator"
+	// ProxyName is the egress proxy's: on the bus it publishes its
+	// decisions on wire.EgressSubjects and nothing else.
+	ProxyName = "proxy"
+)
+
+// Identities is the OS boundary of credentials; Store is the real one,
+// Fake (fake.go) keeps them in memory for planner tests.
 type Identities interface {
 	Keys(ctx context.Context) (map[string]string, error)                           // name -> public key of every seed on disk
 	Ensure(ctx context.Context, name string) (pub string, created bool, err error) // creates the seed if missing; never replaces a valid one, but a derived one that differs (created is then true)
@@ -134,7 +149,7 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 	defer kp.Wipe()
 	seed, _ := kp.Seed()
 	pub, _ = kp.PublicKey()
-	if err := writeAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
+	if err := fsutil.WriteAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
 		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
 	}
 	return pub, true, nil
@@ -164,7 +179,7 @@ func (s Store) ensureDerived(name string) (string, bool, error) {
 	}
 	seed, _ := kp.Seed()
 	defer wipe(seed)
-	if err := writeAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
+	if err := fsutil.WriteAtomic(s.Path(name), append(seed, '\n'), 0o600); err != nil {
 		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
 	}
 	return want, true, nil

@@ -1,15 +1,20 @@
 package bus
 
+// What each user of a flock may say and hear on the bus: ForFlock makes
+// the config's users from the spec, each role's grants in agentUser.
+// permissions.go turns them into nats-server's.
+
 import (
 	"slices"
 	"time"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // ForFlock is the bus f needs. keys maps user names to public nkeys, the
-// operator's under OperatorName; a user without a key is left out (its
+// operator's under creds.OperatorName; a user without a key is left out (its
 // identity is not created yet), so ForFlock never invents an identity.
 func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), Users: []User{}, Tasks: Tasks{
@@ -33,11 +38,11 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	if longest > 0 {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
-	if key, ok := keys[ProxyName]; ok {
-		c.Users = append(c.Users, User{Name: ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{}})
+	if key, ok := keys[creds.ProxyName]; ok {
+		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{}})
 	}
-	if key, ok := keys[OperatorName]; ok {
-		c.Users = append(c.Users, User{Name: OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
+	if key, ok := keys[creds.OperatorName]; ok {
+		c.Users = append(c.Users, User{Name: creds.OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
 	}
 	return c
 }

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"encoding/json"
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/bus/wire"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // threeHosts is agents 1 and 2 on a, 3 on b, 4 on c.
@@ -45,28 +45,35 @@ func TestPlacementOf(t *testing.T) {
 	cfgOn := func(server string) *bus.Config {
 		return &bus.Config{Cluster: &bus.Cluster{Server: server, Hosts: map[int]string{1: "x", 2: "y"}}}
 	}
-	if p := placementOf(one, &bus.Config{}); p != nil {
+	if p := PlacementOf(one, &bus.Config{}, nil); p != nil {
 		t.Errorf("one host: %+v, want none", p)
 	}
-	if p := placementOf(one, nil); p != nil {
+	if p := PlacementOf(one, nil, nil); p != nil {
 		t.Errorf("one host, no bus config: %+v, want none", p)
 	}
-	p := placementOf(threeHosts(t), cfgOn("b"))
-	if p.self != "b" || p.host(3) != "b" || p.host(1) != "a" || !slices.Equal(p.others(), []string{"a", "c"}) || p.local(1) || !p.local(3) {
-		t.Errorf("three hosts on b: %+v, others %v", p, p.others())
+	p := PlacementOf(threeHosts(t), cfgOn("b"), nil)
+	if p.self != "b" || p.Host(3) != "b" || p.Host(1) != "a" || !slices.Equal(p.Others(), []string{"a", "c"}) || p.Local(1) || !p.Local(3) {
+		t.Errorf("three hosts on b: %+v, others %v", p, p.Others())
 	}
-	p = placementOf(one, cfgOn("y"))
-	if p.self != "y" || p.host(1) != "x" || !slices.Equal(p.hosts, []string{"x", "y"}) || !slices.Equal(p.others(), []string{"x"}) {
+	onC := func(*spec.Flock) string { return "c" }
+	if p := PlacementOf(threeHosts(t), cfgOn("b"), onC); p.self != "b" {
+		t.Errorf("the bus config names b, this machine's addresses c: this host is %q", p.self)
+	}
+	if p := PlacementOf(threeHosts(t), nil, onC); p.self != "c" || !slices.Equal(p.Others(), []string{"a", "b"}) || !p.Local(4) {
+		t.Errorf("no bus config, this machine's addresses c: %+v, others %v", p, p.Others())
+	}
+	p = PlacementOf(one, cfgOn("y"), nil)
+	if p.self != "y" || p.Host(1) != "x" || !slices.Equal(p.hosts, []string{"x", "y"}) || !slices.Equal(p.Others(), []string{"x"}) {
 		t.Errorf("bus config of two hosts: %+v", p)
 	}
-	if p := (*placement)(nil); p.host(1) != "" || !p.local(1) {
+	if p := (*Placement)(nil); p.Host(1) != "" || !p.Local(1) {
 		t.Error("no placement: every agent is local and has no host")
 	}
 }
 
 // hostRows is status of threeHosts seen from a: agents 1 and 2 local,
 // 3 as b answered, 4 on silent c; and the answers they came from.
-func hostRows(t *testing.T) ([]agentStatus, hostsAnswers) {
+func hostRows(t *testing.T) ([]Agent, HostsAnswers) {
 	f := threeHosts(t)
 	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	beat, oldBeat := now.Add(-2*time.Second), now.Add(-time.Hour)
@@ -75,14 +82,14 @@ func hostRows(t *testing.T) ([]agentStatus, hostsAnswers) {
 		3: {HeartbeatAt: &beat}, // every bus hears every heartbeat
 		4: {HeartbeatAt: &beat},
 	}}
-	said := hostsAnswers{got: map[string]wire.HostUnits{"b": {Host: "b", Agents: map[int]wire.AgentUnit{
+	said := HostsAnswers{Got: map[string]wire.HostUnits{"b": {Host: "b", Agents: map[int]wire.AgentUnit{
 		3: {Unit: "flock-agent@3.service", ActiveState: "activating", SubState: "auto-restart", Restarts: 4, ExitCode: "exited", ExitStatus: 2,
 			Bus: wire.AgentOnBus{Connections: 0, HeartbeatAt: &oldBeat, ViolationsTotal: 1, Violations: map[string]uint64{wire.ViolationPublish: 1}}},
 	}}}}
-	var rows []agentStatus
+	var rows []Agent
 	for i, a := range f.Agents {
 		if i < 2 {
-			row := statusOf(f, a, unitOf(wire.AgentUnit{Unit: spec.UnitName(a.ID), ActiveState: "active", SubState: "running"}))
+			row := Of(f, a, unitOf(wire.AgentUnit{Unit: spec.UnitName(a.ID), ActiveState: "active", SubState: "running"}))
 			row.Host = "a"
 			row.busFields(local, now)
 			rows = append(rows, row)
@@ -102,7 +109,7 @@ func TestStatusTableHosts(t *testing.T) {
 	var b strings.Builder
 	printTable(&b, rows, true)
 	printViolations(&b, rows)
-	printDiagnoses(&b, rows)
+	WriteDiagnoses(&b, rows)
 	golden.Check(t, filepath.Join("testdata", "status-hosts.golden"), b.String())
 }
 
@@ -122,15 +129,15 @@ func TestRemoteRow(t *testing.T) {
 	}
 	f := threeHosts(t)
 	now := time.Now()
-	said.got["c"] = wire.HostUnits{Host: "c", Agents: map[int]wire.AgentUnit{4: {Bus: wire.AgentOnBus{Connections: 2}}}, Error: "no D-Bus system bus"}
+	said.Got["c"] = wire.HostUnits{Host: "c", Agents: map[int]wire.AgentUnit{4: {Bus: wire.AgentOnBus{Connections: 2}}}, Error: "no D-Bus system bus"}
 	if r := remoteRow(f, f.Agents[3], "c", said, nil, now); r.State != "unknown" || r.StateNote != "host c: no D-Bus system bus" || r.Bus != "connected" {
 		t.Errorf("c without D-Bus: %+v", r)
 	}
-	said.got["c"] = wire.HostUnits{Host: "c", Agents: map[int]wire.AgentUnit{}}
+	said.Got["c"] = wire.HostUnits{Host: "c", Agents: map[int]wire.AgentUnit{}}
 	if r := remoteRow(f, f.Agents[3], "c", said, nil, now); r.State != "unknown" || !strings.Contains(r.StateNote, "host c's bus does not list agent 4") {
 		t.Errorf("c without agent 4: %+v", r)
 	}
-	none := hostsAnswers{askErr: errors.New("no bus answers flock.bus.units")}
+	none := HostsAnswers{AskErr: errors.New("no bus answers flock.bus.units")}
 	if r := remoteRow(f, f.Agents[3], "c", none, nil, now); r.StateNote != "host c could not be asked: no bus answers flock.bus.units" {
 		t.Errorf("nobody asked: %+v", r)
 	}

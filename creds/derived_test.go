@@ -1,4 +1,4 @@
-package bus
+package creds
 
 // Tier: unit (no root). Derived seeds: the same on every host, written
 // over a different one, never for the operator or the proxy.
@@ -97,7 +97,7 @@ func TestDerivedSeedReplacesAnother(t *testing.T) {
 
 func TestFakeDerivesAsStoreDoes(t *testing.T) {
 	ctx := context.Background()
-	f := NewFakeIdentities()
+	f := NewFake()
 	random, _, _ := f.Ensure(ctx, "flock-2")
 	f.Secret = secretOf(3)
 	pub, created, err := f.Ensure(ctx, "flock-2")

@@ -10,8 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestPermissionMatrix checks what each role may say and hear, against a
@@ -22,7 +23,7 @@ import (
 func TestPermissionMatrix(t *testing.T) {
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	heard := record(t, op, ">")
 	agents := map[int]*client{}
 	for _, id := range []int{1, 2, 3} {

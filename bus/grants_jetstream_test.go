@@ -10,7 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flockrun/flock/bus/wire"
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestJetStreamAttacks checks what agents may do with the bus's streams,
@@ -27,7 +28,7 @@ import (
 func TestJetStreamAttacks(t *testing.T) {
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
-	op := connect(t, s, ids, OperatorName)
+	op := connect(t, s, ids, creds.OperatorName)
 	orch, w2, w4, mon := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4"), connect(t, s, ids, "flock-3")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
