@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	statusview "github.com/flockrun/flock/status"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
 )
@@ -216,30 +217,10 @@ func standinLedger(t *testing.T, m *harness.Machine, tag string) (standin.Usage,
 	return u, json.Unmarshal([]byte(out), &u)
 }
 
-// modelUse is one row of flockctl usage --output json.
-type modelUse struct {
-	Agent         int               `json:"agent"`
-	Provider      string            `json:"provider"`
-	Granted       bool              `json:"granted"`
-	Reported      bool              `json:"reported"`
-	TodayTokens   uint64            `json:"today_tokens"`
-	MonthTokens   uint64            `json:"month_tokens"`
-	Requests      uint64            `json:"requests"`
-	InputTokens   uint64            `json:"input_tokens"`
-	OutputTokens  uint64            `json:"output_tokens"`
-	CacheRead     uint64            `json:"cache_read_tokens"`
-	CacheWrite    uint64            `json:"cache_write_tokens"`
-	Errors        map[string]uint64 `json:"errors_by_status"`
-	Refused       map[string]uint64 `json:"refused_by_limit"`
-	TodayRequests uint64            `json:"today_requests"`
-}
-
-func (u modelUse) tokens() uint64 { return u.InputTokens + u.OutputTokens + u.CacheRead + u.CacheWrite }
-
 // usageOf is flockctl usage --output json in the machine.
-func usageOf(t *testing.T, m *harness.Machine, args ...string) []modelUse {
+func usageOf(t *testing.T, m *harness.Machine, args ...string) []statusview.ModelUse {
 	t.Helper()
-	var rows []modelUse
+	var rows []statusview.ModelUse
 	out := mustRun(t, m, append([]string{"flockctl", "usage", "--output", "json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("flockctl usage: %v\n%s", err, out)
@@ -247,8 +228,12 @@ func usageOf(t *testing.T, m *harness.Machine, args ...string) []modelUse {
 	return rows
 }
 
+func tokensOf(u statusview.ModelUse) uint64 {
+	return u.InputTokens + u.OutputTokens + u.CacheRead + u.CacheWrite
+}
+
 // sumUsage adds every row's counts, as the stand-in's ledger has them.
-func sumUsage(rows []modelUse) standin.Usage {
+func sumUsage(rows []statusview.ModelUse) standin.Usage {
 	var s standin.Usage
 	for _, r := range rows {
 		s = s.Plus(standin.Usage{Requests: r.Requests, Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheRead, CacheWrite: r.CacheWrite})

@@ -282,7 +282,7 @@ func TestModelGateway(t *testing.T) {
 					return fmt.Errorf("%s: %d rows, were %d", when, len(now), len(before))
 				}
 				for i := range now {
-					if now[i].Requests != before[i].Requests || now[i].tokens() != before[i].tokens() || !now[i].Reported {
+					if now[i].Requests != before[i].Requests || tokensOf(now[i]) != tokensOf(before[i]) || !now[i].Reported {
 						return fmt.Errorf("%s: agent %d %s: %+v, was %+v", when, now[i].Agent, now[i].Provider, now[i], before[i])
 					}
 				}
