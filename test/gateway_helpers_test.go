@@ -30,6 +30,8 @@ const (
 	anthropicKey = "sk-ant-test-operator-key-0123456789"
 	openaiKey    = "sk-test-operator-key-abcdefghij"
 	claudeBin    = modelsDir + "/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+	// claudeFlockDir is where examples/claude-flock's README installs it.
+	claudeFlockDir = "/opt/flock-examples/claude-flock"
 )
 
 // stageModelClients is test/testdata/model-clients with its packages
@@ -51,6 +53,25 @@ func stageModelClients(t *testing.T) string {
 	}
 	if _, err := os.Stat(filepath.Join(dir, strings.TrimPrefix(claudeBin, modelsDir))); err != nil {
 		t.Fatalf("Claude Code's native binary: %v", err)
+	}
+	openUp(t, dir)
+	return dir
+}
+
+// stageClaudeFlock is examples/claude-flock as its spec's comments
+// install it: its orchestrator's nats client from the npm registry (npm
+// ci --omit=dev, the pinned lock file), readable by the agents.
+func stageClaudeFlock(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "claude-flock")
+	if err := os.CopyFS(dir, os.DirFS(harness.InRepo(t, "examples", "claude-flock"))); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "node_modules"))
+	cmd := exec.Command("npm", "ci", "--omit=dev", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in examples/claude-flock: %v\n%s", err, out)
 	}
 	openUp(t, dir)
 	return dir

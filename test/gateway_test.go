@@ -9,6 +9,7 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,8 +67,10 @@ func TestModelGateway(t *testing.T) {
 	harness.BusTier.Require(t) // curl
 	clients := stageModelClients(t)
 	rootfs := modelRootfsFrom(t, clients)
+	example := stageClaudeFlock(t)
 	m := harness.BootWith(t, harness.Options{
-		NspawnArgs: []string{"--bind-ro=" + clients + ":" + modelsDir, "--bind=" + rootfs + ":" + modelRootfs},
+		NspawnArgs: []string{"--bind-ro=" + clients + ":" + modelsDir, "--bind=" + rootfs + ":" + modelRootfs,
+			"--bind-ro=" + example + ":" + claudeFlockDir},
 	})
 	mustRun(t, m, "mkdir", "-p", "-m", "0700", "/etc/flock/keys")
 	for name, key := range map[string]string{"anthropic": anthropicKey, "openai": openaiKey} {
@@ -324,6 +327,45 @@ func TestModelGateway(t *testing.T) {
 		}
 		t.Logf("FIGURE provider down: the task failed in %v: %s", time.Since(start).Round(time.Millisecond), firstLine(stderr))
 		startStandin(t, m)
+	})
+
+	// examples/claude-flock as an operator runs it (its README's steps),
+	// against the stand-in: the orchestrator hands two jobs from
+	// jobs.txt to the Claude Code workers and keeps their answers.
+	t.Run("examples/claude-flock: an orchestrator and Claude Code workers", func(t *testing.T) {
+		mustRun(t, m, "ln", "-sf", claudeBin, "/usr/local/bin/claude")
+		b, err := os.ReadFile(harness.InRepo(t, "examples", "claude-flock", "flock.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := strings.Replace(string(b), `url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}`,
+			`url: "https://`+modelUpName+`", key_file: /etc/flock/keys/anthropic, ca_file: `+modelCADir+`/ca.pem}`, 1)
+		if spec == string(b) {
+			t.Fatal("the example's provider line moved; update this test")
+		}
+		provision(t, m, spec)
+		waitActive(t, m, 1, 2, 3, 4)
+		jobs := "write one.txt: the first job\nwrite two.txt: the second job\n"
+		mustRun(t, m, "sh", "-c", "printf '"+jobs+"' > /srv/flock/common/jobs.txt")
+		for n, want := range map[string]string{"1": "Done. Bash said: the first job flock-bash-ok", "2": "Done. Bash said: the second job flock-bash-ok"} {
+			m.Eventually(t, 3*time.Minute, func() error {
+				b, err := m.ReadFile("/srv/flock/common/results/" + n + ".md")
+				if err != nil || !strings.Contains(string(b), want) || !strings.Contains(string(b), "done by agent") {
+					return fmt.Errorf("results/%s.md: %q, %v", n, b, err)
+				}
+				return nil
+			})
+		}
+		rows := usageOf(t, m)
+		used := 0
+		for _, r := range rows {
+			if r.Agent >= 2 && r.Agent <= 4 && r.Granted && r.TodayRequests > 0 {
+				used++
+			}
+		}
+		if used == 0 {
+			t.Errorf("no worker of the example counted a request today: %+v", rows)
+		}
 	})
 }
 
