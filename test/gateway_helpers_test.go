@@ -30,6 +30,9 @@ const (
 	anthropicKey = "sk-ant-test-operator-key-0123456789"
 	openaiKey    = "sk-test-operator-key-abcdefghij"
 	claudeBin    = modelsDir + "/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+	// localModelAddr is a keyless model server on the machine's loopback,
+	// as Ollama is: provider local's upstream, plain HTTP.
+	localModelAddr = "127.0.0.1:11434"
 	// claudeFlockDir is where examples/claude-flock's README installs it.
 	claudeFlockDir = "/opt/flock-examples/claude-flock"
 )
@@ -212,6 +215,11 @@ func modelUpstream(t *testing.T, m *harness.Machine) {
 	mustRun(t, m, "ip", "-n", "flock-model", "link", "set", "flock-mod1", "up")
 	mustRun(t, m, "sh", "-c", "grep -q "+modelUpName+" /etc/hosts || printf '"+modelUpAddr+" "+modelUpName+"\\n' >> /etc/hosts")
 	startStandin(t, m)
+	mustRun(t, m, "systemd-run", "--unit=flock-test-local-model", "--collect", probeBin, "standin-serve", localModelAddr, "-")
+	m.Eventually(t, 10*time.Second, func() error {
+		_, err := ledgerAt(t, m, "http://"+localModelAddr, "")
+		return err
+	})
 }
 
 // startStandin starts the stand-in in its namespace (again, after a test
@@ -229,11 +237,16 @@ func startStandin(t *testing.T, m *harness.Machine) {
 // standinLedger is what the stand-in reported in the answers tagged tag
 // ("" all).
 func standinLedger(t *testing.T, m *harness.Machine, tag string) (standin.Usage, error) {
+	return ledgerAt(t, m, "https://"+modelUpName, tag)
+}
+
+// ledgerAt is the ledger of the stand-in at base.
+func ledgerAt(t *testing.T, m *harness.Machine, base, tag string) (standin.Usage, error) {
 	t.Helper()
 	var u standin.Usage
-	out, _, err := run(t, m, "curl", "-sS", "--max-time", "5", "--cacert", modelCADir+"/ca.pem", "https://"+modelUpName+"/standin/ledger?tag="+tag)
+	out, _, err := run(t, m, "curl", "-sS", "--max-time", "5", "--cacert", modelCADir+"/ca.pem", base+"/standin/ledger?tag="+tag)
 	if err != nil {
-		return u, fmt.Errorf("the stand-in's ledger: %v", err)
+		return u, fmt.Errorf("the stand-in's ledger at %s: %v", base, err)
 	}
 	return u, json.Unmarshal([]byte(out), &u)
 }

@@ -32,15 +32,16 @@ func gatewaySpec(tokensPerDay int) string {
 providers:
   - {name: anthropic, kind: anthropic, url: "https://%[1]s", key_file: /etc/flock/keys/anthropic, ca_file: %[2]s/ca.pem}
   - {name: openai, kind: openai, url: "https://%[1]s/v1", key_file: /etc/flock/keys/openai, ca_file: %[2]s/ca.pem}
+  - {name: local, kind: openai, url: "http://%[3]s/v1"}
 agents:
-`, modelUpName, modelCADir)
+`, modelUpName, modelCADir, localModelAddr)
 	for i, level := range []string{"process", "podman", "gvisor"} {
 		root := ""
 		if level != "process" {
 			root = fmt.Sprintf("    level: %s\n    rootfs: %s\n", level, modelRootfs)
 		}
 		fmt.Fprintf(&b, "  - id: %d\n%s    command: [%q, \"-p\", \"--allowedTools\", \"Write,Bash\"]\n    models: {anthropic: {}}\n", 1+i, root, claudeBin)
-		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/usr/bin/node\", \"%s/client.js\"]\n    models: {anthropic: {requests_per_minute: 600}, openai: {concurrent: 8}}\n", 4+i, root, modelsDir)
+		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/usr/bin/node\", \"%s/client.js\"]\n    models: {anthropic: {requests_per_minute: 600}, openai: {concurrent: 8}, local: {}}\n", 4+i, root, modelsDir)
 	}
 	fmt.Fprintf(&b, `  - id: 7
     role: monitor
@@ -118,7 +119,8 @@ func TestModelGateway(t *testing.T) {
 
 	t.Run("the official SDKs, whole and streamed, at every level", func(t *testing.T) {
 		for _, id := range []int{4, 5, 6} {
-			for _, payload := range []string{"anthropic: " + twentyWords, "anthropic stream: " + twentyWords, "openai: " + twentyWords, "openai stream: " + twentyWords} {
+			for _, payload := range []string{"anthropic: " + twentyWords, "anthropic stream: " + twentyWords, "openai: " + twentyWords, "openai stream: " + twentyWords,
+				"local: " + twentyWords, "local stream: " + twentyWords} {
 				out, stderr, err := run(t, m, "flockctl", "send", "--to", strconv.Itoa(id), payload)
 				if err != nil || !strings.Contains(out, `"text":"word0 word1 word2 word3 word4"`) || !strings.Contains(out, `"usage":{`) {
 					t.Errorf("agent %d (%s) %q: %v\nstdout %q\nstderr %s", id, describeModel(id), payload, err, out, harness.TailLines(stderr, 10))
@@ -182,13 +184,17 @@ func TestModelGateway(t *testing.T) {
 		curl := func(args string) (string, time.Duration) {
 			start := time.Now()
 			out, errOut, _ := run(t, m, "sh", "-c", args+" -sS --max-time 20 -w '\n%{http_code}'")
-			return out + errOut, time.Since(start)
+			return errOut + out, time.Since(start)
 		}
 		for _, tc := range []struct{ name, cmd, want string }{
 			{"another agent's grant", asAgent7 + "curl -d {} http://127.0.0.1:4230/anthropic/v1/messages",
 				`agent 7 is not granted provider anthropic; add anthropic to agents\[id=7\].models in the spec.*"type":"permission_error".*\n403$`},
 			{"a provider not in the spec", asAgent7 + "curl http://127.0.0.1:4230/gemini/v1/models", `no provider \\"gemini\\" here; it is granted openai.*\n404$`},
 			{"an endpoint that is not metered", asAgent7 + "curl -d {} http://127.0.0.1:4230/openai/batches", `POST \\"/batches\\" is not an endpoint the model gateway carries.*\n404$`},
+			// The local server itself is out of the agent's reach: the
+			// firewall refuses this host's loopback but for the bus and
+			// the proxy.
+			{"the local model server, directly", asAgent7 + "curl http://" + localModelAddr + "/v1/models", `Failed to connect.*\n000$`},
 			{"a body over the bound", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a | %s curl --data-binary @- http://127.0.0.1:4230/openai/chat/completions", 32<<20+1, asAgent7),
 				`"code":"request_too_large".*\n413$`},
 		} {
@@ -254,6 +260,11 @@ func TestModelGateway(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			local, err := ledgerAt(t, m, "http://"+localModelAddr, "")
+			if err != nil {
+				return err
+			}
+			want = want.Plus(local)
 			got := sumUsage(usageOf(t, m))
 			if got.Input != want.Input || got.Output != want.Output || got.CacheRead != want.CacheRead || got.CacheWrite != want.CacheWrite || want.Output == 0 {
 				return fmt.Errorf("flock counted %+v, the stand-in reported %+v", got, want)

@@ -29,9 +29,14 @@ import (
 // expects the keys in the two files given (read at its start: a key on
 // a command line would be in every process's sight). GET /standin/ledger?tag=T answers what it
 // reported (JSON); GET /standin/seen every request's method and path.
+// CA_DIR "-" serves plain HTTP, keyless (a model server on the host, as
+// Ollama on 127.0.0.1:11434): it then refuses any request with a key.
 func standinServe(args []string) error {
-	if len(args) != 4 {
-		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE")
+	if len(args) != 4 && !(len(args) == 2 && args[1] == "-") {
+		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE | probe standin-serve ADDR -")
+	}
+	if args[1] == "-" {
+		return http.ListenAndServe(args[0], standinMux(&standin.Server{Keyless: true}))
 	}
 	var keys [2]string
 	for i, p := range args[2:] {
@@ -57,20 +62,11 @@ func standinServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1]}
-	mux := http.NewServeMux()
-	mux.Handle("/", s)
-	mux.HandleFunc("GET /standin/ledger", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(s.Reported(r.URL.Query().Get("tag")))
-	})
-	mux.HandleFunc("GET /standin/seen", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(s.Seen())
-	})
 	ln, err := net.Listen("tcp", args[0])
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
+	srv := &http.Server{Handler: standinMux(&standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1]}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
 	return srv.ServeTLS(ln, "", "")
 }
 
@@ -115,4 +111,17 @@ func testCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}
 	cert, err := x509.ParseCertificate(der)
 	return cert, key, err
+}
+
+// standinMux is s with its ledger and what it saw.
+func standinMux(s *standin.Server) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/", s)
+	mux.HandleFunc("GET /standin/ledger", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(s.Reported(r.URL.Query().Get("tag")))
+	})
+	mux.HandleFunc("GET /standin/seen", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(s.Seen())
+	})
+	return mux
 }

@@ -48,9 +48,12 @@ func (u Usage) Plus(v Usage) Usage {
 		CacheRead: u.CacheRead + v.CacheRead, CacheWrite: u.CacheWrite + v.CacheWrite}
 }
 
-// Server is the stand-in. The zero value refuses every key; set them.
+// Server is the stand-in. The zero value refuses every key; set them,
+// or set Keyless for a model server on the host that takes none (as
+// Ollama), which then refuses any request that carries a key.
 type Server struct {
 	AnthropicKey, OpenAIKey string
+	Keyless                 bool
 
 	mu     sync.Mutex
 	ledger map[string]Usage // by X-Standin-Tag
@@ -138,6 +141,10 @@ func (s *Server) anthropicAuth(w http.ResponseWriter, r *http.Request) bool {
 
 func (s *Server) openaiAuth(w http.ResponseWriter, r *http.Request) bool {
 	switch {
+	case s.Keyless && (r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != ""):
+		openaiErr(w, http.StatusBadRequest, "invalid_request_error", "stand-in: a key reached a server that takes none")
+	case s.Keyless:
+		return true
 	case r.Header.Get("X-Api-Key") != "":
 		openaiErr(w, http.StatusBadRequest, "invalid_request_error", "stand-in: an x-api-key header reached the upstream")
 	case s.OpenAIKey == "" || r.Header.Get("Authorization") != "Bearer "+s.OpenAIKey:

@@ -3,7 +3,9 @@
 // from the environment flock gives the agent (ANTHROPIC_BASE_URL and
 // OPENAI_BASE_URL at flock-proxy, placeholder keys) and knows nothing of
 // flock. The task's payload says which SDK, whether to stream, and the
-// prompt: "anthropic stream: say hello". It prints the answer's text and
+// prompt: "anthropic stream: say hello"; "local: ..." is the OpenAI SDK
+// pointed at the grant of provider local (FLOCK_MODEL_URL_LOCAL: a
+// model server on the host, as Ollama). It prints the answer's text and
 // the usage the SDK saw; an API error is printed with its status and
 // message, and the task fails.
 const readStdin = async () => {
@@ -14,8 +16,8 @@ const readStdin = async () => {
 
 async function main() {
   const payload = await readStdin();
-  const m = payload.match(/^(anthropic|openai)( stream)?: (.*)$/s);
-  if (!m) throw new Error(`payload ${JSON.stringify(payload)}: want "anthropic[ stream]: PROMPT" or "openai[ stream]: PROMPT"`);
+  const m = payload.match(/^(anthropic|openai|local)( stream)?: (.*)$/s);
+  if (!m) throw new Error(`payload ${JSON.stringify(payload)}: want "anthropic|openai|local[ stream]: PROMPT"`);
   const [, sdk, stream, prompt] = m;
   if (sdk === "anthropic") {
     const { default: Anthropic } = await import("@anthropic-ai/sdk");
@@ -36,7 +38,7 @@ async function main() {
     return;
   }
   const { default: OpenAI } = await import("openai");
-  const client = new OpenAI({ maxRetries: 0 });
+  const client = new OpenAI(sdk === "local" ? { maxRetries: 0, baseURL: process.env.FLOCK_MODEL_URL_LOCAL } : { maxRetries: 0 });
   const req = { model: "gpt-standin", messages: [{ role: "user", content: prompt }] };
   if (stream) {
     // No stream_options: flock's gateway asks for the usage itself.
