@@ -224,7 +224,8 @@ func (w *walker) secretPath(n *yaml.Node, path, root, example string) string {
 }
 
 // models reads an agent's grants: a mapping of provider names to their
-// limits (empty: no limit). Whether each provider exists is checked
+// limits (empty: no limit), in the order written (the first grant of a
+// kind is the one the SDKs' variables point at: GrantEnvNames). Whether each provider exists is checked
 // once the providers are known (modelRules).
 func (w *walker) models(n *yaml.Node, path string) []Grant {
 	if n.Kind != yaml.MappingNode {
@@ -268,7 +269,6 @@ func (w *walker) models(n *yaml.Node, path string) []Grant {
 		}
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b Grant) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
 }
 

@@ -164,7 +164,7 @@ type Agent struct {
 	// flock's own names); an agent's replace the defaults' name by name.
 	Env map[string]string `json:",omitempty"`
 	// Models are the model APIs it may call through flock-proxy, with
-	// their limits, sorted by provider; an agent's replace the defaults'.
+	// their limits, in the order written; an agent's replace the defaults'.
 	Models []Grant `json:",omitempty"`
 }
 

@@ -331,10 +331,17 @@ func TestModelGateway(t *testing.T) {
 	// Last: the stand-in's ledger starts again when it does.
 	t.Run("the provider down: a fast 502 in its format, raised by the SDK", func(t *testing.T) {
 		mustRun(t, m, "systemctl", "stop", "flock-test-standin.service")
+		m.Eventually(t, 10*time.Second, func() error {
+			if _, err := standinLedger(t, m, ""); err == nil {
+				return fmt.Errorf("the stand-in still answers")
+			}
+			return nil
+		})
 		start := time.Now()
-		_, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: hello")
+		out, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: hello")
 		if err == nil || !strings.Contains(stderr, "502 flock proxy: agent 4: provider openai (https://"+modelUpName+"/v1) did not answer") {
-			t.Errorf("the provider down: %v\n%s", err, stderr)
+			st, _, _ := run(t, m, "systemctl", "status", "--no-pager", "flock-test-standin.service", "flock-proxy.service")
+			t.Errorf("the provider down: %v\nstdout %s\nstderr %s\n%s", err, out, stderr, st)
 		}
 		t.Logf("FIGURE provider down: the task failed in %v: %s", time.Since(start).Round(time.Millisecond), firstLine(stderr))
 		startStandin(t, m)

@@ -16,7 +16,7 @@ var ProxyStateDirs = []string{"/var/lib/private/flock-proxy", "/var/lib/flock-pr
 
 // modelEnv points the SDKs and tools of an agent at the gateway for its
 // grants: each grant's base URL in FLOCK_MODEL_URL_<NAME>, and for the
-// first grant of each kind (in provider order) the variables the official
+// first grant of each kind (as its models: lists them) the variables the official
 // SDKs and Claude Code read, with a placeholder key. Limits are not here:
 // they change without restarting the agent (the proxy reloads).
 func modelEnv(f *spec.Flock, a spec.Agent) []string {
