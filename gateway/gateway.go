@@ -146,8 +146,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		st = &state{}
 	}
-	p, _ := r.Context().Value(ctxKey{}).(peer)
-	if _, ok := r.Context().Value(ctxKey{}).(peer); !ok || p.err != nil {
+	p, ok := r.Context().Value(ctxKey{}).(peer)
+	if !ok || p.err != nil {
 		g.refuse(w, 0, "", "", ReasonNotAgent, http.StatusForbidden, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway", 0)
 		return
 	}

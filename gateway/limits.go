@@ -61,7 +61,15 @@ type limiter struct {
 	inflight map[key]int
 	minute   map[key]*ring
 	crossed  map[key]map[string]bool // limits refused since the last request let through
+	// told is when each limit's last crossing was told: an agent that
+	// flaps at a limit (concurrent, requests_per_minute) is told at most
+	// once per crossingEvery, not at every crossing.
+	told map[key]map[string]time.Time
 }
+
+// crossingEvery is the least time between two events of one limit of
+// one grant.
+const crossingEvery = time.Minute
 
 // ring is the start times of the last requests of one grant, at most
 // its requests_per_minute of them: exact, not a bucket's average.
@@ -95,13 +103,13 @@ func (r *ring) resized(size int) *ring {
 
 // admit says whether a request of k under grant g may go now, given the
 // tokens of the day and month so far; if so the caller must call done
-// when it ends. crossing is true for the first refusal of a limit in its
-// window (the event).
+// when it ends. crossing is true for the first refusal of a limit since
+// a request was let through, at most once per crossingEvery (the event).
 func (l *limiter) admit(k key, g spec.Grant, day, month uint64, now time.Time) (r Refusal, ok, crossing bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inflight == nil {
-		l.inflight, l.minute, l.crossed = map[key]int{}, map[key]*ring{}, map[key]map[string]bool{}
+		l.inflight, l.minute, l.crossed, l.told = map[key]int{}, map[key]*ring{}, map[key]map[string]bool{}, map[key]map[string]time.Time{}
 	}
 	r = Refusal{Agent: k.Agent, Provider: k.Provider}
 	var rg *ring
@@ -147,8 +155,17 @@ func (l *limiter) admit(k key, g spec.Grant, day, month uint64, now time.Time) (
 		c = map[string]bool{}
 		l.crossed[k] = c
 	}
-	crossing = !c[r.Limit]
-	c[r.Limit] = true
+	if !c[r.Limit] {
+		c[r.Limit] = true
+		told := l.told[k]
+		if told == nil {
+			told = map[string]time.Time{}
+			l.told[k] = told
+		}
+		if last, ok := told[r.Limit]; !ok || now.Sub(last) >= crossingEvery {
+			told[r.Limit], crossing = now, true
+		}
+	}
 	return r, false, crossing
 }
 

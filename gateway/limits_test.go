@@ -122,3 +122,27 @@ func TestGatewayConcurrentLimit(t *testing.T) {
 		t.Errorf("once they ended: %d %s", status, body)
 	}
 }
+
+// An agent flapping at a limit (under it, over it, under it...) crosses
+// it again and again; it is told at most once a minute.
+func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
+	var l limiter
+	k, g := key{1, "anth"}, spec.Grant{Provider: "anth", Concurrent: 1}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	told := 0
+	for i := range 200 {
+		now = now.Add(time.Second)
+		if _, ok, _ := l.admit(k, g, 0, 0, now); !ok {
+			t.Fatalf("round %d: the first request refused", i)
+		}
+		if _, ok, crossing := l.admit(k, g, 0, 0, now); ok {
+			t.Fatalf("round %d: a second request at once let through", i)
+		} else if crossing {
+			told++
+		}
+		l.done(k)
+	}
+	if told != 4 { // 200 s of crossings: at 0, 60, 120 and 180 s
+		t.Errorf("told %d crossings in 200 s, want 4", told)
+	}
+}
