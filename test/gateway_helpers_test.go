@@ -38,43 +38,38 @@ const (
 )
 
 // stageModelClients is test/testdata/model-clients with its packages
-// from the npm registry (npm ci, the pinned lock file; --ignore-scripts:
-// Claude Code's postinstall only copies the native binary its platform
-// package already holds, which the spec runs directly), readable by the
-// agents.
+// from the npm registry (--ignore-scripts: Claude Code's postinstall only
+// copies the native binary its platform package already holds, which the
+// spec runs directly).
 func stageModelClients(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "flock-models")
-	if err := os.CopyFS(dir, os.DirFS(harness.InRepo(t, "test", "testdata", "model-clients"))); err != nil {
-		t.Fatal(err)
-	}
-	os.RemoveAll(filepath.Join(dir, "node_modules"))
-	cmd := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in test/testdata/model-clients: %v\n%s", err, out)
-	}
+	dir := npmStaged(t, "flock-models", []string{"test", "testdata", "model-clients"}, "--ignore-scripts")
 	if _, err := os.Stat(filepath.Join(dir, strings.TrimPrefix(claudeBin, modelsDir))); err != nil {
 		t.Fatalf("Claude Code's native binary: %v", err)
 	}
-	openUp(t, dir)
 	return dir
 }
 
 // stageClaudeFlock is examples/claude-flock as its spec's comments
-// install it: its orchestrator's nats client from the npm registry (npm
-// ci --omit=dev, the pinned lock file), readable by the agents.
+// install it: its orchestrator's nats client from the npm registry.
 func stageClaudeFlock(t *testing.T) string {
+	return npmStaged(t, "claude-flock", []string{"examples", "claude-flock"}, "--omit=dev")
+}
+
+// npmStaged is the repository's directory at elem, copied to a temp dir
+// called name, with its packages from the npm registry (npm ci: the
+// pinned lock file) and readable by the agents.
+func npmStaged(t *testing.T, name string, elem []string, args ...string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "claude-flock")
-	if err := os.CopyFS(dir, os.DirFS(harness.InRepo(t, "examples", "claude-flock"))); err != nil {
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dir, os.DirFS(harness.InRepo(t, elem...))); err != nil {
 		t.Fatal(err)
 	}
-	os.RemoveAll(filepath.Join(dir, "node_modules"))
-	cmd := exec.Command("npm", "ci", "--omit=dev", "--no-audit", "--no-fund")
+	os.RemoveAll(filepath.Join(dir, "node_modules")) // a developer's own
+	cmd := exec.Command("npm", append(append([]string{"ci"}, args...), "--no-audit", "--no-fund")...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in examples/claude-flock: %v\n%s", err, out)
+		t.Fatalf("npm ci in %s: %v\n%s", filepath.Join(elem...), err, out)
 	}
 	openUp(t, dir)
 	return dir
