@@ -219,7 +219,7 @@ test: deps test-unit test-fuzz test-fresh test-system test-vm
 QUICK ?=
 bench: deps
 	@CGO_ENABLED=0 $(GO) build -o bin/benchtable ./test/benchtable
-	@{ for p in ./bus/ ./proxy/ ./test/; do \
+	@{ for p in ./bus/ ./proxy/ ./gateway/ ./test/; do \
 		FLOCK_BENCH_QUICK=$(QUICK) $(GO) test -count=1 -timeout 6h -run '^$$' -bench . -benchtime 1x $$p; \
 	done; } 2>&1 | FLOCK_BENCH_QUICK=$(QUICK) bin/benchtable
 

@@ -55,6 +55,8 @@ type Target struct {
 	// own sandbox: what a's ipc and network probes aim at. nil: no peer
 	// serves; they aim at root's.
 	Channels *Colluder
+	// Keys are the model APIs' keys to look for (models.go).
+	Keys []ModelKey
 }
 
 // Canaries are the peer's files the audit writes (root, owned by the
@@ -205,6 +207,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	add("host", "write flock's state directory", probe.Request{Op: "write-file", Path: filepath.Join(spec.StateDir, "flock-audit-"+me), Data: "x"})
 	suid := add("host", "set a setuid bit", probe.Request{Op: "setuid-bit", Path: filepath.Join(f.AgentDir(a.ID), "flock-audit-suid")})
 	suid.Control.Path = "/var/tmp/flock-audit-suid-" + me
+	ps = append(ps, modelProbes(f, a, t.Keys)...)
 	if !a.JIT {
 		add("kernel", "map memory writable and executable", probe.Request{Op: "mmap-rwx"})
 	}

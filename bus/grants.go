@@ -39,7 +39,7 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
 	if key, ok := keys[creds.ProxyName]; ok {
-		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects}, Subscribe: []string{}})
+		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{}})
 	}
 	if key, ok := keys[creds.OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: creds.OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})

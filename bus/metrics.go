@@ -57,6 +57,9 @@ type AgentCounts struct {
 	// (allow, deny) since the bus started; a denial the proxy held back
 	// (rate limit) counts when the next one names it.
 	Egress map[string]uint64
+	// Models is the model gateway's last report (nil: none since the bus
+	// started).
+	Models *wire.ModelReport
 }
 
 // tally counts what passes the bus per agent for /metrics: results
@@ -133,7 +136,7 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 	for _, id := range local {
 		on := st.Agents[id]
 		a := AgentCounts{Connections: on.Connections, Violations: on.Violations,
-			Egress: maps.Clone(s.tally.egress[id])}
+			Egress: maps.Clone(s.tally.egress[id]), Models: on.Models}
 		if on.HeartbeatAt != nil {
 			a.HeartbeatAt = *on.HeartbeatAt
 		}

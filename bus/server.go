@@ -89,7 +89,8 @@ type Server struct {
 	ledgerDone chan struct{}
 	ledgerOnce sync.Once
 
-	tally *tally // results and egress decisions per agent, for /metrics
+	tally  *tally       // results and egress decisions per agent, for /metrics
+	models modelReports // the model gateway's counts per agent (models.go)
 
 	storeProblems []wire.StoreProblem // what the store did not prove at the start (storecheck.go); under mu
 
@@ -258,7 +259,7 @@ func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
 			wire.DeadSubject, wire.ResultSubject, wire.TasksAll},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects},
 		ResponseTTL: time.Minute}
 }
 

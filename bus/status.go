@@ -56,6 +56,11 @@ func (s *Server) Status() wire.BusStatus {
 		st.Agents[id] = a
 	}
 	for _, id := range byKey {
+		if r, ok := s.models.of(id); ok {
+			a := st.Agents[id]
+			a.Models = &r
+			st.Agents[id] = a
+		}
 		if kinds := s.ledger.of(id); len(kinds) > 0 {
 			a := st.Agents[id]
 			a.Violations = kinds

@@ -2,7 +2,7 @@
 // an operator of a flock wants to know (an agent started, stopped,
 // restarted, OOM-killed, failed or killed by a wall; a bus violation; a
 // firewall refusal; an egress denial; drift; a dead-lettered task; a
-// damaged store).
+// damaged store; a model API limit reached).
 //
 // It reads journald's structured fields (systemd's own messages about the
 // agents' units, the kernel's firewall log lines, and the records flock's
@@ -38,11 +38,12 @@ const (
 	DriftRepaired   Kind = "drift-repaired"   // provision or reconcile put the host back to the provisioned spec
 	DeadLettered    Kind = "dead-lettered"    // the bus gave a task up after max_deliveries
 	StoreDamaged    Kind = "store-damaged"    // the bus found part of its store unproven at start: what it kept, what it lost
+	LimitReached    Kind = "limit-reached"    // the model gateway refused it over a limit of its grant (once per crossing)
 )
 
 // Kinds are every kind, in the README's order.
 var Kinds = []Kind{Started, Stopped, Restarted, OOMKilled, Failed, WallKilled, BusViolation,
-	FirewallRefused, EgressDenied, DriftFound, DriftRepaired, DeadLettered, StoreDamaged}
+	FirewallRefused, EgressDenied, DriftFound, DriftRepaired, DeadLettered, StoreDamaged, LimitReached}
 
 // Event is one thing that happened. It is flockctl events' JSON line
 // (Encode, Decode).

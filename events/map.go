@@ -81,6 +81,9 @@ func Map(e Entry, uidBase uint32) (mapped, bool) {
 	case e["_SYSTEMD_UNIT"] == proxyUnit && e["DECISION"] == "deny":
 		agent, _ := strconv.Atoi(e["AGENT_ID"])
 		d := fmt.Sprintf("CONNECT %s:%s refused: %s", e["NAME"], e["PORT"], e["REASON"])
+		if p := e["PROVIDER"]; p != "" {
+			d = fmt.Sprintf("model request to provider %s refused (%s, %s)", p, e["STATUS"], e["REASON"])
+		}
 		if e["DETAIL"] != "" {
 			d += ": " + e["DETAIL"]
 		}
@@ -99,6 +102,11 @@ func Map(e Entry, uidBase uint32) (mapped, bool) {
 			return mapped{}, false
 		}
 		return mapped{Event: Event{Time: t, Agent: r.Agent, Kind: r.Kind, Detail: r.Detail, Source: "bus"}}, true
+	case LimitReached:
+		if e["_SYSTEMD_UNIT"] != proxyUnit {
+			return mapped{}, false
+		}
+		return mapped{Event: Event{Time: t, Agent: r.Agent, Kind: r.Kind, Detail: r.Detail, Source: "proxy"}}, true
 	case DriftFound, DriftRepaired:
 		if e["_UID"] != "0" {
 			return mapped{}, false

@@ -42,6 +42,10 @@ func TestMapTrustsOnlyWhoWroteIt(t *testing.T) {
 		forgedProxy[k] = v
 	}
 	forgedProxy["_SYSTEMD_UNIT"] = agentUnit
+	modelDeny := Entry{"__REALTIME_TIMESTAMP": ts, "_TRANSPORT": "journal", "_SYSTEMD_UNIT": proxyUnit}
+	for k, v := range (proxy.Record{Agent: 4, UID: testUIDBase + 4, Name: "openai", Provider: "openai", Status: 403, Reason: "no-grant", Detail: "flock proxy: agent 4 is not granted provider openai"}).Fields() {
+		modelDeny[k] = v
+	}
 	for _, tc := range []struct {
 		name   string
 		e      Entry
@@ -70,6 +74,9 @@ func TestMapTrustsOnlyWhoWroteIt(t *testing.T) {
 			"CONNECT evil.example.com:443 refused: no-rule (3 more denials of this agent before it not logged)"},
 		{"the proxy's allowance", proxyAllow, false, "", 0, ""},
 		{"a denial an agent wrote", forgedProxy, false, "", 0, ""},
+		{"the gateway's refusal", modelDeny, true, EgressDenied, 4, "model request to provider openai refused (403, no-grant): flock proxy: agent 4 is not granted provider openai"},
+		{"a limit reached, the proxy's", rec(LimitReached, "5", map[string]string{"_SYSTEMD_UNIT": proxyUnit}), true, LimitReached, 5, "d"},
+		{"a limit reached an agent wrote", rec(LimitReached, "5", map[string]string{"_SYSTEMD_UNIT": agentUnit, "_UID": "2000000005"}), false, "", 0, ""},
 		{"the kernel's firewall line", Entry{"__REALTIME_TIMESTAMP": ts, "_TRANSPORT": "kernel",
 			"MESSAGE": "flock-deny IN= OUT=lo SRC=127.0.0.1 DST=127.0.0.1 LEN=60 TOS=0x00 PREC=0x00 TTL=64 ID=4011 DF PROTO=TCP SPT=40112 DPT=8222 WINDOW=65495 RES=0x00 SYN URGP=0 UID=2000000003 GID=2000000003 "},
 			true, FirewallRefused, 3, "TCP to 127.0.0.1:8222 refused by table inet flock (kernel log; at most 5 a minute per agent)"},

@@ -53,6 +53,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		Label: a.Level.Label(), Egress: []string{}, Limits: Limits{a.Limits.MemoryBytes, a.Limits.CPUPercent, a.Limits.Tasks},
 		Firewall: []string{}, Paths: []Path{}, Drift: []Drift{}, Unread: []string{}}
 	r.Egress, r.Names = SplitEgress(a.Egress)
+	r.Models = Models(d.Flock, a, spec.DefaultProxyListen)
 	if h, ok := d.Flock.HostNamed(a.Host); ok && d.Flock.Clustered() {
 		r.Host = &Host{Name: h.Name, Address: h.Address.String()}
 	}
@@ -96,13 +97,13 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		r.bus(v.Bus, perms)
 	}
 
-	if len(r.Names) > 0 {
+	if len(r.Names) > 0 || len(r.Models) > 0 {
 		r.Proxy = spec.DefaultProxyListen
-		// Its names reach nothing while the proxy is down.
+		// Its names and model APIs reach nothing while the proxy is down.
 		if st, err := s.Units.Service(ctx, units.ProxyUnit); err != nil {
 			unread(units.ProxyUnit, err)
 		} else if st.ActiveState != "active" {
-			r.drift("proxy", units.ProxyUnit, "active (the agent has names)", orNone(st.ActiveState))
+			r.drift("proxy", units.ProxyUnit, "active (the agent has "+needs(len(r.Names) > 0, len(r.Models) > 0)+")", orNone(st.ActiveState))
 		}
 	}
 

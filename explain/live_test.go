@@ -287,3 +287,32 @@ func TestLiveNamesTheHost(t *testing.T) {
 		t.Errorf("one host's report names a host: %+v", r.Host)
 	}
 }
+
+// TestLiveModels: an agent's grants with their limits and where its SDK
+// is pointed; the proxy not running is drift for it too.
+func TestLiveModels(t *testing.T) {
+	h := newFakeHostFor(t, `providers:
+  - {name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}
+agents:
+  - id: 1
+    models: {anthropic: {tokens_per_day: 2M, concurrent: 4}}
+`)
+	r, err := Live(context.Background(), h.sources(), h.d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Model{{Provider: "anthropic", Kind: "anthropic", BaseURL: "http://127.0.0.1:4230/anthropic", Upstream: "https://api.anthropic.com",
+		KeyFile: "/etc/flock/keys/anthropic", TokensPerDay: 2e6, Concurrent: 4}}
+	if !slices.Equal(r.Models, want) || r.Proxy != "127.0.0.1:4230" {
+		t.Errorf("models %+v proxy %q; want %+v", r.Models, r.Proxy, want)
+	}
+	if !slices.Contains(r.Drift, Drift{"proxy", units.ProxyUnit, "active (the agent has model APIs)", "inactive"}) {
+		t.Errorf("drift %+v lacks the proxy's", r.Drift)
+	}
+	var out strings.Builder
+	r.WriteText(&out)
+	line := "#   anthropic: anthropic API at https://api.anthropic.com, key /etc/flock/keys/anthropic (flock-proxy's alone); the agent calls http://127.0.0.1:4230/anthropic; limits: tokens_per_day 2000000, concurrent 4\n"
+	if !strings.Contains(out.String(), line) {
+		t.Errorf("text lacks %q:\n%s", line, out.String())
+	}
+}

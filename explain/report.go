@@ -27,8 +27,11 @@ type Report struct {
 	Egress []string `json:"egress"` // address allowances besides the bus, as the spec writes them
 	// Names are its egress host names (NAME:PORT/tcp), reached only
 	// through flock-proxy at Proxy, never directly.
-	Names    []string `json:"names"`
-	Proxy    string   `json:"proxy,omitempty"` // the proxy's address; "" when it has no names
+	Names []string `json:"names"`
+	Proxy string   `json:"proxy,omitempty"` // the proxy's address; "" when it has no names and no model APIs
+	// Models are the model APIs it is granted (models.go): reached
+	// through the gateway in flock-proxy, which holds their keys.
+	Models   []Model  `json:"models"`
 	Limits   Limits   `json:"limits"`
 	Unit     Unit     `json:"unit"`
 	Firewall []string `json:"firewall"` // rules of table inet flock that apply to its uid, as `nft list` prints them

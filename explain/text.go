@@ -17,6 +17,9 @@ func (r Report) WriteText(w io.Writer) {
 	if len(r.Names) > 0 {
 		p("%s", NamesLine(r.Names, r.Proxy))
 	}
+	for _, l := range ModelLines(r.Models) {
+		p("%s", l)
+	}
 	p("limits: memory %d bytes, cpu %d%%, tasks %d", r.Limits.MemoryBytes, r.Limits.CPUPercent, r.Limits.Tasks)
 
 	p("\n## unit %s (as systemd has it)", r.Unit.Name)

@@ -142,6 +142,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, collectorSuccess} {
 		ch <- d
 	}
+	for _, d := range modelDescs {
+		ch <- d
+	}
 }
 
 // Collect reads the bus and systemd now and sends what they said. A
@@ -299,6 +302,7 @@ func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, n
 		for kind, n := range a.Violations {
 			ch <- counter(agentViolations, float64(n), l, kind)
 		}
+		c.collectModels(ch, l, a.Models)
 	}
 }
 

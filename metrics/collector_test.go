@@ -22,6 +22,7 @@ import (
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 // fakeBus is a bus whose Snapshot is given.
@@ -74,7 +75,13 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
 			1: {HeartbeatAt: scrapeTime.Add(-2500 * time.Millisecond), Connections: 1, TasksOK: 7, TasksFailed: 1,
-				Violations: map[string]uint64{"publish": 3, "forged-lease": 1}, Egress: map[string]uint64{"allow": 4, "deny": 12}},
+				Violations: map[string]uint64{"publish": 3, "forged-lease": 1}, Egress: map[string]uint64{"allow": 4, "deny": 12},
+				Models: &wire.ModelReport{Agent: 1, At: scrapeTime, Usage: map[string]wire.ModelUsage{"anthropic": {
+					Requests: 9, InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000, CacheWriteTokens: 100,
+					Errors: map[string]uint64{"529": 1, "cut": 1}, Refused: map[string]uint64{"tokens_per_day": 2},
+					LatencyBuckets: []uint64{0, 1, 2, 3, 1, 1, 0, 1, 0, 0, 0, 0}, LatencySeconds: 21.5,
+					Day: "2026-11-27", DayRequests: 4, DayTokens: 2500, Month: "2026-11", MonthRequests: 9, MonthTokens: 5600}},
+					Limit: map[string]wire.ModelLimits{"anthropic": {RequestsPerMinute: 60, TokensPerDay: 2500}}}},
 			2: {HeartbeatAt: scrapeTime.Add(-time.Minute)},
 			3: {},
 		},

@@ -123,8 +123,9 @@ func ForFlock(f *spec.Flock) Policy {
 		for _, e := range addrs {
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: e.Prefix, Port: e.Port, Proto: e.Proto})
 		}
-		if len(names) > 0 {
-			// Names go through the proxy, on loopback, for this agent only.
+		if len(names) > 0 || a.HasModels() {
+			// The proxy, on loopback, for this agent only: its names,
+			// and its model APIs (the gateway, at the same address).
 			l := netip.MustParseAddrPort(spec.DefaultProxyListen)
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
 		}

@@ -133,3 +133,18 @@ func TestForFlockLeavesNamesToTheProxy(t *testing.T) {
 		t.Errorf("egress of uid 1001 = %+v, want %+v (its address rule and the proxy)", got, want)
 	}
 }
+
+// An agent granted a model API reaches the proxy (the gateway is at its
+// address), and nothing more for it; an agent with neither does not.
+func TestForFlockOpensTheGatewayToGrantedAgents(t *testing.T) {
+	f := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: 4222}, UIDBase: 1000,
+		Agents: []spec.Agent{{ID: 1, Models: []spec.Grant{{Provider: "anthropic"}}}, {ID: 2}}}
+	p := ForFlock(f)
+	want := []Allow{{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: 4230, Proto: "tcp"}}
+	if got := p.Egress[1001]; !reflect.DeepEqual(got, want) {
+		t.Errorf("egress of uid 1001 = %+v, want %+v (the proxy alone)", got, want)
+	}
+	if got := p.Egress[1002]; len(got) != 0 {
+		t.Errorf("egress of uid 1002 = %+v, want none", got)
+	}
+}

@@ -94,7 +94,7 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 			panic(err) // strings and numbers only
 		}
 		d.ProxyConfig = b
-		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName))
+		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName), pc.Gateway.Credentials()...)
 	}
 	d.Identities = append(d.Identities, creds.OperatorName)
 	return d

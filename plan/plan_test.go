@@ -463,7 +463,8 @@ func TestProxyFollowsNames(t *testing.T) {
 	if err != nil || len(c.Policy.Agents) != 1 || c.Policy.Agents[withName.UID(1)].ID != 1 || c.Bus != "nats://127.0.0.1:4222" {
 		t.Errorf("proxy config %+v %v", c, err)
 	}
-	// Its bus user publishes its decisions and nothing else.
+	// Its bus user publishes its decisions and the model gateway's counts,
+	// and nothing else.
 	cfg, _ := fk.bus.Config(ctx)
 	var pu *bus.User
 	for i, u := range cfg.Users {
@@ -471,7 +472,7 @@ func TestProxyFollowsNames(t *testing.T) {
 			pu = &cfg.Users[i]
 		}
 	}
-	if pu == nil || len(pu.Publish) != 1 || pu.Publish[0] != "flock.egress.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
+	if pu == nil || strings.Join(pu.Publish, " ") != "flock.egress.> flock.usage.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
 		t.Errorf("the proxy's bus user: %+v", pu)
 	}
 	if again := provision(t, h, withName); len(again.Changes) != 0 {

@@ -182,6 +182,9 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 		if err := h.Users.RemovePaths(ctx, units.BusStateDirs); err != nil {
 			return fmt.Errorf("removing the bus's store: %w", err)
 		}
+		if err := h.Users.RemovePaths(ctx, units.ProxyStateDirs); err != nil {
+			return fmt.Errorf("removing the model gateway's counts: %w", err)
+		}
 	}
 	return nil
 }

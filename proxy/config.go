@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -21,31 +22,38 @@ type Config struct {
 	Listen string
 	Bus    string // the bus's URL, where decisions are published ("": none)
 	Policy Policy
+	// Gateway is who may call which model API (package gateway): the
+	// providers (their key files' paths, never the keys) and each
+	// agent's grants.
+	Gateway gateway.Policy
 }
 
 type configFile struct {
-	Listen string       `json:"listen"`
-	Bus    string       `json:"bus,omitempty"`
-	Agents []agentEntry `json:"agents"`
+	Listen    string                  `json:"listen"`
+	Bus       string                  `json:"bus,omitempty"`
+	Providers []gateway.ProviderEntry `json:"providers,omitempty"`
+	Agents    []agentEntry            `json:"agents"`
 }
 
 type agentEntry struct {
-	UID    uint32   `json:"uid"`
-	ID     int      `json:"id"`
-	Egress []string `json:"egress"`
+	UID    uint32               `json:"uid"`
+	ID     int                  `json:"id"`
+	Egress []string             `json:"egress"`
+	Models []gateway.GrantEntry `json:"models,omitempty"`
 }
 
 // ConfigFor is the proxy's config for a spec. Pure.
 func ConfigFor(f *spec.Flock) Config {
-	return Config{Listen: spec.DefaultProxyListen, Bus: f.Bus.URL(), Policy: ForFlock(f)}
+	return Config{Listen: spec.DefaultProxyListen, Bus: f.Bus.URL(), Policy: ForFlock(f), Gateway: gateway.ForFlock(f, f.Agents)}
 }
 
 // Encode writes c as JSON, agents in uid order (the same config, the
 // same bytes).
 func (c Config) Encode() ([]byte, error) {
-	file := configFile{Listen: c.Listen, Bus: c.Bus, Agents: []agentEntry{}}
+	providers, grants := c.Gateway.Entries()
+	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}}
 	for uid, a := range c.Policy.Agents {
-		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}}
+		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: grants[uid]}
 		for _, r := range a.Rules {
 			e.Egress = append(e.Egress, r.String())
 		}
@@ -67,6 +75,8 @@ func DecodeConfig(b []byte) (Config, error) {
 		return Config{}, fmt.Errorf("proxy config: listen %q: %w", file.Listen, err)
 	}
 	c := Config{Listen: file.Listen, Bus: file.Bus, Policy: Policy{Agents: map[uint32]AgentRules{}}}
+	grants, ids := map[uint32][]gateway.GrantEntry{}, map[uint32]int{}
+	var err error
 	for _, a := range file.Agents {
 		if _, dup := c.Policy.Agents[a.UID]; dup {
 			return Config{}, fmt.Errorf("proxy config: uid %d twice", a.UID)
@@ -80,6 +90,12 @@ func DecodeConfig(b []byte) (Config, error) {
 			rules.Rules = append(rules.Rules, e)
 		}
 		c.Policy.Agents[a.UID] = rules
+		if len(a.Models) > 0 {
+			grants[a.UID], ids[a.UID] = a.Models, a.ID
+		}
+	}
+	if c.Gateway, err = gateway.FromEntries(file.Providers, grants, ids); err != nil {
+		return Config{}, fmt.Errorf("proxy config: %w", err)
 	}
 	return c, nil
 }

@@ -23,12 +23,12 @@ type AgentRules struct {
 }
 
 // ForFlock is the proxy's policy for a spec: every agent with at least one
-// name rule (the others never reach the proxy: the firewall does not let
-// them). Pure.
+// name rule or a model API granted (the others never reach the proxy: the
+// firewall does not let them). Pure.
 func ForFlock(f *spec.Flock) Policy {
 	p := Policy{Agents: map[uint32]AgentRules{}}
 	for _, a := range f.Agents {
-		if a.HasNames() {
+		if a.NeedsProxy() {
 			p.Agents[f.UID(a.ID)] = AgentRules{ID: a.ID, Rules: a.Egress}
 		}
 	}

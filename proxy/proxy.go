@@ -41,6 +41,9 @@ type Server struct {
 	// Local says whether an address is this host's, which a wide address
 	// rule does not cover (nil: LocalAddr, the host's interfaces).
 	Local func(netip.Addr) bool
+	// Gateway takes every connection that is not a CONNECT (nil: they
+	// are refused as the proxy's).
+	Gateway Handoff
 
 	policy atomic.Pointer[Policy]
 	wg     sync.WaitGroup
@@ -71,7 +74,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(c)
+			s.dispatch(c)
 		}()
 	}
 }

@@ -58,7 +58,7 @@ func rules(t testing.TB, rs ...string) []spec.Egress {
 
 // newRig runs a proxy whose every dial lands on one HTTPS server (its
 // certificate is for example.com), names resolving per dns.
-func newRig(t testing.TB, dns fakeDNS, p Policy) *rig {
+func newRig(t testing.TB, dns fakeDNS, p Policy, before ...func(*Server)) *rig {
 	r := &rig{uids: &fakeUIDs{uid: 1001}}
 	r.https = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "hello from upstream")
@@ -78,6 +78,9 @@ func newRig(t testing.TB, dns fakeDNS, p Policy) *rig {
 			r.mu.Unlock()
 		}}
 	r.srv.SetPolicy(p)
+	for _, f := range before {
+		f(r.srv)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,10 @@ type Record struct {
 	Duration  time.Duration
 	Reason    string // ReasonAllowed or why not
 	Detail    string
+	// Provider is the model API of a request to the gateway ("" a
+	// CONNECT), Status the answer flock gave it.
+	Provider string
+	Status   int
 }
 
 // Allowed says whether a tunnel was carried.
@@ -47,12 +51,20 @@ func (r Record) Fields() map[string]string {
 	if r.Detail != "" {
 		f["DETAIL"] = oneLine(r.Detail)
 	}
+	if r.Provider != "" {
+		f["PROVIDER"], f["STATUS"] = r.Provider, strconv.Itoa(r.Status)
+		delete(f, "PORT")
+	}
 	return f
 }
 
 // Event is r as the bus event on wire.EgressSubject(r.Agent).
 func (r Record) Event(suppressed int) wire.EgressEvent {
-	e := wire.EgressEvent{Agent: r.Agent, Decision: "deny", Reason: r.Reason, Name: r.Name, Port: r.Port,
+	name := r.Name
+	if r.Provider != "" {
+		name = "model:" + r.Provider
+	}
+	e := wire.EgressEvent{Agent: r.Agent, Decision: "deny", Reason: r.Reason, Name: name, Port: r.Port,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMS: float64(r.Duration.Microseconds()) / 1000, Suppressed: suppressed}
 	if r.Allowed() {
 		e.Decision = "allow"
@@ -66,6 +78,9 @@ func (r Record) Event(suppressed int) wire.EgressEvent {
 // Message is r as one journal line.
 func (r Record) Message() string {
 	f := r.Fields()
+	if r.Provider != "" {
+		return "model " + f["DECISION"] + " agent " + f["AGENT_ID"] + " provider " + r.Provider + " status " + f["STATUS"] + " reason " + r.Reason + ": " + f["DETAIL"]
+	}
 	s := "egress " + f["DECISION"] + " agent " + f["AGENT_ID"] + " " + r.Name + ":" + f["PORT"]
 	if a := f["ADDR"]; a != "" {
 		s += " addr " + a

@@ -26,6 +26,7 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	a.Subjects.Publish = append([]string(nil), base.Subjects.Publish...)
 	a.Subjects.Subscribe = append([]string(nil), base.Subjects.Subscribe...)
 	a.Env = maps.Clone(base.Env)
+	a.Models = append([]Grant(nil), base.Models...)
 	if n, ok := fs["host"]; ok {
 		a.Host = w.hostRef(n, join(path, "host"))
 	}
@@ -70,6 +71,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	}
 	if n, ok := fs["egress"]; ok {
 		a.Egress = w.egress(n, join(path, "egress"))
+	}
+	if n, ok := fs["models"]; ok {
+		a.Models = w.models(n, join(path, "models"))
 	}
 	if n, ok := fs["env"]; ok {
 		for k, v := range w.env(n, join(path, "env")) {
@@ -126,6 +130,7 @@ func (w *walker) agentRules(a Agent, path string) {
 		w.fail(join(path, "command"), "is for workers, which take tasks; %s runs its own program: write exec: %s", map[Role]string{RoleOrchestrator: "an orchestrator", RoleMonitor: "a monitor"}[a.Role], commandExample)
 	}
 	w.rootRules(a, path)
+	w.grantEnvRules(a, path)
 }
 
 const rootfsExample = sandbox.RootfsExample

@@ -85,7 +85,7 @@ func (f *Flock) Warnings(local []netip.Addr) []string {
 		}
 		for _, k := range slices.Sorted(maps.Keys(a.Env)) {
 			if secretName.MatchString(k) && !pathName.MatchString(k) {
-				out = append(out, fmt.Sprintf("agent %d: env.%s looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead", a.ID, k))
+				out = append(out, fmt.Sprintf("agent %d: env.%s looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead (a model API's key: name the API under providers: and grant it in models:, and the key stays with flock-proxy)", a.ID, k))
 			}
 		}
 	}

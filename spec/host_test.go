@@ -73,8 +73,8 @@ func TestWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := []string{
-		"agent 5: env.ANTHROPIC_API_KEY looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead",
-		"agent 5: env.db_password looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead",
+		"agent 5: env.ANTHROPIC_API_KEY looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead (a model API's key: name the API under providers: and grant it in models:, and the key stays with flock-proxy)",
+		"agent 5: env.db_password looks like a secret, and a unit's environment is readable by every user of this host (systemctl show); put it in a file in the agent's directory and give the file's path instead (a model API's key: name the API under providers: and grant it in models:, and the key stays with flock-proxy)",
 	}
 	for _, tc := range []struct {
 		name  string

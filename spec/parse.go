@@ -26,7 +26,7 @@ const MaxUIDBase = 4294967293 - MaxID
 const MinMemory = 16 << 20
 
 // agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env"}
+var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models"}
 
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {
@@ -79,7 +79,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		w.fail("agents", "missing; list the agents (agents: [{id: 1}, {id: 2}]) or give a count (agents: {count: 3})")
 		return f
 	}
-	top, ok := w.fields(doc.Content[0], "", "root", "uid_base", "bus", "hosts", "defaults", "agents")
+	top, ok := w.fields(doc.Content[0], "", "root", "uid_base", "bus", "hosts", "providers", "defaults", "agents")
 	if !ok {
 		return f
 	}
@@ -96,6 +96,10 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	// Before the agents: each agent's host must be one of them.
 	if n, ok := top["hosts"]; ok {
 		f.Hosts = w.hosts(n, "hosts")
+	}
+	// Before the agents too: each grant must name one of them.
+	if n, ok := top["providers"]; ok {
+		f.Providers = w.providers(n, "providers", f.Root)
 	}
 	defaults := builtinDefaults()
 	if n, ok := top["defaults"]; ok {

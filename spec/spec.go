@@ -84,6 +84,9 @@ type Flock struct {
 	// Hosts are the machines of a multi-host flock (cluster.go); empty on
 	// one host.
 	Hosts []Host
+	// Providers are the model APIs agents may be granted (providers.go),
+	// in the spec's order.
+	Providers []Provider `json:",omitempty"`
 }
 
 // Bus is where agents reach the embedded NATS server, where its
@@ -175,6 +178,9 @@ type Agent struct {
 	// Env is the operator's variables for the agent's program (not
 	// flock's own names); an agent's replace the defaults' name by name.
 	Env map[string]string `json:",omitempty"`
+	// Models are the model APIs it may call through flock-proxy, with
+	// their limits, in the order written; an agent's replace the defaults'.
+	Models []Grant `json:",omitempty"`
 }
 
 // Subjects are extra bus permissions, NATS subject patterns.

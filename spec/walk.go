@@ -17,6 +17,10 @@ type walker struct {
 	hostNames                   []string
 	hostsGiven, hostsIncomplete bool
 	clustered                   bool
+	// The spec's providers by name, read before the agents that are
+	// granted them (providers.go); incomplete if one could not be read.
+	providerKinds       map[string]ProviderKind
+	providersIncomplete bool
 }
 
 func (w *walker) fail(path, format string, args ...any) {

@@ -126,9 +126,10 @@ func Build(o Observed) Report {
 		row.busFields(o.Bus, o.Now)
 		r := o.Refused[row.UID]
 		row.RefusedPackets, row.RefusedLogged = r.Refused, r.Logged
-		if a.HasNames() {
+		if a.NeedsProxy() {
 			row.Proxy = o.Proxy
 		}
+		row.modelFields(a, o.Bus, o.Now)
 		rows = append(rows, row)
 	}
 	return Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
@@ -160,6 +161,7 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 	printViolations(out, r.Rows)
 	printRefused(out, r.Rows)
 	WriteDiagnoses(out, r.Rows)
+	printModels(out, r.Rows)
 	if r.BusErr != nil {
 		fmt.Fprintf(out, "note: the bus did not answer: %v\n", r.BusErr)
 	}

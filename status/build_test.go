@@ -106,7 +106,7 @@ func TestBuild(t *testing.T) {
 	want := "agent 2 keeps dying (3 restarts, last killed by SIGSYS). Likely wall: SystemCallFilter: SIGSYS.\n  fix: the fix\n" +
 		"note: the bus did not answer: no answer\n" +
 		"note: the firewall's refusal counts could not be read: no netlink\n" +
-		"note: " + units.ProxyUnit + " is failed: agents 1 cannot reach the names in their egress (journalctl -u " + units.ProxyUnit + "; flockctl provision starts it)\n" +
+		"note: " + units.ProxyUnit + " is failed: agents 1 cannot reach the names in their egress or their model APIs (journalctl -u " + units.ProxyUnit + "; flockctl provision starts it)\n" +
 		"drift: " + string(plan.Firewall) + " table inet flock: absent (flockctl provision repairs it)\n"
 	if below != want {
 		t.Errorf("below the table:\n%s\nwant:\n%s", below, want)

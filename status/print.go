@@ -73,7 +73,7 @@ func printProxyDown(w io.Writer, rows []Agent) {
 		}
 	}
 	if len(ids) > 0 {
-		fmt.Fprintf(w, "note: %s is %s: agents %s cannot reach the names in their egress (journalctl -u %s; flockctl provision starts it)\n",
+		fmt.Fprintf(w, "note: %s is %s: agents %s cannot reach the names in their egress or their model APIs (journalctl -u %s; flockctl provision starts it)\n",
 			units.ProxyUnit, state, strings.Join(ids, ", "), units.ProxyUnit)
 	}
 }

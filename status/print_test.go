@@ -67,7 +67,7 @@ func TestPrintProxyDown(t *testing.T) {
 		want string
 	}{
 		{"down", []Agent{{ID: 1, Proxy: "failed"}, {ID: 2}, {ID: 4, Proxy: "failed"}},
-			"note: flock-proxy.service is failed: agents 1, 4 cannot reach the names in their egress (journalctl -u flock-proxy.service; flockctl provision starts it)\n"},
+			"note: flock-proxy.service is failed: agents 1, 4 cannot reach the names in their egress or their model APIs (journalctl -u flock-proxy.service; flockctl provision starts it)\n"},
 		{"running", []Agent{{ID: 1, Proxy: "active"}, {ID: 2}}, ""},
 		{"no names", []Agent{{ID: 1}, {ID: 2}}, ""},
 	} {

@@ -55,8 +55,12 @@ type Agent struct {
 	LastExit  string           `json:"last_exit,omitempty"`
 	Diagnosis *units.Diagnosis `json:"diagnosis,omitempty"`
 	// Proxy is flock-proxy.service's ActiveState for an agent with names
-	// in its egress (they reach them only through it); "" for the rest.
+	// in its egress or model APIs (it reaches them only through it); ""
+	// for the rest.
 	Proxy string `json:"proxy,omitempty"`
+	// Models is its use of each model API it is granted (or used), as
+	// the proxy counted it (models.go).
+	Models []ModelUse `json:"models,omitempty"`
 
 	remote bool // runs on another host: its journal is there
 }

@@ -134,7 +134,7 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, lv unitLevel) Unit {
 			NKeyFile: CredentialPath, InboxPrefix: wire.Inbox(a.ID),
 			SharedDir: f.CommonDir(), LogFile: logFile, Home: dir,
 			Heartbeat: a.Heartbeat, TaskTimeout: a.TaskTimeout, MaxOutput: int(a.MaxOutput),
-			JIT: a.JIT, Extra: append(specEnv(a), proxyEnv(f, a)...),
+			JIT: a.JIT, Extra: append(append(specEnv(a), proxyEnv(f, a)...), modelEnv(f, a)...),
 		}.Environ()},
 		// Its bus identity: its own seed, bound read-only where it reads
 		// it. Not LoadCredential=: each such unit mounts a directory in

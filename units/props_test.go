@@ -21,7 +21,11 @@ func parse(t *testing.T, yaml string) *spec.Flock {
 	return f
 }
 
-const goldenSpec = `agents:
+const goldenSpec = `providers:
+  - {name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}
+  - {name: corp, kind: anthropic, url: "https://llm.corp.example", key_file: /etc/flock/keys/corp}
+  - {name: ollama, kind: openai, url: "http://127.0.0.1:11434/v1"}
+agents:
   - id: 3
     role: worker
     command: ["/usr/bin/python3", "agent.py", "$HOME is not expanded"]
@@ -54,6 +58,13 @@ const goldenSpec = `agents:
   - id: 11
     egress: ["api.example.com:443", "*.githubusercontent.com:443", "10.1.2.3:443"]
     env: {NODE_EXTRA_CA_CERTS: /etc/ssl/certs/internal-ca.pem, LOG_LEVEL: debug}
+  - id: 12
+    command: ["/usr/local/bin/claude", "-p"]
+    jit: true
+    models:
+      anthropic: {requests_per_minute: 60, tokens_per_day: 2M}
+      corp: {}
+      ollama: {concurrent: 2}
 `
 
 // The property set of each level, as a reviewer reads it. Any change to
@@ -75,6 +86,7 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-9-jit-systemd252.golden", 9, 252},
 		{"agent-10-podman-jit-systemd252.golden", 10, 252},
 		{"agent-11-names-systemd252.golden", 11, 252},
+		{"agent-12-models-systemd252.golden", 12, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)
@@ -87,6 +99,9 @@ func TestPropertiesGolden(t *testing.T) {
 func TestBusServiceGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
 	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk")))
+	// With model APIs: their keys and CA as credentials of this unit alone.
+	golden.Check(t, filepath.Join("testdata", "flock-proxy-models.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk",
+		[2]string{"model-key-anthropic", "/etc/flock/keys/anthropic"}, [2]string{"model-ca-corp", "/etc/flock/keys/corp-ca.pem"}, [2]string{"model-key-corp", "/etc/flock/keys/corp"})))
 	// A multi-host flock's: the same, and the cluster's files as credentials.
 	golden.Check(t, filepath.Join("testdata", "flock-cluster.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json",
 		"/etc/flock/cluster/ca.crt", "/etc/flock/cluster/host.crt", "/etc/flock/cluster/host.key", "/etc/flock/cluster/route.password")))

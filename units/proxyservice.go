@@ -27,6 +27,11 @@ Type=notify
 # Its bus identity (the seed, root's alone), which systemd hands it as a
 # credential: it publishes each decision on flock.egress.<id>.
 LoadCredential=nats:{{.Seed}}
+{{if .Creds}}# The model APIs' keys (and private CAs): root's files, handed to this
+# unit alone; no agent's unit, environment or files hold them.
+{{range .Creds}}LoadCredential={{index . 0}}:{{index . 1}}
+{{end}}{{end}}# The model gateway's counts, kept across restarts and reboots.
+StateDirectory=flock-proxy
 ExecStart={{.Bin}} proxy --config {{.Config}} --nkey %d/nats
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
@@ -47,13 +52,17 @@ WantedBy=multi-user.target
 
 // ProxyService is the text of flock-proxy.service for a proxy reading
 // configPath and its bus seed at seed, run by the flockctl of build id
-// build ("" unknown).
-func ProxyService(bin, build, configPath, seed string) []byte {
+// build ("" unknown); creds are the model APIs' files (credential name,
+// path) it is handed.
+func ProxyService(bin, build, configPath, seed string, creds ...[2]string) []byte {
 	if bin == "" {
 		bin = DefaultFlockctlBin
 	}
 	var b bytes.Buffer
-	if err := proxyTemplate.Execute(&b, struct{ Bin, Build, Config, Seed string }{bin, build, configPath, seed}); err != nil {
+	if err := proxyTemplate.Execute(&b, struct {
+		Bin, Build, Config, Seed string
+		Creds                    [][2]string
+	}{bin, build, configPath, seed, creds}); err != nil {
 		panic(err) // the template and its strings cannot fail
 	}
 	return b.Bytes()

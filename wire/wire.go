@@ -153,6 +153,9 @@ type AgentOnBus struct {
 	Violations      map[string]uint64 `json:"violations_by_kind,omitempty"`
 	Holding         int               `json:"holding,omitempty"` // tasks the task desk handed it that it has not finished
 	Waiting         int               `json:"waiting,omitempty"` // its asks for a task the desk holds
+	// Models is the model gateway's last report of the agent's use of
+	// its model APIs (absent: none since the bus started).
+	Models *ModelReport `json:"models,omitempty"`
 }
 
 // Kinds of violation the bus counts per agent.

@@ -121,6 +121,12 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		return shmOpen(r.Key)
 	case "mq-open":
 		return mqOpen(r.Name)
+	case "read-secret":
+		return readSecret(r.Path)
+	case "secret-in-env": // Name: the salt, Data: the hash, Key: the length
+		return secretInEnv(r.Name, r.Data, r.Key, r.Env)
+	case "model-call": // Addr: the base URL, Name: the kind, Key: a uid to call as
+		return modelCall(ctx, r.Addr, r.Name, r.Key)
 	case "read-file":
 		b, err := os.ReadFile(r.Path)
 		if err != nil {

@@ -33,6 +33,10 @@ type Request struct {
 	// Argv is the command of "exec": a program the agent brings, run as
 	// the agent, inside its unit.
 	Argv []string `json:"argv,omitempty"`
+	// Env is more environment "secret-in-env" searches besides the
+	// process's own: a control's, known to hold the secret. Never an
+	// agent's request (it would carry the secret).
+	Env []string `json:"env,omitempty"`
 }
 
 // Result is what a request did. For an attack, OK means the channel worked.

@@ -158,8 +158,13 @@ func auditAgents(ctx context.Context, ids []int) (audit.Report, error) {
 		}
 	}()
 	sources := s.explainSources()
+	// The model APIs' keys: what each agent must find nowhere.
+	keys, err := audit.ReadModelKeys(f)
+	if err != nil {
+		return audit.Report{}, err
+	}
 	host := audit.Host{
-		Units: s.host.Units, Options: s.opts, OutDir: auditDir,
+		Units: s.host.Units, Options: s.opts, OutDir: auditDir, ModelKeys: keys,
 		ReadOutput: os.ReadFile,
 		Control:    func(reqs []probe.Request) []probe.Result { return probe.RunAll(reqs, probe.ControlTimeout) },
 		Explain: func(ctx context.Context, id int) (explain.Report, error) {

@@ -169,6 +169,9 @@ func explainSpec(out io.Writer, f *spec.Flock, args []string) error {
 		if _, names := explain.SplitEgress(a.Egress); len(names) > 0 {
 			fmt.Fprintln(out, explain.NamesLine(names, spec.DefaultProxyListen))
 		}
+		for _, l := range explain.ModelLines(explain.Models(f, a, spec.DefaultProxyListen)) {
+			fmt.Fprintln(out, l)
+		}
 		fmt.Fprintln(out)
 	}
 	return nil

@@ -141,6 +141,10 @@ func provisionable(o provisionOpts) (*spec.Flock, where, error) {
 	if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !o.dryRun {
 		return nil, where{}, err
 	}
+	// The providers' key files: refused here, dry run or not.
+	if err := providerFiles(f, f.On(w.site.Host), o.file); err != nil {
+		return nil, where{}, err
+	}
 	return f, w, nil
 }
 

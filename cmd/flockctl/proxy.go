@@ -28,7 +28,7 @@ func connectBus(url, seed string) (*nats.Conn, error) {
 }
 
 type proxyOpts struct {
-	configPath, nkey string
+	configPath, nkey, stateDir string
 }
 
 func newProxy() *cobra.Command {
@@ -41,13 +41,20 @@ func newProxy() *cobra.Command {
 owns its socket, and allows only that agent's names; every decision goes
 to the journal with AGENT_ID=, NAME=, PORT=, ADDR=, REASON=, and, given
 --nkey (its bus seed), to the bus on flock.egress.<id>. SIGHUP
-re-reads the config: new connections follow it, open tunnels go on.`,
+re-reads the config: new connections follow it, open tunnels go on.
+
+On the same address it serves the model gateway: an agent granted a model
+API calls http://127.0.0.1:4230/<provider>/..., and the proxy adds the
+provider's key (from $CREDENTIALS_DIRECTORY), checks the grant's limits,
+and counts each answer's usage in --state (default $STATE_DIRECTORY), with
+each agent's counts on flock.usage.<id>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProxy(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.configPath, "config", proxy.ConfigPath, "the proxy config flockctl provision writes")
+	cmd.Flags().StringVar(&o.stateDir, "state", "", "where the model gateway keeps its counts (default $STATE_DIRECTORY, else "+defaultProxyState+")")
 	cmd.Flags().StringVar(&o.nkey, "nkey", "", "the proxy's bus seed (flock-proxy.service's credential); none: decisions go to the journal only")
 	return cmd
 }
@@ -64,12 +71,19 @@ func runProxy(ctx context.Context, o proxyOpts) error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	j := &proxy.Journal{Fallback: os.Stderr}
+	models, err := startGateway(cfg, ln.Addr(), o.stateDir, j)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer models.close()
 	if o.nkey != "" && cfg.Bus != "" {
 		nc, err := connectBus(cfg.Bus, o.nkey)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
+		models.publishTo(nc)
 		j.Also = func(r proxy.Record, held int) {
 			if b, err := wire.EncodeEgress(r.Event(held)); err == nil {
 				// Buffered by the client while the bus is away;
@@ -78,7 +92,7 @@ func runProxy(ctx context.Context, o proxyOpts) error {
 			}
 		}
 	}
-	srv := &proxy.Server{UIDs: proxy.SockDiag{}, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }}
+	srv := &proxy.Server{UIDs: proxy.SockDiag{}, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: models.listener}
 	srv.SetPolicy(cfg.Policy)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -91,8 +105,13 @@ func runProxy(ctx context.Context, o proxyOpts) error {
 		case c.Listen != cfg.Listen:
 			return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", cfg.Listen, c.Listen)
 		}
+		// The grants first: a provider whose key the unit lacks (added
+		// since the proxy started) keeps the old policy.
+		if err := models.setPolicy(c.Gateway); err != nil {
+			return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
+		}
 		srv.SetPolicy(c.Policy)
-		fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents\n", o.configPath, len(c.Policy.Agents))
+		fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs\n", o.configPath, len(c.Policy.Agents), len(c.Gateway.Agents))
 		return nil
 	}
 	return serveNotified(ctx, fmt.Sprintf("proxy on %s for %d agents", cfg.Listen, len(cfg.Policy.Agents)), done, reload)

@@ -21,7 +21,7 @@ const Prefix = "BENCHROW "
 const QuickEnv = "FLOCK_BENCH_QUICK"
 
 // Groups are the table's sections, in the order it prints them.
-var Groups = []string{"provision", "status", "deprovision", "add one", "start", "bus", "tasks", "egress", "idle"}
+var Groups = []string{"provision", "status", "deprovision", "add one", "start", "bus", "tasks", "egress", "models", "idle"}
 
 // Row is one line of the table: what was measured, at how many agents,
 // flock's figures and its floor's, each one per repetition (or per agent,

@@ -64,8 +64,8 @@ func main() {
 		}
 		out, _ := json.Marshal(probe.Run(req, attemptTimeout))
 		fmt.Println(string(out))
-	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve":
-		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe}[os.Args[1]]
+	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve", "standin-serve":
+		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe, "standin-serve": standinServe}[os.Args[1]]
 		if err := sub(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "probe "+os.Args[1]+":", err)
 			os.Exit(1)
@@ -76,7 +76,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR | probe standin-serve ADDR (CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE | -)")
 	os.Exit(2)
 }
 

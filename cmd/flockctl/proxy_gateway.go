@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/gateway"
+	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/wire"
+)
+
+// defaultProxyState is where the gateway keeps its counts when systemd
+// does not say ($STATE_DIRECTORY, the unit's StateDirectory=).
+const defaultProxyState = "/var/lib/flock-proxy"
+
+// modelGateway is the model gateway flock-proxy serves beside its
+// tunnels: its counts on disk, its HTTP server on the connections the
+// proxy hands it, its reports on the bus.
+type modelGateway struct {
+	gw       *gateway.Gateway
+	store    *gateway.Store
+	listener *gateway.Listener
+	server   *http.Server
+	nc       *nats.Conn  // nil: no bus
+	resend   atomic.Bool // the bus (re)connected: publish every agent's counts
+	credDir  string      // $CREDENTIALS_DIRECTORY: the keys
+	stop     chan struct{}
+}
+
+// startGateway opens the counts in stateDir ("": $STATE_DIRECTORY) and
+// serves cfg's grants on the connections the proxy at addr hands over.
+func startGateway(cfg proxy.Config, addr net.Addr, stateDir string, j *proxy.Journal) (*modelGateway, error) {
+	if stateDir == "" {
+		stateDir = os.Getenv("STATE_DIRECTORY")
+	}
+	if stateDir == "" {
+		stateDir = defaultProxyState
+	}
+	store, err := gateway.OpenStore(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	m := &modelGateway{store: store, credDir: os.Getenv("CREDENTIALS_DIRECTORY"), stop: make(chan struct{})}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
+	limits := events.Journal{Fallback: os.Stderr}
+	m.gw = &gateway.Gateway{UIDs: proxy.SockDiag{}, Store: store, Logf: logf,
+		// A refusal is one decision of the proxy's: in the journal (at
+		// most a burst a minute per agent) and on the bus.
+		Refused: func(agent int, provider, reason string, status int, line string) {
+			j.Record(proxy.Record{Agent: agent, Name: provider, Provider: provider, Status: status, Reason: reason, Detail: line})
+		},
+		// A limit crossed is one event, whatever the requests after it.
+		Crossed: func(r gateway.Refusal) {
+			extra := map[string]string{"PROVIDER": r.Provider, "LIMIT": r.Limit, "USED": strconv.FormatUint(r.Used, 10), "MAX": strconv.FormatUint(r.Max, 10)}
+			if !r.Reset.IsZero() {
+				extra["RESET"] = r.Reset.UTC().Format(time.RFC3339)
+			}
+			if err := limits.Write(r.Line(), events.LevelWarning, events.Record{Kind: events.LimitReached, Agent: r.Agent, Detail: r.Line(), Extra: extra}); err != nil {
+				logf("recording a limit reached: %v", err)
+			}
+		}}
+	if err := m.setPolicy(cfg.Gateway); err != nil {
+		store.Close()
+		return nil, err
+	}
+	m.listener = gateway.NewListener(addr)
+	m.server = m.gw.Server()
+	go m.server.Serve(m.listener)
+	go m.loop()
+	return m, nil
+}
+
+// setPolicy loads the keys of p's providers (the unit's credentials) and
+// makes p the gateway's policy.
+func (m *modelGateway) setPolicy(p gateway.Policy) error {
+	secrets, err := gateway.LoadSecrets(m.credDir, p)
+	if err != nil {
+		return err
+	}
+	return m.gw.SetPolicy(p, secrets)
+}
+
+// publishTo makes the gateway report every agent's counts on the bus:
+// all of them now and whenever the connection comes back, then each
+// agent's as they change.
+func (m *modelGateway) publishTo(nc *nats.Conn) {
+	m.nc = nc
+	m.resend.Store(true)
+	nc.SetReconnectHandler(func(*nats.Conn) { m.resend.Store(true) })
+}
+
+// loop writes the counts through to the disk every second, snapshots
+// them every minute, and publishes what changed.
+func (m *modelGateway) loop() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		if err := m.store.Sync(); err != nil {
+			fmt.Fprintf(os.Stderr, "[ERR] %v\n", err)
+		}
+		if n%60 == 0 {
+			if err := m.store.Snapshot(); err != nil {
+				fmt.Fprintf(os.Stderr, "[ERR] %v\n", err)
+			}
+		}
+		m.publish()
+	}
+}
+
+func (m *modelGateway) publish() {
+	if m.nc == nil || !m.nc.IsConnected() {
+		return
+	}
+	ids := m.store.Changed()
+	if m.resend.Swap(false) {
+		ids = union(m.store.Agents(), m.gw.Granted())
+	}
+	for _, r := range m.gw.Reports(ids) {
+		b, err := wire.EncodeModelReport(r)
+		if err == nil {
+			err = m.nc.Publish(wire.UsageSubject(r.Agent), b)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "[WRN] publishing agent %d's model counts: %v\n", r.Agent, err)
+		}
+	}
+}
+
+func union(a, b []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range [][]int{a, b} {
+		for _, id := range l {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// close stops the gateway, letting answers under way finish for a few
+// seconds, and keeps the counts.
+func (m *modelGateway) close() error {
+	m.listener.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.server.Shutdown(ctx)
+	close(m.stop)
+	return m.store.Close()
+}

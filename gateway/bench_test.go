@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/test/benchrow"
+	"github.com/flockrun/flock/test/standin"
+)
+
+// BenchmarkModelGateway is make bench's rows for the model gateway: what
+// it adds to a request, to the first event of a stream and to a stream's
+// throughput, against the same client reaching the same stand-in
+// upstream directly, in the same run (gateway.go: the uid lookup per
+// connection, the grant, the limits, the key, the meter, the proxy's
+// second connection). The figures of 100 agents at once are
+// BenchmarkModelGatewayAgents's.
+func BenchmarkModelGateway(b *testing.B) {
+	r := newRig(b, grants(both(), nil))
+	pool := x509.NewCertPool()
+	pool.AddCert(r.upSrv.Certificate())
+	// The direct client speaks to the stand-in as an SDK would: TLS,
+	// kept alive; the gateway's client speaks plain HTTP on loopback,
+	// kept alive, as an agent's SDK to its base URL.
+	direct := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	via := r.client(uidA)
+	url := func(viaGateway bool, path string) string {
+		if viaGateway {
+			return "http://" + r.addr + "/anth" + path
+		}
+		return r.upSrv.URL + path
+	}
+	post := func(c *http.Client, u, body string, headers ...string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+		req.Header.Set("X-Api-Key", anthropicKey) // the direct client's own; the gateway drops it
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("POST %s: %v %v", u, err, resp)
+		}
+		return resp
+	}
+	var p50, p99, first, mbps [2][]float64 // [direct, via the gateway]
+	for range benchrow.Reps(5) {
+		for i, gw := range []bool{false, true} {
+			c := map[bool]*http.Client{false: direct, true: via}[gw]
+			var lat []float64
+			for range 500 {
+				start := time.Now()
+				resp := post(c, url(gw, "/v1/messages"), anthropicReq)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, ms(time.Since(start)))
+			}
+			sort.Float64s(lat)
+			p50[i], p99[i] = append(p50[i], lat[len(lat)/2]), append(p99[i], lat[len(lat)*99/100])
+			var ttfe []float64
+			for range 100 {
+				start := time.Now()
+				resp := post(c, url(gw, "/v1/messages"), anthropicStreamReq, "X-Standin-Words", "20")
+				br := bufio.NewReader(resp.Body)
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						b.Fatal(err)
+					}
+					if strings.HasPrefix(l, "data:") {
+						break
+					}
+				}
+				ttfe = append(ttfe, ms(time.Since(start)))
+				io.Copy(io.Discard, br)
+				resp.Body.Close()
+			}
+			sort.Float64s(ttfe)
+			first[i] = append(first[i], ttfe[len(ttfe)/2])
+			// One long stream: 100,000 words, about 16 MB of events.
+			start := time.Now()
+			resp := post(c, url(gw, "/v1/messages"), anthropicStreamReq, "X-Standin-Words", "100000", "X-Standin-Flush", "64")
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mbps[i] = append(mbps[i], float64(n)/1e6/time.Since(start).Seconds())
+		}
+	}
+	note := "client, gateway and the stand-in (TLS, HTTP/2) on loopback, sharing the cores; direct: the same client to the stand-in"
+	for _, row := range []benchrow.Row{
+		{What: "a request (JSON answer), p50 of 500, through the gateway", Floor: "the same request direct", Unit: "ms", Flock: p50[1], Base: p50[0], Goal: "≤ 1 ms added"},
+		{What: "a request (JSON answer), p99 of 500, through the gateway", Floor: "the same request direct", Unit: "ms", Flock: p99[1], Base: p99[0], Goal: "≤ 3 ms added"},
+		{What: "a stream's first event, p50 of 100, through the gateway", Floor: "the same stream direct", Unit: "ms", Flock: first[1], Base: first[0], Goal: "≤ 1 ms added"},
+		{What: "a 16 MB stream of events through the gateway", Floor: "the same stream direct", Unit: "MB/s", Higher: true, Flock: mbps[1], Base: mbps[0], Goal: "≥ 0.9x"},
+	} {
+		row.Group, row.Note = "models", note
+		benchrow.Print(b, row)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// standinTLS is the stand-in as an HTTP/2 TLS server, and its CA's PEM.
+func standinTLS(tb testing.TB, s *standin.Server) (*httptest.Server, []byte) {
+	srv := httptest.NewUnstartedServer(s)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	tb.Cleanup(srv.Close)
+	return srv, pemOf(srv)
+}
+
+// freePort is a loopback address no one listens on now.
+func freePort(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

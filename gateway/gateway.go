@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
+)
+
+// UIDOf says which uid owns the TCP socket local -> remote (the proxy's
+// SockDiag; a fake in tests).
+type UIDOf interface {
+	UID(local, remote netip.AddrPort) (uint32, error)
+}
+
+// Bounds of what one request may bring.
+const (
+	// MaxRequestBody is the largest request body carried: Anthropic's
+	// own limit for the Messages API (32 MB); beyond it, 413.
+	MaxRequestBody = 32 << 20
+	// maxJSON is how much of an answer that is not a stream the meter
+	// holds to read its usage whole; a longer one is read from its tail.
+	maxJSON = 8 << 20
+)
+
+// Gateway serves the model APIs of a Policy. Set the policy (SetPolicy)
+// before serving; a new one applies to requests that arrive after it.
+type Gateway struct {
+	UIDs  UIDOf
+	Store *Store
+	Now   func() time.Time // nil: time.Now
+	// Refused is told each request flock answered itself (no grant, a
+	// limit, too large, the provider unreachable); Crossed, the first
+	// refusal of a limit since the agent was last let through (the
+	// event). Either may be nil.
+	Refused func(agent int, provider, reason string, status int, line string)
+	Crossed func(Refusal)
+	// Logf reports the gateway's own troubles (a count not written).
+	Logf func(format string, args ...any)
+
+	state   atomic.Pointer[state]
+	limiter limiter
+}
+
+// state is a policy with its upstreams, swapped whole.
+type state struct {
+	policy    Policy
+	upstreams map[string]*upstream
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+func (g *Gateway) logf(format string, args ...any) {
+	if g.Logf != nil {
+		g.Logf(format, args...)
+	}
+}
+
+// SetPolicy makes p the policy of requests from now on, with each
+// provider's key and CA (secrets). A provider whose URL, key and CA are
+// the same keeps its connections.
+func (g *Gateway) SetPolicy(p Policy, secrets map[string]Secret) error {
+	old := g.state.Load()
+	st := &state{policy: p, upstreams: map[string]*upstream{}}
+	for name, pr := range p.Providers {
+		sec := secrets[name]
+		if pr.KeyFile != "" && sec.Key == "" {
+			return fmt.Errorf("provider %s: no key (credential %s)", name, KeyCredential(name))
+		}
+		if old != nil {
+			if u := old.upstreams[name]; u != nil && u.same(pr, sec) {
+				st.upstreams[name] = u
+				continue
+			}
+		}
+		u, err := newUpstream(g, pr, sec)
+		if err != nil {
+			return err
+		}
+		st.upstreams[name] = u
+	}
+	g.state.Store(st)
+	if old != nil {
+		for name, u := range old.upstreams {
+			if st.upstreams[name] != u {
+				u.tr.CloseIdleConnections()
+			}
+		}
+	}
+	return nil
+}
+
+// Policy is the policy in force.
+func (g *Gateway) Policy() Policy {
+	if st := g.state.Load(); st != nil {
+		return st.policy
+	}
+	return Policy{}
+}
+
+type ctxKey struct{}
+
+// peer is who a connection is, as ConnContext found it.
+type peer struct {
+	uid uint32
+	err error
+}
+
+// ConnContext is the http.Server's: it asks the kernel once per
+// connection which uid owns the client's socket.
+func (g *Gateway) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	p := peer{}
+	// The client's socket is the remote end, seen from its side.
+	p.uid, p.err = g.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// ServeHTTP takes one request of an agent: who, which provider, whether
+// its grant and limits let it, then the provider's answer, metered.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := g.now()
+	st := g.state.Load()
+	if st == nil {
+		st = &state{}
+	}
+	p, ok := r.Context().Value(ctxKey{}).(peer)
+	if !ok || p.err != nil {
+		g.refuse(w, 0, "", "", ReasonNotAgent, http.StatusForbidden, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway", 0)
+		return
+	}
+	name, rest := splitProvider(r.URL.Path)
+	a, ok := st.policy.Agents[p.uid]
+	if !ok {
+		g.refuse(w, 0, name, "", ReasonNotAgent, http.StatusForbidden, fmt.Sprintf("flock proxy: refused: uid %d is not a flock agent granted a model API (an agent's models: in the spec)", p.uid), 0)
+		return
+	}
+	up, known := st.upstreams[name]
+	grant, granted := a.Grants[name]
+	switch {
+	case !known && !granted:
+		g.refuse(w, a.ID, name, "", ReasonNoProvider, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: no provider %q here; %s", a.ID, name, grantsLine(a)), 0)
+		return
+	case !granted:
+		g.refuse(w, a.ID, name, up.p.Kind, ReasonNoGrant, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d is not granted provider %s; add %s to agents[id=%d].models in the spec (%s)", a.ID, name, name, a.ID, grantsLine(a)), 0)
+		return
+	case !known:
+		// Granted, but its provider did not load: the proxy's config is
+		// behind the spec.
+		g.refuse(w, a.ID, name, "", ReasonNoProvider, http.StatusBadGateway, fmt.Sprintf("flock proxy: agent %d: provider %s is not loaded; run flockctl provision", a.ID, name), 0)
+		return
+	}
+	kind := up.p.Kind
+	ep, ok := endpointOf(kind, r.Method, rest)
+	if !ok {
+		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, quoted(rest), name, endpointList(kind)), 0)
+		return
+	}
+	if r.ContentLength > MaxRequestBody {
+		g.refuse(w, a.ID, name, kind, ReasonTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("flock proxy: agent %d: the request body is %d bytes, more than the gateway carries (%d); send less", a.ID, r.ContentLength, MaxRequestBody), 0)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
+	if ep.rewrite != nil {
+		if status, line := ep.rewrite(r); status != 0 {
+			g.refuse(w, a.ID, name, kind, ReasonBadRequest, status, fmt.Sprintf("flock proxy: agent %d: %s", a.ID, line), 0)
+			return
+		}
+	}
+	k := key{a.ID, name}
+	day, month := g.Store.Window(a.ID, name, start)
+	ref, ok, crossing := g.limiter.admit(k, grant, day, month, start)
+	if !ok {
+		g.Store.Refused(a.ID, name, ref.Limit)
+		if crossing && g.Crossed != nil {
+			g.Crossed(ref)
+		}
+		g.refuse(w, a.ID, name, kind, ReasonLimit, http.StatusTooManyRequests, ref.Line(), ref.RetryAfter)
+		return
+	}
+	defer g.limiter.done(k)
+	x := &exchange{g: g, agent: a.ID, provider: name, start: start, meter: meter{kind: kind}}
+	up.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)))
+	// The answer is passed on (or failed); an exchange not recorded by
+	// its body's end (a body never read) is recorded now.
+	x.finish(true)
+}
+
+// Reasons a request is refused (the journal's REASON=).
+const (
+	ReasonNotAgent   = "not-an-agent"
+	ReasonNoProvider = "no-provider"
+	ReasonNoGrant    = "no-grant"
+	ReasonNoEndpoint = "not-metered"
+	ReasonTooLarge   = "too-large"
+	ReasonBadRequest = "bad-request"
+	ReasonLimit      = "over-limit"
+	ReasonUpstream   = "provider-unreachable"
+)
+
+// refuse answers a request flock does not forward, and says so; a limit's
+// refusals are told as their crossing (Crossed), not one by one.
+func (g *Gateway) refuse(w http.ResponseWriter, agent int, provider string, kind spec.ProviderKind, reason string, status int, line string, retry time.Duration) {
+	if g.Refused != nil && reason != ReasonLimit {
+		g.Refused(agent, provider, reason, status, line)
+	}
+	apiError(w, kind, status, line, retry)
+}
+
+// grantsLine lists an agent's grants with their base URLs.
+func grantsLine(a Agent) string {
+	names := slices.Sorted(maps.Keys(a.Grants))
+	if len(names) == 0 {
+		return "it is granted none"
+	}
+	return "it is granted " + strings.Join(names, ", ") + " (the base URLs in its environment: " + strings.Join(mapNames(names, spec.GrantURLEnv), ", ") + ")"
+}
+
+func mapNames(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// splitProvider reads /<provider>/<rest>.
+func splitProvider(path string) (string, string) {
+	path = strings.TrimPrefix(path, "/")
+	name, rest, _ := strings.Cut(path, "/")
+	return name, "/" + rest
+}
+
+// quoted is what the client sent, short and quoted (printable, escaped).
+func quoted(s string) string {
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Reports are the agents' counts as the bus hears them, for ids.
+func (g *Gateway) Reports(ids []int) []wire.ModelReport {
+	pol := g.Policy()
+	limits := map[int]map[string]wire.ModelLimits{}
+	for _, a := range pol.Agents {
+		m := map[string]wire.ModelLimits{}
+		for name, gr := range a.Grants {
+			m[name] = wire.ModelLimits{RequestsPerMinute: gr.RequestsPerMinute, TokensPerDay: gr.TokensPerDay,
+				TokensPerMonth: gr.TokensPerMonth, Concurrent: gr.Concurrent}
+		}
+		limits[a.ID] = m
+	}
+	now := g.now()
+	out := make([]wire.ModelReport, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, wire.ModelReport{Agent: id, At: now, Usage: g.Store.Usage(id), Limit: limits[id]})
+	}
+	return out
+}
+
+// Granted are the ids of the agents with grants in force.
+func (g *Gateway) Granted() []int {
+	var ids []int
+	for _, a := range g.Policy().Agents {
+		ids = append(ids, a.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+var errNoExchange = errors.New("no exchange in the request's context")

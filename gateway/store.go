@@ -1,0 +1,365 @@
+package gateway
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/flockrun/flock/wire"
+)
+
+// Store keeps every agent's counts per provider, on disk: a snapshot
+// (counts.json, replaced atomically) and a log of the requests since
+// (requests.log, one JSON line appended per request, in the order they
+// ended). Opening replays the log over the snapshot with the same code
+// that counted each request, so a proxy killed at any point comes back
+// with every request it had finished; the log is written at once (the
+// page cache: a crash of the proxy loses nothing) and synced to disk
+// every second (a power cut loses at most that second). Refusals are
+// counted in memory and kept at each snapshot. The directory is the
+// proxy's own (StateDirectory=, 0700 under /var/lib/private): no agent
+// reads or writes it.
+type Store struct {
+	dir string
+
+	mu       sync.Mutex
+	counts   map[key]*wire.ModelUsage
+	seq      uint64 // the last request's
+	log      *os.File
+	unsynced bool
+	logged   int          // lines since the snapshot
+	changed  map[int]bool // agents whose counts changed since Changed
+}
+
+// The store's files.
+const (
+	snapshotFile = "counts.json"
+	logFile      = "requests.log"
+)
+
+// compactAfter bounds the log: after this many lines the counts are
+// written as a snapshot and the log starts again.
+const compactAfter = 100000
+
+// Outcome is how one forwarded request ended: what it reported and how.
+type Outcome struct {
+	At       time.Time
+	Usage    Usage
+	Status   int  // the provider's status (502: flock could not reach it)
+	Cut      bool // the answer ended early (the provider or the client went away)
+	Duration time.Duration
+}
+
+// logLine is a request in the log.
+type logLine struct {
+	Seq      uint64  `json:"seq"`
+	At       int64   `json:"at"` // unix nanoseconds
+	Agent    int     `json:"agent"`
+	Provider string  `json:"provider"`
+	In       uint64  `json:"in,omitempty"`
+	Out      uint64  `json:"out,omitempty"`
+	CR       uint64  `json:"cr,omitempty"`
+	CW       uint64  `json:"cw,omitempty"`
+	Status   int     `json:"status"`
+	Cut      bool    `json:"cut,omitempty"`
+	Seconds  float64 `json:"s"`
+}
+
+type snapshot struct {
+	Seq    uint64          `json:"seq"`
+	Counts []snapshotCount `json:"counts"`
+}
+
+type snapshotCount struct {
+	Agent    int             `json:"agent"`
+	Provider string          `json:"provider"`
+	Usage    wire.ModelUsage `json:"usage"`
+}
+
+// OpenStore reads the counts in dir (none yet: empty) and opens its log
+// for the requests to come. A line the proxy was killed while writing
+// (the last, torn) is dropped: its request had not ended in the counts.
+func OpenStore(dir string) (*Store, error) {
+	s := &Store{dir: dir, counts: map[key]*wire.ModelUsage{}, changed: map[int]bool{}}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("the counts' directory: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, snapshotFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("reading the counts: %w", err)
+	default:
+		var snap snapshot
+		if err := json.Unmarshal(b, &snap); err != nil {
+			return nil, fmt.Errorf("reading the counts %s: %w", filepath.Join(dir, snapshotFile), err)
+		}
+		s.seq = snap.Seq
+		for _, c := range snap.Counts {
+			u := c.Usage
+			fixBuckets(&u)
+			s.counts[key{c.Agent, c.Provider}] = &u
+		}
+	}
+	lp := filepath.Join(dir, logFile)
+	if f, err := os.Open(lp); err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var l logLine
+			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Seq <= s.seq {
+				continue // torn, or already in the snapshot
+			}
+			s.apply(l)
+			s.seq = l.Seq
+			s.logged++
+		}
+		f.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the requests' log: %w", err)
+	}
+	// Start from a clean snapshot: the torn line goes, the log is empty.
+	if err := s.writeSnapshot(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(lp, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the requests' log: %w", err)
+	}
+	s.log, s.logged = f, 0
+	for k := range s.counts {
+		s.changed[k.Agent] = true
+	}
+	return s, nil
+}
+
+// Record counts a request of agent to provider that ended as o, in
+// memory and in the log.
+func (s *Store) Record(agent int, provider string, o Outcome) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.Input, Out: o.Usage.Output,
+		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, Seconds: o.Duration.Seconds()}
+	s.apply(l)
+	b, _ := json.Marshal(l)
+	var err error
+	if s.log != nil {
+		if _, err = s.log.Write(append(b, '\n')); err != nil {
+			err = fmt.Errorf("appending to the requests' log: %w", err)
+		}
+		s.unsynced = true
+		if s.logged++; s.logged >= compactAfter {
+			err = errors.Join(err, s.compact())
+		}
+	}
+	return err
+}
+
+// apply counts one logged request: the one code for a request now and a
+// request replayed.
+func (s *Store) apply(l logLine) {
+	u := s.usage(key{l.Agent, l.Provider})
+	at := time.Unix(0, l.At).UTC()
+	tokens := l.In + l.Out + l.CR + l.CW
+	u.Requests++
+	u.InputTokens += l.In
+	u.OutputTokens += l.Out
+	u.CacheReadTokens += l.CR
+	u.CacheWriteTokens += l.CW
+	switch {
+	case l.Cut:
+		bump(&u.Errors, "cut")
+	case l.Status >= 400:
+		bump(&u.Errors, strconv.Itoa(l.Status))
+	}
+	i, _ := slices.BinarySearch(wire.LatencyBounds, l.Seconds)
+	u.LatencyBuckets[i]++
+	u.LatencySeconds += l.Seconds
+	// The windows move forward only: a request logged with an earlier
+	// day (a clock stepped back) counts in the totals alone.
+	if day := at.Format(wire.DayLayout); day > u.Day {
+		u.Day, u.DayRequests, u.DayTokens = day, 0, 0
+	}
+	if day := at.Format(wire.DayLayout); day == u.Day {
+		u.DayRequests++
+		u.DayTokens += tokens
+	}
+	if month := at.Format(wire.MonthLayout); month > u.Month {
+		u.Month, u.MonthRequests, u.MonthTokens = month, 0, 0
+	}
+	if month := at.Format(wire.MonthLayout); month == u.Month {
+		u.MonthRequests++
+		u.MonthTokens += tokens
+	}
+	s.changed[l.Agent] = true
+}
+
+func bump(m *map[string]uint64, k string) {
+	if *m == nil {
+		*m = map[string]uint64{}
+	}
+	(*m)[k]++
+}
+
+func (s *Store) usage(k key) *wire.ModelUsage {
+	u := s.counts[k]
+	if u == nil {
+		u = &wire.ModelUsage{}
+		fixBuckets(u)
+		s.counts[k] = u
+	}
+	return u
+}
+
+// fixBuckets gives u one bucket per bound and +Inf (a snapshot written
+// with other bounds: its counts stay, in the buckets that fit).
+func fixBuckets(u *wire.ModelUsage) {
+	if n := len(wire.LatencyBounds) + 1; len(u.LatencyBuckets) != n {
+		b := make([]uint64, n)
+		copy(b, u.LatencyBuckets)
+		u.LatencyBuckets = b
+	}
+}
+
+// Refused counts a request of agent to provider that flock answered
+// itself, over limit.
+func (s *Store) Refused(agent int, provider, limit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bump(&s.usage(key{agent, provider}).Refused, limit)
+	s.changed[agent] = true
+}
+
+// Window is the tokens agent used of provider today and this month as of
+// now (UTC), for the limits.
+func (s *Store) Window(agent int, provider string, now time.Time) (day, month uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.counts[key{agent, provider}]
+	if u == nil {
+		return 0, 0
+	}
+	_, day = u.Today(now)
+	_, month = u.ThisMonth(now)
+	return day, month
+}
+
+// Usage is a copy of agent's counts, by provider.
+func (s *Store) Usage(agent int) map[string]wire.ModelUsage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]wire.ModelUsage{}
+	for k, u := range s.counts {
+		if k.Agent == agent {
+			c := *u
+			c.Errors, c.Refused = maps.Clone(u.Errors), maps.Clone(u.Refused)
+			c.LatencyBuckets = slices.Clone(u.LatencyBuckets)
+			out[k.Provider] = c
+		}
+	}
+	return out
+}
+
+// Changed are the agents whose counts changed since the last call, in
+// id order (whose reports to publish).
+func (s *Store) Changed() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(s.changed))
+	clear(s.changed)
+	return ids
+}
+
+// Agents are every agent with counts, in id order.
+func (s *Store) Agents() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int]bool{}
+	for k := range s.counts {
+		seen[k.Agent] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Sync writes the log through to the disk if it grew since the last
+// Sync: flock-proxy calls it every second.
+func (s *Store) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.unsynced || s.log == nil {
+		return nil
+	}
+	s.unsynced = false
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("syncing the requests' log: %w", err)
+	}
+	return nil
+}
+
+// Snapshot writes the counts (the refusals with them) and empties the log.
+func (s *Store) Snapshot() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.compact()
+}
+
+func (s *Store) compact() error {
+	if err := s.writeSnapshot(); err != nil {
+		return err
+	}
+	s.logged = 0
+	if s.log == nil {
+		return nil
+	}
+	// The snapshot holds every line up to seq: a crash before this
+	// truncation replays none of them twice.
+	if err := s.log.Truncate(0); err != nil {
+		return fmt.Errorf("emptying the requests' log: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) writeSnapshot() error {
+	snap := snapshot{Seq: s.seq, Counts: []snapshotCount{}}
+	for _, k := range slices.SortedFunc(maps.Keys(s.counts), func(a, b key) int {
+		if a.Agent != b.Agent {
+			return a.Agent - b.Agent
+		}
+		return cmp.Compare(a.Provider, b.Provider)
+	}) {
+		snap.Counts = append(snap.Counts, snapshotCount{Agent: k.Agent, Provider: k.Provider, Usage: *s.counts[k]})
+	}
+	b, err := json.MarshalIndent(snap, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := renameio.WriteFile(filepath.Join(s.dir, snapshotFile), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("writing the counts: %w", err)
+	}
+	return nil
+}
+
+// Close snapshots the counts and closes the log.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.compact()
+	if s.log != nil {
+		err = errors.Join(err, s.log.Close())
+		s.log = nil
+	}
+	return err
+}

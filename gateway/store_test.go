@@ -1,0 +1,107 @@
+package gateway
+
+// Tier: unit.
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/wire"
+)
+
+// The counts survive the proxy: closed cleanly, killed without a word
+// (the log replayed), killed mid-line (the torn line dropped), and killed
+// between a snapshot and emptying the log (nothing counted twice).
+func TestStoreSurvivesTheProxy(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 5, 31, 23, 0, 0, 0, time.UTC)
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		o := Outcome{At: at.Add(time.Duration(i) * 10 * time.Minute), Usage: Usage{Input: 100, Output: 10, CacheRead: 5, CacheWrite: 1},
+			Status: 200, Duration: time.Duration(i) * 100 * time.Millisecond}
+		if i == 9 {
+			o.Status = 529
+		}
+		if err := s.Record(3, "anthropic", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Refused(3, "anthropic", LimitRPM)
+	want := s.Usage(3)
+	if u := want["anthropic"]; u.Requests != 10 || u.InputTokens != 1000 || u.Errors["529"] != 1 ||
+		u.Day != "2026-06-01" || u.DayRequests != 4 || u.DayTokens != 4*116 || u.Month != "2026-06" || u.MonthTokens != 4*116 {
+		t.Fatalf("counts: %+v", u)
+	}
+
+	// Killed: the log is all there is (the file is left open, unsynced).
+	reopened, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reopened.Usage(3)
+	want["anthropic"] = withoutRefusals(want["anthropic"])
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after a kill:\n got %+v\nwant %+v", got, want)
+	}
+
+	// Killed mid-line: the torn line is dropped, the rest counts.
+	if err := reopened.Record(3, "anthropic", Outcome{At: at, Usage: Usage{Output: 7}, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, logFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":99,"at":1,"agent":3,"provider":"anthropic","out":100`)
+	f.Close()
+	third, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := third.Usage(3)["anthropic"]; u.Requests != 11 || u.OutputTokens != 107 {
+		t.Errorf("after a torn line: %+v", u)
+	}
+
+	// Killed after the snapshot, before the log was emptied: the lines
+	// the snapshot holds are not counted again.
+	if err := third.Record(3, "openai", Outcome{At: at, Usage: Usage{Input: 1}, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	logBefore, _ := os.ReadFile(filepath.Join(dir, logFile))
+	if err := third.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, logFile), logBefore, 0o600)
+	fourth, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := fourth.Usage(3); u["openai"].Requests != 1 || u["anthropic"].Requests != 11 {
+		t.Errorf("after a kill between snapshot and truncation: %+v", u)
+	}
+	// Closed cleanly, refusals and all.
+	fourth.Refused(3, "openai", LimitDay)
+	if err := fourth.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fifth, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fifth.Usage(3), fourth.Usage(3)) || fifth.Usage(3)["openai"].Refused[LimitDay] != 1 {
+		t.Errorf("after a clean close: %+v\nwant %+v", fifth.Usage(3), fourth.Usage(3))
+	}
+}
+
+// withoutRefusals is u as the log alone has it: refusals are kept at
+// snapshots, not per request.
+func withoutRefusals(u wire.ModelUsage) wire.ModelUsage {
+	u.Refused = nil
+	return u
+}

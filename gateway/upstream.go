@@ -1,0 +1,322 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// Secret is what a provider's credentials hold: its key, and the PEM of
+// the roots of a private upstream.
+type Secret struct {
+	Key string
+	CA  []byte
+}
+
+// LoadSecrets reads each provider's credentials from dir
+// ($CREDENTIALS_DIRECTORY, where systemd put the files the unit names).
+func LoadSecrets(dir string, p Policy) (map[string]Secret, error) {
+	out := map[string]Secret{}
+	for name, pr := range p.Providers {
+		var s Secret
+		if pr.KeyFile != "" {
+			b, err := os.ReadFile(filepath.Join(dir, KeyCredential(name)))
+			if err != nil {
+				return nil, fmt.Errorf("provider %s's key: %w (flock-proxy.service is handed %s as credential %s)", name, err, pr.KeyFile, KeyCredential(name))
+			}
+			s.Key = strings.TrimSpace(string(b))
+			if s.Key == "" || strings.ContainsAny(s.Key, "\r\n") {
+				return nil, fmt.Errorf("provider %s's key in %s is empty or more than one line", name, pr.KeyFile)
+			}
+		}
+		if pr.CAFile != "" {
+			b, err := os.ReadFile(filepath.Join(dir, CACredential(name)))
+			if err != nil {
+				return nil, fmt.Errorf("provider %s's CA: %w", name, err)
+			}
+			s.CA = b
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+// upstream is one provider: where it is, how to reach it (its own
+// transport: its roots, its connections kept alive across requests and
+// agents), and its key.
+type upstream struct {
+	p     spec.Provider
+	sec   Secret
+	base  *url.URL
+	tr    *http.Transport
+	proxy *httputil.ReverseProxy
+}
+
+func (u *upstream) same(p spec.Provider, s Secret) bool {
+	return u.p == p && u.sec.Key == s.Key && bytes.Equal(u.sec.CA, s.CA)
+}
+
+func newUpstream(g *Gateway, p spec.Provider, sec Secret) (*upstream, error) {
+	base, err := url.Parse(p.URL)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(sec.CA) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(sec.CA) {
+			return nil, fmt.Errorf("provider %s: its CA file holds no PEM certificate", p.Name)
+		}
+		tc.RootCAs = pool
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     tc,
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// No response header timeout: an answer that is not streamed
+		// comes whole, after the model has written it (minutes).
+	}
+	u := &upstream{p: p, sec: sec, base: base, tr: tr}
+	u.proxy = &httputil.ReverseProxy{
+		Rewrite:        u.rewrite,
+		Transport:      tr,
+		ModifyResponse: u.modifyResponse,
+		ErrorHandler:   u.errorHandler,
+		// Streams are recognised (text/event-stream) and flushed per
+		// write anyway; everything else is too, at once.
+		FlushInterval: -1,
+		ErrorLog:      log.New(logWriter{g}, "", 0),
+	}
+	return u, nil
+}
+
+// dropped are the client's headers never forwarded: whatever key or
+// token it sent (the provider's key replaces them), the choice of an
+// organization or project to bill, cookies, what a proxy adds, and the
+// encodings it accepts (the gateway must read the usage, so the
+// transport asks for gzip itself and decodes it).
+var dropped = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Cookie",
+	"OpenAI-Organization", "OpenAI-Project", "Anthropic-Admin-Key",
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via",
+	"Accept-Encoding"}
+
+// rewrite sends the request to the provider: its base URL and the rest
+// of the path, the client's query, the provider's key.
+func (u *upstream) rewrite(pr *httputil.ProxyRequest) {
+	_, rest := splitProvider(pr.In.URL.Path)
+	out := pr.Out
+	out.URL.Scheme, out.URL.Host = u.base.Scheme, u.base.Host
+	out.URL.Path = strings.TrimSuffix(u.base.Path, "/") + rest
+	out.URL.RawPath = ""
+	out.URL.RawQuery = pr.In.URL.RawQuery
+	out.Host = u.base.Host
+	for _, h := range dropped {
+		out.Header.Del(h)
+	}
+	if u.sec.Key == "" {
+		return
+	}
+	switch u.p.Kind {
+	case spec.KindAnthropic:
+		out.Header.Set("X-Api-Key", u.sec.Key)
+	default:
+		out.Header.Set("Authorization", "Bearer "+u.sec.Key)
+	}
+}
+
+type exchangeKey struct{}
+
+// exchange is one forwarded request, metered: it is recorded once, when
+// its answer ends (read to its end, cut, or never read).
+type exchange struct {
+	g               *Gateway
+	agent           int
+	provider        string
+	start           time.Time
+	status          int
+	meter           meter
+	once            sync.Once
+	sseParser       *sse
+	head, tail      []byte // an answer that is not a stream: its start, and its last bytes once longer than maxJSON
+	json, overflown bool
+}
+
+func exchangeOf(r *http.Request) *exchange {
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// modifyResponse meters the answer as it passes: a stream event by
+// event, JSON whole at its end. The status and the body go on unchanged.
+func (u *upstream) modifyResponse(resp *http.Response) error {
+	x := exchangeOf(resp.Request)
+	if x == nil {
+		return errNoExchange
+	}
+	x.status = resp.StatusCode
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case resp.StatusCode >= 300:
+	case strings.HasPrefix(ct, "text/event-stream"):
+		x.sseParser = &sse{m: &x.meter}
+	case strings.Contains(ct, "json"):
+		x.json = true
+	}
+	resp.Body = &meteredBody{r: resp.Body, x: x}
+	return nil
+}
+
+// errorHandler answers a request the provider did not: too large a body
+// (413), or the provider unreachable (502, in its own format).
+func (u *upstream) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeOf(r)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		line := fmt.Sprintf("flock proxy: agent %d: the request body is more than the gateway carries (%d bytes); send less", x.agent, MaxRequestBody)
+		x.g.refuse(w, x.agent, x.provider, u.p.Kind, ReasonTooLarge, http.StatusRequestEntityTooLarge, line, 0)
+		x.status = http.StatusRequestEntityTooLarge
+	case r.Context().Err() != nil:
+		// The client went away before the answer began.
+		x.status = 499
+	default:
+		line := fmt.Sprintf("flock proxy: agent %d: provider %s (%s) did not answer: %v", x.agent, x.provider, u.p.URL, unwrapURL(err))
+		x.g.refuse(w, x.agent, x.provider, u.p.Kind, ReasonUpstream, http.StatusBadGateway, line, 0)
+		x.status = http.StatusBadGateway
+	}
+	x.finish(false)
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// meteredBody passes the answer's bytes on as they come, feeding the
+// meter; its end (EOF, an error, or Close before either) records the
+// exchange.
+type meteredBody struct {
+	r io.ReadCloser
+	x *exchange
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	x := b.x
+	if n > 0 {
+		switch {
+		case x.sseParser != nil:
+			x.sseParser.write(p[:n])
+		case x.json:
+			x.keepJSON(p[:n])
+		}
+	}
+	switch {
+	case err == io.EOF:
+		x.endJSON()
+		x.finish(false)
+	case err != nil:
+		x.finish(true)
+	}
+	return n, err
+}
+
+func (b *meteredBody) Close() error {
+	b.x.finish(true) // a no-op after the end was recorded
+	return b.r.Close()
+}
+
+const tailSize = 64 << 10
+
+// keepJSON holds an answer to read its usage at the end: whole up to
+// maxJSON, then its last tailSize bytes (where both APIs put usage).
+func (x *exchange) keepJSON(p []byte) {
+	if !x.overflown && len(x.head)+len(p) <= maxJSON {
+		x.head = append(x.head, p...)
+		return
+	}
+	if !x.overflown {
+		x.overflown, x.tail, x.head = true, x.head, nil
+	}
+	x.tail = append(x.tail, p...)
+	if len(x.tail) > 2*tailSize {
+		x.tail = append(x.tail[:0], x.tail[len(x.tail)-tailSize:]...)
+	}
+}
+
+func (x *exchange) endJSON() {
+	switch {
+	case !x.json:
+	case !x.overflown:
+		x.meter.add(x.head)
+	default:
+		if obj := lastUsage(x.tail); obj != nil {
+			x.meter.add(append(append([]byte(`{"usage":`), obj...), '}'))
+		}
+	}
+}
+
+// lastUsage is the object of the last "usage" key in b, found by its
+// braces (strings in it hold no braces in either API's usage).
+func lastUsage(b []byte) []byte {
+	i := bytes.LastIndex(b, []byte(`"usage"`))
+	if i < 0 {
+		return nil
+	}
+	j := bytes.IndexByte(b[i:], '{')
+	if j < 0 {
+		return nil
+	}
+	start, depth := i+j, 0
+	for k := start; k < len(b); k++ {
+		switch b[k] {
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return b[start : k+1]
+			}
+		}
+	}
+	return nil
+}
+
+// finish records the exchange once: its status, what the meter read, and
+// whether the answer was cut short.
+func (x *exchange) finish(cut bool) {
+	x.once.Do(func() {
+		status := x.status
+		if status == 0 {
+			status = 499
+		}
+		if status == http.StatusRequestEntityTooLarge {
+			return // refused, not forwarded
+		}
+		o := Outcome{At: x.g.now(), Usage: x.meter.usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start)}
+		if err := x.g.Store.Record(x.agent, x.provider, o); err != nil {
+			x.g.logf("gateway: counting a request of agent %d to %s: %v", x.agent, x.provider, err)
+		}
+	})
+}

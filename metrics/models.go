@@ -1,0 +1,72 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flockrun/flock/wire"
+)
+
+// The model gateway's figures: flock-proxy counts every request an agent
+// makes to a model API (kept on disk, so the counters survive restarts
+// of the proxy and of the bus) and reports them on the bus.
+var (
+	modelRequests = desc("agent_model_requests_total",
+		"Requests the agent made to the provider through flock-proxy's model gateway, forwarded (refusals are flock_agent_model_refused_total).", "agent", "provider")
+	modelTokens = desc("agent_model_tokens_total",
+		"Tokens the provider reported for the agent's requests, by kind: input (not from the cache), output, cache_read, cache_write.", "agent", "provider", "kind")
+	modelErrors = desc("agent_model_errors_total",
+		"The agent's requests that failed, by status: the provider's status (400 and up), 502 when flock could not reach it, 499 when the client left first, cut when the answer ended early.", "agent", "provider", "status")
+	modelRefused = desc("agent_model_refused_total",
+		"Requests the gateway refused itself because the agent was over a limit of its grant, by limit.", "agent", "provider", "limit")
+	modelDuration = desc("agent_model_request_duration_seconds",
+		"How long the agent's requests took, from the request to the end of the answer.", "agent", "provider")
+	modelWindow = desc("agent_model_window_tokens",
+		"Tokens the agent used of the provider in the current window (day or month, UTC), which tokens_per_day and tokens_per_month limit.", "agent", "provider", "window")
+	modelLimit = desc("agent_model_limit",
+		"A limit of the agent's grant in force (absent: none), by limit.", "agent", "provider", "limit")
+)
+
+var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelRefused, modelDuration, modelWindow, modelLimit}
+
+// collectModels sends agent a's model figures from its last report.
+func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire.ModelReport) {
+	if r == nil {
+		return
+	}
+	now := c.now()
+	for p, u := range r.Usage {
+		ch <- counter(modelRequests, float64(u.Requests), a, p)
+		for kind, n := range map[string]uint64{"input": u.InputTokens, "output": u.OutputTokens, "cache_read": u.CacheReadTokens, "cache_write": u.CacheWriteTokens} {
+			ch <- counter(modelTokens, float64(n), a, p, kind)
+		}
+		for status, n := range u.Errors {
+			ch <- counter(modelErrors, float64(n), a, p, status)
+		}
+		for limit, n := range u.Refused {
+			ch <- counter(modelRefused, float64(n), a, p, limit)
+		}
+		buckets, cum := map[float64]uint64{}, uint64(0)
+		for i, bound := range wire.LatencyBounds {
+			if i < len(u.LatencyBuckets) {
+				cum += u.LatencyBuckets[i]
+			}
+			buckets[bound] = cum
+		}
+		if n := len(u.LatencyBuckets); n == len(wire.LatencyBounds)+1 {
+			cum += u.LatencyBuckets[n-1]
+		}
+		ch <- prometheus.MustNewConstHistogram(modelDuration, cum, u.LatencySeconds, buckets, a, p)
+		_, day := u.Today(now)
+		_, month := u.ThisMonth(now)
+		ch <- gauge(modelWindow, float64(day), a, p, "day")
+		ch <- gauge(modelWindow, float64(month), a, p, "month")
+	}
+	for p, l := range r.Limit {
+		for limit, v := range map[string]uint64{"requests_per_minute": uint64(l.RequestsPerMinute), "tokens_per_day": l.TokensPerDay,
+			"tokens_per_month": l.TokensPerMonth, "concurrent": uint64(l.Concurrent)} {
+			if v > 0 {
+				ch <- gauge(modelLimit, float64(v), a, p, limit)
+			}
+		}
+	}
+}

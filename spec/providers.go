@@ -1,0 +1,351 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Model APIs: the operator names each provider once (providers:), and
+// grants agents providers with limits (an agent's models:). An agent
+// reaches its grants through flock-proxy, which knows it by the uid of
+// its socket and injects the provider's key: no key is ever the agent's.
+
+// ProviderKind is the API a provider speaks.
+type ProviderKind string
+
+const (
+	// KindAnthropic is Anthropic's Messages API (x-api-key).
+	KindAnthropic ProviderKind = "anthropic"
+	// KindOpenAI is the OpenAI API and the servers compatible with it
+	// (Ollama, vLLM, llama.cpp's server): Authorization: Bearer.
+	KindOpenAI ProviderKind = "openai"
+)
+
+// ProviderKinds are every kind, in the order a fix lists them.
+var ProviderKinds = []ProviderKind{KindAnthropic, KindOpenAI}
+
+// Provider is one model API.
+type Provider struct {
+	Name string // [a-z0-9-]: the gateway's path, the grant's key
+	Kind ProviderKind
+	// URL is the upstream's base URL without a trailing slash: an
+	// https:// URL, or http:// to a loopback address (a model server on
+	// this host). A request to <gateway>/<name>/P goes to URL + /P.
+	URL string
+	// KeyFile is a root-only file holding the API key; "" for a server
+	// that needs none. Only flock-proxy.service is handed it.
+	KeyFile string
+	// CAFile is a PEM file of the roots that sign the upstream's
+	// certificate (a private gateway); "" trusts the system's roots.
+	CAFile string
+}
+
+// Grant is one provider an agent may call, with its limits; a zero limit
+// is none.
+type Grant struct {
+	Provider          string
+	RequestsPerMinute int
+	TokensPerDay      uint64
+	TokensPerMonth    uint64
+	Concurrent        int // requests at once
+}
+
+// Limited says whether g has any limit.
+func (g Grant) Limited() bool {
+	return g.RequestsPerMinute > 0 || g.TokensPerDay > 0 || g.TokensPerMonth > 0 || g.Concurrent > 0
+}
+
+// Provider returns the provider called name.
+func (f *Flock) Provider(name string) (Provider, bool) {
+	for _, p := range f.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// Limits of a grant's fields, for the spec and the proxy alike.
+const (
+	MaxRequestsPerMinute = 100000
+	MaxConcurrent        = 10000
+	MaxTokens            = 1 << 50
+)
+
+const (
+	providersExample = `providers: [{name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}]`
+	modelsExample    = `models: {anthropic: {requests_per_minute: 60, tokens_per_day: 2M}}`
+	keyFileExample   = "/etc/flock/keys/anthropic"
+)
+
+var providerNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// providers reads the model APIs: a list of {name, kind, url, key_file,
+// ca_file}, names unique. It returns them in the spec's order.
+func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
+	if n.Kind != yaml.SequenceNode {
+		w.providersIncomplete = true
+		w.fail(path, "is %s; list the model APIs, e.g. %s", kindName(n), providersExample)
+		return nil
+	}
+	var out []Provider
+	seen := map[string]int{}
+	w.providerKinds = map[string]ProviderKind{}
+	for i, item := range n.Content {
+		p := index(path, i)
+		fs, ok := w.fields(item, p, "name", "kind", "url", "key_file", "ca_file")
+		if !ok {
+			continue
+		}
+		pr, good := Provider{}, true
+		if nn, given := fs["name"]; !given {
+			w.fail(join(p, "name"), "missing; name every provider, e.g. name: anthropic")
+			good = false
+		} else if s, ok := w.str(nn, join(p, "name"), "anthropic"); !ok {
+			good = false
+		} else if !providerNameRe.MatchString(s) {
+			w.fail(join(p, "name"), "%q is not a provider name; use lower-case letters, digits and -, at most 32, e.g. anthropic", s)
+			good = false
+		} else if j, dup := seen[s]; dup {
+			w.fail(join(p, "name"), "%q is already the name of providers[%d]; give every provider its own name", s, j)
+			good = false
+		} else {
+			seen[s], pr.Name = i, s
+		}
+		if kn, given := fs["kind"]; !given {
+			w.fail(join(p, "kind"), "missing; write kind: anthropic (the Messages API) or kind: openai (the OpenAI API, Ollama, vLLM)")
+			good = false
+		} else if k, ok := oneOf(w, kn, join(p, "kind"), "a provider kind", "anthropic (the Messages API) or openai (the OpenAI API and servers compatible with it: Ollama, vLLM)", KindAnthropic, ProviderKinds...); ok {
+			pr.Kind = k
+		} else {
+			good = false
+		}
+		if un, given := fs["url"]; !given {
+			w.fail(join(p, "url"), "missing; give the API's base URL, e.g. url: https://api.anthropic.com (or http://127.0.0.1:11434/v1 for a server on this host)")
+			good = false
+		} else if u, ok := w.providerURL(un, join(p, "url")); ok {
+			pr.URL = u
+		} else {
+			good = false
+		}
+		if kn, given := fs["key_file"]; given {
+			pr.KeyFile = w.secretPath(kn, join(p, "key_file"), root, keyFileExample)
+		}
+		if cn, given := fs["ca_file"]; given {
+			pr.CAFile = w.secretPath(cn, join(p, "ca_file"), root, "/etc/flock/keys/corp-ca.pem")
+		}
+		if good {
+			out = append(out, pr)
+			w.providerKinds[pr.Name] = pr.Kind
+		} else {
+			w.providersIncomplete = true
+		}
+	}
+	return out
+}
+
+// ProviderURLProblem says what is wrong with s as a provider's base URL
+// ("" nothing) and returns it without a trailing slash: https:// to a
+// name or an address, or http:// to a loopback address (a model server
+// on this host: plain HTTP never leaves it).
+func ProviderURLProblem(s string) (string, string) {
+	const fix = "write an https:// URL such as https://api.anthropic.com, or http:// to this host's loopback, e.g. http://127.0.0.1:11434/v1 for Ollama"
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || u.Opaque != "":
+		return "", fmt.Sprintf("%q is not a URL; %s", s, fix)
+	case u.User != nil:
+		return "", fmt.Sprintf("%q holds a user or password; the key belongs in key_file, which only flock-proxy reads", s)
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return "", fmt.Sprintf("%q has a query or fragment; give the base URL alone", s)
+	}
+	host := u.Hostname()
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Sprintf("%q has port %q, not 1-65535", s, p)
+		}
+	}
+	switch u.Scheme {
+	case "https":
+		if a, err := netip.ParseAddr(host); err == nil && (a.IsUnspecified() || a.IsMulticast()) {
+			return "", fmt.Sprintf("%q is not one host's address; %s", s, fix)
+		}
+	case "http":
+		a, err := netip.ParseAddr(host)
+		if host != "localhost" && (err != nil || !a.Unmap().IsLoopback()) {
+			return "", fmt.Sprintf("%q is plain HTTP to %s, which would carry the prompts and the key in the clear off this host; use https://, or http:// to a loopback address (127.0.0.1) for a server on this host", s, host)
+		}
+	default:
+		return "", fmt.Sprintf("%q is not https:// or http://; %s", s, fix)
+	}
+	return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"), ""
+}
+
+func (w *walker) providerURL(n *yaml.Node, path string) (string, bool) {
+	s, ok := w.str(n, path, "https://api.anthropic.com")
+	if !ok {
+		return "", false
+	}
+	u, problem := ProviderURLProblem(s)
+	if problem != "" {
+		w.fail(path, "%s", problem)
+		return "", false
+	}
+	return u, true
+}
+
+// secretPath reads the path of a file only root reads (a key): absolute,
+// clean, outside the flock's root, where agents' files are.
+func (w *walker) secretPath(n *yaml.Node, path, root, example string) string {
+	s, ok := w.str(n, path, example)
+	if !ok {
+		return ""
+	}
+	switch {
+	case !filepath.IsAbs(s):
+		w.fail(path, "%q is not an absolute path; write e.g. %s", s, example)
+	case filepath.Clean(s) != s:
+		w.fail(path, "%q is not a clean path; write %s", s, filepath.Clean(s))
+	case s == root || strings.HasPrefix(s, root+"/"):
+		w.fail(path, "%q is inside the flock's root %s, where agents' files are; keep it where only root reads it, e.g. %s", s, root, example)
+	case strings.ContainsAny(s, " \t\n\\%$\"':"):
+		w.fail(path, "%q has a space, quote, colon, backslash, %% or $ that a unit file would misread; choose a plain path, e.g. %s", s, example)
+	}
+	return s
+}
+
+// models reads an agent's grants: a mapping of provider names to their
+// limits (empty: no limit), in the order written (the first grant of a
+// kind is the one the SDKs' variables point at: GrantEnvNames). Whether each provider exists is checked
+// once the providers are known (modelRules).
+func (w *walker) models(n *yaml.Node, path string) []Grant {
+	if n.Kind != yaml.MappingNode {
+		w.fail(path, "is %s; write a mapping of provider names to limits, e.g. %s", kindName(n), modelsExample)
+		return nil
+	}
+	var out []Grant
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, v := n.Content[i].Value, n.Content[i+1]
+		p := join(path, name)
+		if seen[name] {
+			w.fail(p, "given twice; keep one")
+			continue
+		}
+		seen[name] = true
+		w.providerRef(name, p)
+		g := Grant{Provider: name}
+		if !isNull(v) {
+			fs, ok := w.fields(v, p, "requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent")
+			if !ok {
+				continue
+			}
+			if x, ok := fs["requests_per_minute"]; ok {
+				r, _ := w.integer(x, join(p, "requests_per_minute"), "a number of requests", 1, MaxRequestsPerMinute)
+				g.RequestsPerMinute = int(r)
+			}
+			if x, ok := fs["concurrent"]; ok {
+				c, _ := w.integer(x, join(p, "concurrent"), "a number of requests at once", 1, MaxConcurrent)
+				g.Concurrent = int(c)
+			}
+			if x, ok := fs["tokens_per_day"]; ok {
+				g.TokensPerDay = w.tokens(x, join(p, "tokens_per_day"))
+			}
+			if x, ok := fs["tokens_per_month"]; ok {
+				g.TokensPerMonth = w.tokens(x, join(p, "tokens_per_month"))
+			}
+			if g.TokensPerDay > 0 && g.TokensPerMonth > 0 && g.TokensPerDay > g.TokensPerMonth {
+				w.fail(join(p, "tokens_per_day"), "%d is more than tokens_per_month %d; a day cannot spend more than its month", g.TokensPerDay, g.TokensPerMonth)
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+var tokensRe = regexp.MustCompile(`^([0-9]+)([KMG]?)$`)
+
+// tokens reads a number of tokens: a whole number, or with K, M or G
+// (1000-based, as providers count: 2M is 2,000,000).
+func (w *walker) tokens(n *yaml.Node, path string) uint64 {
+	const fix = "write a whole number of tokens, or with K, M or G (1000-based), e.g. 2M"
+	m := tokensRe.FindStringSubmatch(n.Value)
+	if n.Kind != yaml.ScalarNode || isNull(n) || m == nil {
+		w.fail(path, "%s is not a number of tokens; %s", kindName(n), fix)
+		return 0
+	}
+	v, err := strconv.ParseUint(m[1], 10, 64)
+	mult := map[string]uint64{"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m[2]]
+	if err != nil || v == 0 || v > MaxTokens/mult {
+		w.fail(path, "%s is out of range; write from 1 to %d", n.Value, uint64(MaxTokens))
+		return 0
+	}
+	return v * mult
+}
+
+// grantEnvRules checks that agent a's env does not set what flock sets
+// for its grants.
+func (w *walker) grantEnvRules(a Agent, path string) {
+	for _, g := range a.Models {
+		for _, k := range GrantEnvNames(w.providerKinds[g.Provider]) {
+			if _, set := a.Env[k]; set {
+				w.fail(join(join(path, "env"), k), "flock sets %s itself for the grant of provider %s (its base URL is flock-proxy's, its key a placeholder: the real key stays with flock-proxy); remove it", k, g.Provider)
+			}
+		}
+	}
+}
+
+// providerRef checks that a grant names one of the spec's providers,
+// where the grant is written.
+func (w *walker) providerRef(name, path string) {
+	switch {
+	case w.providersIncomplete:
+	case len(w.providerKinds) == 0:
+		w.fail(path, "%q names a provider, but the spec lists none; add it, e.g. %s", name, providersExample)
+	case w.providerKinds[name] == "":
+		w.fail(path, "%q is not one of the providers; choose %s, or add it to providers", name, or(slices.Sorted(maps.Keys(w.providerKinds))))
+	}
+}
+
+// GrantEnvNames are the variables an agent's unit gets for its grant of
+// a provider of kind k: the base URL the official SDKs and tools read,
+// and the key they insist on, a placeholder.
+func GrantEnvNames(k ProviderKind) []string {
+	switch k {
+	case KindAnthropic:
+		return []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
+	case KindOpenAI:
+		return []string{"OPENAI_BASE_URL", "OPENAI_API_KEY"}
+	}
+	return nil
+}
+
+// GrantURLEnv is the variable that holds the gateway's URL of provider
+// name for every agent granted it, whatever its kind:
+// FLOCK_MODEL_URL_<NAME>, the name upper-cased and - as _.
+func GrantURLEnv(name string) string {
+	return "FLOCK_MODEL_URL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// GatewayURL is the base URL of provider name at the proxy listening on
+// listen (host:port): what an agent's SDK is pointed at.
+func GatewayURL(listen, name string) string {
+	return "http://" + listen + "/" + name
+}
+
+// HasModels says whether agent a is granted a model API, so reaches the
+// proxy (its gateway is at DefaultProxyListen).
+func (a Agent) HasModels() bool { return len(a.Models) > 0 }
+
+// NeedsProxy says whether agent a reaches flock-proxy: for the names in
+// its egress, or for the model APIs it is granted.
+func (a Agent) NeedsProxy() bool { return a.HasNames() || a.HasModels() }

@@ -1,0 +1,181 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
+)
+
+// ModelUse is one agent's use of one model API, as status (its models)
+// and flockctl usage show it; its JSON keys are a contract.
+type ModelUse struct {
+	Agent    int    `json:"agent,omitempty"` // in flockctl usage's list
+	Provider string `json:"provider"`
+	// Granted: the spec grants it now (a provider no longer granted keeps
+	// its counts).
+	Granted bool             `json:"granted"`
+	Limits  wire.ModelLimits `json:"limits"`
+	// Reported: the bus has the proxy's counts (false: none yet, or the
+	// bus did not answer; the figures are then zero).
+	Reported      bool              `json:"reported"`
+	TodayRequests uint64            `json:"today_requests"`
+	TodayTokens   uint64            `json:"today_tokens"`
+	MonthRequests uint64            `json:"month_requests"`
+	MonthTokens   uint64            `json:"month_tokens"`
+	Requests      uint64            `json:"requests"`
+	InputTokens   uint64            `json:"input_tokens"`
+	OutputTokens  uint64            `json:"output_tokens"`
+	CacheRead     uint64            `json:"cache_read_tokens"`
+	CacheWrite    uint64            `json:"cache_write_tokens"`
+	Errors        map[string]uint64 `json:"errors_by_status,omitempty"`
+	Refused       map[string]uint64 `json:"refused_by_limit,omitempty"`
+}
+
+// ModelsOf is agent a's use of each provider it is granted or has used,
+// in provider order, from the proxy's last report r (nil: none) as of now.
+func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
+	byName := map[string]*ModelUse{}
+	for _, g := range a.Models {
+		byName[g.Provider] = &ModelUse{Provider: g.Provider, Granted: true, Limits: wire.ModelLimits{RequestsPerMinute: g.RequestsPerMinute,
+			TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent}}
+	}
+	if r != nil {
+		for p, u := range r.Usage {
+			m := byName[p]
+			if m == nil {
+				m = &ModelUse{Provider: p}
+				byName[p] = m
+			}
+			m.Reported = true
+			m.TodayRequests, m.TodayTokens = u.Today(now)
+			m.MonthRequests, m.MonthTokens = u.ThisMonth(now)
+			m.Requests, m.InputTokens, m.OutputTokens, m.CacheRead, m.CacheWrite = u.Requests, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
+			m.Errors, m.Refused = u.Errors, u.Refused
+		}
+		for p := range byName {
+			if _, ok := r.Usage[p]; !ok {
+				byName[p].Reported = true // reported: nothing used yet
+			}
+		}
+	}
+	var out []ModelUse
+	for _, p := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, *byName[p])
+	}
+	return out
+}
+
+// WriteUsage is usage's table: a row per agent and provider.
+func WriteUsage(w io.Writer, rows []ModelUse) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tPROVIDER\tTODAY\tTHIS MONTH\tREQUESTS\tTOKENS IN/OUT/CACHE\tERRORS\tREFUSED\tLIMITS")
+	for _, m := range rows {
+		today, month := "-", "-"
+		if m.Reported {
+			today = fmt.Sprintf("%s tokens, %d req", count(m.TodayTokens), m.TodayRequests)
+			month = fmt.Sprintf("%s tokens, %d req", count(m.MonthTokens), m.MonthRequests)
+			if m.Limits.TokensPerDay > 0 {
+				today += fmt.Sprintf(" (%d%% of %s)", 100*m.TodayTokens/m.Limits.TokensPerDay, count(m.Limits.TokensPerDay))
+			}
+			if m.Limits.TokensPerMonth > 0 {
+				month += fmt.Sprintf(" (%d%% of %s)", 100*m.MonthTokens/m.Limits.TokensPerMonth, count(m.Limits.TokensPerMonth))
+			}
+		}
+		provider := m.Provider
+		if !m.Granted {
+			provider += " (no longer granted)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, m.Requests,
+			count(m.InputTokens), count(m.OutputTokens), count(m.CacheRead+m.CacheWrite), byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
+	}
+	tw.Flush()
+}
+
+// count writes a number of tokens short: 1234567 as 1.23M.
+func count(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return strconv.FormatFloat(float64(n)/1e9, 'f', 2, 64) + "G"
+	case n >= 1e6:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + "M"
+	case n >= 1e4:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "K"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// byKey writes counts by key ("429: 2, cut: 1"), "-" for none.
+func byKey(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// limitsText writes a grant's limits as the spec does, "-" for none.
+func limitsText(l wire.ModelLimits) string {
+	var parts []string
+	if l.RequestsPerMinute > 0 {
+		parts = append(parts, fmt.Sprintf("requests_per_minute=%d", l.RequestsPerMinute))
+	}
+	if l.TokensPerDay > 0 {
+		parts = append(parts, "tokens_per_day="+count(l.TokensPerDay))
+	}
+	if l.TokensPerMonth > 0 {
+		parts = append(parts, "tokens_per_month="+count(l.TokensPerMonth))
+	}
+	if l.Concurrent > 0 {
+		parts = append(parts, fmt.Sprintf("concurrent=%d", l.Concurrent))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// modelFields fills a status row's models from the bus's last report.
+func (r *Agent) modelFields(a spec.Agent, st *wire.BusStatus, now time.Time) {
+	var rep *wire.ModelReport
+	if st != nil {
+		rep = st.Agents[a.ID].Models
+	}
+	r.Models = ModelsOf(a, rep, now)
+}
+
+// printModels says below the status table what each agent granted a
+// model API used today: "models: agent 3: anthropic 1.20M tokens today
+// (60% of 2.00M), 2 refused".
+func printModels(w io.Writer, rows []Agent) {
+	for _, r := range rows {
+		var parts []string
+		for _, m := range r.Models {
+			if !m.Reported {
+				parts = append(parts, m.Provider+" (no counts from the proxy yet)")
+				continue
+			}
+			s := fmt.Sprintf("%s %s tokens today", m.Provider, count(m.TodayTokens))
+			if m.Limits.TokensPerDay > 0 {
+				s += fmt.Sprintf(" (%d%% of %s)", 100*m.TodayTokens/m.Limits.TokensPerDay, count(m.Limits.TokensPerDay))
+			}
+			if len(m.Refused) > 0 {
+				s += ", refused " + byKey(m.Refused)
+			}
+			parts = append(parts, s)
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "models: agent %d: %s (flockctl usage %d)\n", r.ID, strings.Join(parts, "; "), r.ID)
+		}
+	}
+}

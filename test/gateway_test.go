@@ -1,0 +1,397 @@
+package test
+
+// The model gateway, for real: a booted systemd, the real flock-proxy,
+// the stand-in upstream outside the machine (TLS with a CA of its own,
+// checking the key the proxy injects), and real clients at every level:
+// Claude Code as a command: worker writing a file and running it back
+// with its Write and Bash tools, and the official Anthropic and OpenAI
+// SDKs, whole and streamed. No agent holds a key.
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/test/harness"
+)
+
+// gatewaySpec: agents 1-3 are Claude Code at each level, 4-6 the SDK
+// client at each level, 7 a probe granted openai alone (the hostile
+// one), 8 the SDK client under a small tokens_per_day.
+func gatewaySpec(tokensPerDay int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `defaults:
+  heartbeat: 2s
+  limits: {memory: 1G, tasks: 400}
+  jit: true
+  env: {CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_AUTOUPDATER: "1"}
+providers:
+  - {name: anthropic, kind: anthropic, url: "https://%[1]s", key_file: /etc/flock/keys/anthropic, ca_file: %[2]s/ca.pem}
+  - {name: openai, kind: openai, url: "https://%[1]s/v1", key_file: /etc/flock/keys/openai, ca_file: %[2]s/ca.pem}
+  - {name: local, kind: openai, url: "http://%[3]s/v1"}
+agents:
+`, modelUpName, modelCADir, localModelAddr)
+	for i, level := range []string{"process", "podman", "gvisor"} {
+		root := ""
+		if level != "process" {
+			root = fmt.Sprintf("    level: %s\n    rootfs: %s\n", level, modelRootfs)
+		}
+		fmt.Fprintf(&b, "  - id: %d\n%s    command: [%q, \"-p\", \"--allowedTools\", \"Write,Bash\"]\n    models: {anthropic: {}}\n", 1+i, root, claudeBin)
+		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/usr/bin/node\", \"%s/client.js\"]\n    models: {anthropic: {requests_per_minute: 600}, openai: {concurrent: 8}, local: {}}\n", 4+i, root, modelsDir)
+	}
+	fmt.Fprintf(&b, `  - id: 7
+    role: monitor
+    exec: ["/usr/local/bin/probe", "serve"]
+    models: {openai: {}}
+  - id: 8
+    command: ["/usr/bin/node", "%s/client.js"]
+    models: {anthropic: {tokens_per_day: %d}}
+`, modelsDir, tokensPerDay)
+	return b.String()
+}
+
+// A prompt of twenty words: with the stand-in's cache tokens and its five
+// words of answer, 32 tokens a request.
+const twentyWords = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+
+// TestModelGateway is the gateway end to end.
+//
+// Tier: root + nspawn, podman and runsc (the container levels), node and
+// npm (the SDKs and Claude Code from the npm registry), curl.
+func TestModelGateway(t *testing.T) {
+	harness.RuntimesTier.Require(t)
+	requireRuntimes(t)
+	harness.BusTier.Require(t) // curl
+	clients := stageModelClients(t)
+	rootfs := modelRootfsFrom(t, clients)
+	example := stageClaudeFlock(t)
+	m := harness.BootWith(t, harness.Options{
+		NspawnArgs: []string{"--bind-ro=" + clients + ":" + modelsDir, "--bind=" + rootfs + ":" + modelRootfs,
+			"--bind-ro=" + example + ":" + claudeFlockDir},
+	})
+	mustRun(t, m, "mkdir", "-p", "-m", "0700", "/etc/flock/keys")
+	for name, key := range map[string]string{"anthropic": anthropicKey, "openai": openaiKey} {
+		if err := m.WriteFile("/etc/flock/keys/"+name, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modelUpstream(t, m) // the stand-in expects the keys of those files
+
+	t.Run("a key file others may read is refused, and nothing changes", func(t *testing.T) {
+		mustRun(t, m, "chmod", "0644", "/etc/flock/keys/openai")
+		writeSpec(t, m, gatewaySpec(60))
+		_, stderr, err := run(t, m, "flockctl", "provision", "-f", specPath)
+		want := specPath + ": providers[1].key_file: /etc/flock/keys/openai is readable or writable by others (mode 0644), and any user of this host could copy the key; chmod 600 /etc/flock/keys/openai"
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("provision with a readable key: %v\n%s\nwant %q", err, stderr, want)
+		}
+		if out, _, _ := run(t, m, "sh", "-c", "ls /etc/flock/proxy.json /etc/systemd/system/flock.service 2>&1; systemctl list-units --no-legend 'flock*'"); !strings.Contains(out, "No such file") || strings.Contains(out, "flock-agent@") {
+			t.Errorf("a refused provision changed the host:\n%s", out)
+		}
+		mustRun(t, m, "chmod", "0600", "/etc/flock/keys/openai")
+	})
+
+	provision(t, m, gatewaySpec(60))
+	all := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	waitActive(t, m, all...)
+	waitBus(t, m, time.Time{}, 1, 2, 3, 4, 5, 6, 8) // 7, the probe, speaks no NATS
+
+	t.Run("Claude Code writes a file and runs it back through flockctl send, at every level", func(t *testing.T) {
+		for _, id := range []int{1, 2, 3} {
+			start := time.Now()
+			out, stderr, err := run(t, m, "flockctl", "send", "--to", strconv.Itoa(id), fmt.Sprintf("write hello-%d.txt: hello from agent %d", id, id))
+			want := fmt.Sprintf("Done. Bash said: hello from agent %d flock-bash-ok", id)
+			if err != nil || !strings.Contains(out, want) {
+				t.Errorf("agent %d (Claude Code, %s): %v\nstdout %q\nstderr %s", id, describeModel(id), err, out, harness.TailLines(stderr, 20))
+				continue
+			}
+			file := fmt.Sprintf("%s/%d/hello-%d.txt", agentsDir, id, id)
+			if b, err := m.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != fmt.Sprintf("hello from agent %d", id) {
+				t.Errorf("agent %d's file %s: %q, %v", id, file, b, err)
+			}
+			t.Logf("FIGURE Claude Code task (Write, Bash, answer; three model requests) at %s: %v", describeModel(id), time.Since(start).Round(time.Millisecond))
+		}
+	})
+
+	t.Run("the official SDKs, whole and streamed, at every level", func(t *testing.T) {
+		for _, id := range []int{4, 5, 6} {
+			for _, payload := range []string{"anthropic: " + twentyWords, "anthropic stream: " + twentyWords, "openai: " + twentyWords, "openai stream: " + twentyWords,
+				"local: " + twentyWords, "local stream: " + twentyWords} {
+				out, stderr, err := run(t, m, "flockctl", "send", "--to", strconv.Itoa(id), payload)
+				if err != nil || !strings.Contains(out, `"text":"word0 word1 word2 word3 word4"`) || !strings.Contains(out, `"usage":{`) {
+					t.Errorf("agent %d (%s) %q: %v\nstdout %q\nstderr %s", id, describeModel(id), payload, err, out, harness.TailLines(stderr, 10))
+				}
+			}
+		}
+	})
+
+	t.Run("no agent can read the keys: not in a unit, an environment, the journal, or a file they reach", func(t *testing.T) {
+		for _, id := range all {
+			env := mustRun(t, m, "systemctl", "show", unitName(id), "-p", "Environment")
+			if strings.Contains(env, anthropicKey) || strings.Contains(env, openaiKey) {
+				t.Errorf("agent %d's unit holds a key: %s", id, env)
+			}
+			if id != 7 && !strings.Contains(env, "ANTHROPIC_BASE_URL=http://127.0.0.1:4230/anthropic ANTHROPIC_API_KEY=flock-placeholder-the-proxy-adds-the-key") {
+				t.Errorf("agent %d's environment lacks the gateway's base URL and the placeholder: %s", id, env)
+			}
+		}
+		// The patterns come from the key files: a key on grep's own
+		// command line would be found there.
+		for _, file := range []string{"/etc/flock/keys/anthropic", "/etc/flock/keys/openai"} {
+			if out, _, _ := run(t, m, "sh", "-c", "grep -lsFf "+file+" /proc/[0-9]*/environ /proc/[0-9]*/cmdline; journalctl -o export --no-pager | grep -cFf "+file); strings.TrimSpace(out) != "0" {
+				t.Errorf("the key of %s is in a process's environment or command line, or in the journal:\n%s", file, out)
+			}
+		}
+		unit := mustRun(t, m, "systemctl", "cat", "flock-proxy.service")
+		for _, want := range []string{"LoadCredential=model-key-anthropic:/etc/flock/keys/anthropic", "LoadCredential=model-key-openai:/etc/flock/keys/openai", "StateDirectory=flock-proxy"} {
+			if !strings.Contains(unit, want) {
+				t.Errorf("flock-proxy.service lacks %s:\n%s", want, unit)
+			}
+		}
+		p := startedProbe(t, m, 7)
+		if r := p.do(t, map[string]any{"op": "read-secret", "path": "/etc/flock/keys/anthropic"}); r.OK {
+			t.Errorf("ESCAPE: agent 7 read the key file: %s", r)
+		}
+		// flockctl audit proves the same from inside every agent (their
+		// model probes: each key's file, each key in the environment,
+		// another agent's grant), with root's controls.
+		rep := runAudit(t, m, true)
+		n := 0
+		for _, a := range rep.Agents {
+			for _, o := range a.Probes {
+				if o.Category != "models" {
+					continue
+				}
+				n++
+				if string(o.Result) != "blocked" {
+					t.Errorf("audit, agent %d: %s: %s (%s; control %s)", a.Agent, o.Probe, o.Result, o.Detail, o.Control)
+				}
+			}
+		}
+		if n < 2*2*len(all) {
+			t.Errorf("audit ran %d model probes, want at least %d", n, 4*len(all))
+		}
+	})
+
+	t.Run("refusals are fast, in the provider's format, and name the fix", func(t *testing.T) {
+		// curl as agent 7's uid: the gateway knows a client by nothing
+		// else (the audit above tried the same from inside its unit).
+		asAgent7 := "setpriv --reuid=2000000007 --regid=2000000007 --clear-groups "
+		curl := func(args string) (string, time.Duration) {
+			start := time.Now()
+			out, errOut, _ := run(t, m, "sh", "-c", args+" -sS --max-time 20 -w '\n%{http_code}'")
+			return errOut + out, time.Since(start)
+		}
+		for _, tc := range []struct{ name, cmd, want string }{
+			{"another agent's grant", asAgent7 + "curl -d {} http://127.0.0.1:4230/anthropic/v1/messages",
+				`agent 7 is not granted provider anthropic; add anthropic to agents\[id=7\].models in the spec.*"type":"permission_error".*\n403$`},
+			{"a provider not in the spec", asAgent7 + "curl http://127.0.0.1:4230/gemini/v1/models", `no provider \\"gemini\\" here; it is granted openai.*\n404$`},
+			{"an endpoint that is not metered", asAgent7 + "curl -d {} http://127.0.0.1:4230/openai/batches", `POST \\"/batches\\" is not an endpoint the model gateway carries.*\n404$`},
+			// The local server itself is out of the agent's reach: the
+			// firewall refuses this host's loopback but for the bus and
+			// the proxy.
+			{"the local model server, directly", asAgent7 + "curl http://" + localModelAddr + "/v1/models", `Failed to connect.*\n000$`},
+			{"a body over the bound", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a | %s curl --data-binary @- http://127.0.0.1:4230/openai/chat/completions", 32<<20+1, asAgent7),
+				`"code":"request_too_large".*\n413$`},
+		} {
+			out, took := curl(tc.cmd)
+			if !regexpMatch(tc.want, strings.TrimSpace(out)) {
+				t.Errorf("%s: %s\nwant %s", tc.name, out, tc.want)
+			}
+			t.Logf("FIGURE refusal: %-32s in %v (the shell and curl included)", tc.name, took.Round(time.Millisecond))
+		}
+	})
+
+	t.Run("over tokens_per_day: a 429 with the line, one event, a new limit without a restart", func(t *testing.T) {
+		since := time.Now()
+		refused := 0
+		for i := 0; i < 6; i++ {
+			_, stderr, err := run(t, m, "flockctl", "send", "--to", "8", "anthropic: "+twentyWords)
+			if err == nil {
+				if refused > 0 {
+					t.Fatalf("request %d went through after a refusal", i)
+				}
+				continue
+			}
+			refused++
+			if !strings.Contains(stderr, "429") || !strings.Contains(stderr, "flock proxy: agent 8: over its limit tokens_per_day=60 of provider anthropic: 64 tokens used today (UTC); resets at ") {
+				t.Errorf("request %d: %s", i, stderr)
+			}
+		}
+		if refused != 4 {
+			t.Errorf("%d of 6 refused, want 4 (two of 32 tokens went through)", refused)
+		}
+		m.Eventually(t, 20*time.Second, func() error {
+			evs := eventsOf(t, m, "--since", since.Add(-time.Second).Format(time.RFC3339), "--agent", "8")
+			if n := count(evs, events.LimitReached, 8, "over its limit tokens_per_day=60 of provider anthropic"); n != 1 {
+				return fmt.Errorf("%d limit-reached events of agent 8, want 1:\n%s", n, texts(evs))
+			}
+			return nil
+		})
+		m.Eventually(t, 10*time.Second, func() error {
+			for _, r := range usageOf(t, m, "8") {
+				if r.Provider == "anthropic" && r.Refused["tokens_per_day"] == 4 && r.TodayTokens == 64 {
+					return nil
+				}
+			}
+			return fmt.Errorf("flockctl usage 8: %+v", usageOf(t, m, "8"))
+		})
+		agentRun := mustRun(t, m, "systemctl", "show", "-p", "InvocationID", "--value", unitName(8))
+		proxyPID := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock-proxy.service")
+		provision(t, m, gatewaySpec(100000))
+		if again := mustRun(t, m, "systemctl", "show", "-p", "InvocationID", "--value", unitName(8)); again != agentRun {
+			t.Errorf("a new limit restarted agent 8")
+		}
+		if again := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock-proxy.service"); again != proxyPID {
+			t.Errorf("a new limit restarted the proxy (pid %s, was %s), want a reload", strings.TrimSpace(again), strings.TrimSpace(proxyPID))
+		}
+		if out, stderr, err := run(t, m, "flockctl", "send", "--to", "8", "anthropic: "+twentyWords); err != nil {
+			t.Errorf("under the new limit: %v %s %s", err, out, stderr)
+		}
+	})
+
+	t.Run("every token the upstream reported is counted, and /metrics says so", func(t *testing.T) {
+		m.Eventually(t, 20*time.Second, func() error {
+			want, err := standinLedger(t, m, "")
+			if err != nil {
+				return err
+			}
+			local, err := ledgerAt(t, m, "http://"+localModelAddr, "")
+			if err != nil {
+				return err
+			}
+			want = want.Plus(local)
+			got := sumUsage(usageOf(t, m))
+			if got.Input != want.Input || got.Output != want.Output || got.CacheRead != want.CacheRead || got.CacheWrite != want.CacheWrite || want.Output == 0 {
+				return fmt.Errorf("flock counted %+v, the stand-in reported %+v", got, want)
+			}
+			return nil
+		})
+		rows := usageOf(t, m, "4")
+		metrics := mustRun(t, m, "curl", "-sS", "http://127.0.0.1:8223/metrics")
+		for _, r := range rows {
+			line := fmt.Sprintf(`flock_agent_model_tokens_total{agent="4",kind="input",provider="%s"} %d`, r.Provider, r.InputTokens)
+			if !strings.Contains(metrics, line+"\n") {
+				t.Errorf("/metrics lacks %s", line)
+			}
+		}
+		table := mustRun(t, m, "flockctl", "usage")
+		t.Logf("flockctl usage:\n%s", table)
+		if st := mustRun(t, m, "flockctl", "status"); !strings.Contains(st, "models: agent 8: anthropic ") {
+			t.Errorf("flockctl status lacks agent 8's models line:\n%s", st)
+		}
+	})
+
+	t.Run("the counts survive the proxy, a reboot and a spec change", func(t *testing.T) {
+		before := usageOf(t, m)
+		same := func(when string) {
+			t.Helper()
+			m.Eventually(t, 60*time.Second, func() error {
+				now := usageOf(t, m)
+				if len(now) != len(before) {
+					return fmt.Errorf("%s: %d rows, were %d", when, len(now), len(before))
+				}
+				for i := range now {
+					if now[i].Requests != before[i].Requests || tokensOf(now[i]) != tokensOf(before[i]) || !now[i].Reported {
+						return fmt.Errorf("%s: agent %d %s: %+v, was %+v", when, now[i].Agent, now[i].Provider, now[i], before[i])
+					}
+				}
+				return nil
+			})
+		}
+		mustRun(t, m, "systemctl", "restart", "flock-proxy.service")
+		same("after a restart of the proxy")
+		mustRun(t, m, "systemctl", "kill", "-s", "KILL", "flock-proxy.service")
+		same("after the proxy was killed")
+		if err := m.Reboot(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitActive(t, m, all...)
+		same("after a reboot")
+		modelUpstream(t, m) // its network namespace went with the reboot
+		if out, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "anthropic: after the reboot"); err != nil {
+			t.Errorf("after the reboot: %v %s %s", err, out, stderr)
+		}
+		// Agent 8 loses its grant: its counts stay, as no longer granted.
+		provision(t, m, strings.Replace(gatewaySpec(100000), "models: {anthropic: {tokens_per_day: 100000}}", "models: {}", 1))
+		m.Eventually(t, 20*time.Second, func() error {
+			for _, r := range usageOf(t, m, "8") {
+				if r.Provider == "anthropic" && !r.Granted && r.Requests > 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("agent 8 after its grant went: %+v", usageOf(t, m, "8"))
+		})
+	})
+
+	// Last: the stand-in's ledger starts again when it does.
+	t.Run("the provider down: a fast 502 in its format, raised by the SDK", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", "flock-test-standin.service")
+		m.Eventually(t, 10*time.Second, func() error {
+			if _, err := standinLedger(t, m, ""); err == nil {
+				return fmt.Errorf("the stand-in still answers")
+			}
+			return nil
+		})
+		start := time.Now()
+		out, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: hello")
+		if err == nil || !strings.Contains(stderr, "502 flock proxy: agent 4: provider openai (https://"+modelUpName+"/v1) did not answer") {
+			st, _, _ := run(t, m, "systemctl", "status", "--no-pager", "flock-test-standin.service", "flock-proxy.service")
+			t.Errorf("the provider down: %v\nstdout %s\nstderr %s\n%s", err, out, stderr, st)
+		}
+		t.Logf("FIGURE provider down: the task failed in %v: %s", time.Since(start).Round(time.Millisecond), firstLine(stderr))
+		startStandin(t, m)
+	})
+
+	// examples/claude-flock as an operator runs it (its README's steps),
+	// against the stand-in: the orchestrator hands two jobs from
+	// jobs.txt to the Claude Code workers and keeps their answers.
+	t.Run("examples/claude-flock: an orchestrator and Claude Code workers", func(t *testing.T) {
+		mustRun(t, m, "ln", "-sf", claudeBin, "/usr/local/bin/claude")
+		b, err := os.ReadFile(harness.InRepo(t, "examples", "claude-flock", "flock.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := strings.Replace(string(b), `url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}`,
+			`url: "https://`+modelUpName+`", key_file: /etc/flock/keys/anthropic, ca_file: `+modelCADir+`/ca.pem}`, 1)
+		if spec == string(b) {
+			t.Fatal("the example's provider line moved; update this test")
+		}
+		provision(t, m, spec)
+		waitActive(t, m, 1, 2, 3, 4)
+		jobs := "write one.txt: the first job\nwrite two.txt: the second job\n"
+		mustRun(t, m, "sh", "-c", "printf '"+jobs+"' > /srv/flock/common/jobs.txt")
+		for n, want := range map[string]string{"1": "Done. Bash said: the first job flock-bash-ok", "2": "Done. Bash said: the second job flock-bash-ok"} {
+			m.Eventually(t, 3*time.Minute, func() error {
+				b, err := m.ReadFile("/srv/flock/common/results/" + n + ".md")
+				if err != nil || !strings.Contains(string(b), want) || !strings.Contains(string(b), "done by agent") {
+					return fmt.Errorf("results/%s.md: %q, %v", n, b, err)
+				}
+				return nil
+			})
+		}
+		rows := usageOf(t, m)
+		used := 0
+		for _, r := range rows {
+			if r.Agent >= 2 && r.Agent <= 4 && r.Granted && r.TodayRequests > 0 {
+				used++
+			}
+		}
+		if used == 0 {
+			t.Errorf("no worker of the example counted a request today: %+v", rows)
+		}
+	})
+}
+
+func describeModel(id int) string {
+	return map[int]string{1: "process", 2: "podman", 3: "gvisor", 4: "process", 5: "podman", 6: "gvisor", 8: "process"}[id]
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}

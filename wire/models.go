@@ -1,0 +1,120 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The model gateway's counts: flock-proxy meters every request an agent
+// makes to a model API it is granted, keeps the counts on disk, and
+// publishes each agent's whole counts (never a difference, so a lost
+// message loses nothing) on flock.usage.<id> after they change and when it
+// (re)connects. The bus keeps the last of each agent for /metrics and
+// flockctl status; only the proxy publishes there.
+
+// UsageSubjects are the proxy's reports, one subject per agent.
+const UsageSubjects = "flock.usage.>"
+
+// UsageSubject is where the proxy publishes agent id's counts.
+func UsageSubject(id int) string { return "flock.usage." + strconv.Itoa(id) }
+
+// LatencyBounds are the upper bounds, in seconds, of the buckets a
+// request's duration is counted in (the last bucket, beyond them, is
+// +Inf): from a short answer to a long agentic turn.
+var LatencyBounds = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// ModelUsage is one agent's use of one provider: since its first request
+// (the totals), today and this month (UTC), and what flock refused it.
+type ModelUsage struct {
+	Requests         uint64 `json:"requests"` // forwarded to the provider
+	InputTokens      uint64 `json:"input_tokens"`
+	OutputTokens     uint64 `json:"output_tokens"`
+	CacheReadTokens  uint64 `json:"cache_read_tokens"`
+	CacheWriteTokens uint64 `json:"cache_write_tokens"`
+	// Errors are the provider's answers of status 400 and up, and the
+	// proxy's own 502 when it could not reach it, by status.
+	Errors map[string]uint64 `json:"errors_by_status,omitempty"`
+	// Refused are the requests flock answered itself, by limit
+	// (requests_per_minute, tokens_per_day, ...): never forwarded.
+	Refused map[string]uint64 `json:"refused_by_limit,omitempty"`
+	// LatencyBuckets count requests by duration (request to the end of
+	// the answer): one per LatencyBounds, then +Inf; not cumulative.
+	LatencyBuckets []uint64 `json:"latency_buckets"`
+	LatencySeconds float64  `json:"latency_seconds"` // their sum
+	// Day (2006-01-02) and Month (2006-01), UTC, are the windows the
+	// tokens_per_day and tokens_per_month limits count in.
+	Day           string `json:"day"`
+	DayRequests   uint64 `json:"day_requests"`
+	DayTokens     uint64 `json:"day_tokens"`
+	Month         string `json:"month"`
+	MonthRequests uint64 `json:"month_requests"`
+	MonthTokens   uint64 `json:"month_tokens"`
+}
+
+// Tokens is every token counted: input, output, and cache reads and
+// writes (each billed, at its own price).
+func (u ModelUsage) Tokens() uint64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}
+
+// Today is the day's figures if the day is now's (UTC), else zero: counts
+// last reported yesterday are not today's.
+func (u ModelUsage) Today(now time.Time) (requests, tokens uint64) {
+	if u.Day != now.UTC().Format(DayLayout) {
+		return 0, 0
+	}
+	return u.DayRequests, u.DayTokens
+}
+
+// ThisMonth is the month's figures if the month is now's (UTC), else zero.
+func (u ModelUsage) ThisMonth(now time.Time) (requests, tokens uint64) {
+	if u.Month != now.UTC().Format(MonthLayout) {
+		return 0, 0
+	}
+	return u.MonthRequests, u.MonthTokens
+}
+
+// The windows' layouts.
+const (
+	DayLayout   = "2006-01-02"
+	MonthLayout = "2006-01"
+)
+
+// ModelLimits are a grant's limits as the proxy enforces them (0: none).
+type ModelLimits struct {
+	RequestsPerMinute int    `json:"requests_per_minute,omitempty"`
+	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
+	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
+	Concurrent        int    `json:"concurrent,omitempty"`
+}
+
+// ModelReport is one agent's counts for every provider it used or is
+// granted, with the limits in force.
+type ModelReport struct {
+	Agent int                    `json:"agent"`
+	At    time.Time              `json:"at"`
+	Usage map[string]ModelUsage  `json:"usage"`            // by provider
+	Limit map[string]ModelLimits `json:"limits,omitempty"` // by provider granted now
+}
+
+// EncodeModelReport is the body of a ModelReport.
+func EncodeModelReport(r ModelReport) ([]byte, error) { return json.Marshal(r) }
+
+// ParseModelReport reads what EncodeModelReport wrote.
+func ParseModelReport(b []byte) (ModelReport, error) {
+	var r ModelReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("model report: %w", err)
+	}
+	if r.Agent <= 0 {
+		return r, fmt.Errorf("model report: agent %d", r.Agent)
+	}
+	for p, u := range r.Usage {
+		if len(u.LatencyBuckets) != len(LatencyBounds)+1 {
+			return r, fmt.Errorf("model report: agent %d provider %s: %d latency buckets, want %d", r.Agent, p, len(u.LatencyBuckets), len(LatencyBounds)+1)
+		}
+	}
+	return r, nil
+}
