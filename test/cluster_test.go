@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -282,6 +283,12 @@ func TestCluster(t *testing.T) {
 		}
 		// a's /metrics says so too (FlockClusterHostDown's series).
 		waitHostsUp(t, a, map[string]int{"b": 0, "c": 1})
+		// What the operator reads on a (docs/troubleshooting.md).
+		down := transcript.New(t, "host-down")
+		if out, _ := down.Run(a, "flockctl status"); !strings.Contains(out, "unknown (host b did not answer)") {
+			t.Errorf("flockctl status on a does not say b did not answer:\n%s", out)
+		}
+		down.Run(a, "curl -s http://127.0.0.1:8223/metrics | grep '^flock_cluster_host_up'")
 		done := waitAllDone(t, a, ids, 5*time.Minute)
 		by, lost := map[int]int{}, 0
 		for _, id := range ids {

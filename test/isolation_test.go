@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
 
 // probeSpec runs the probe as agents 1 and 2; only agent 2 may write the
@@ -155,6 +156,17 @@ func TestIsolation(t *testing.T) {
 			t.Fatalf("agent 1 connected to agent 2's tcp port: %s", r)
 		}
 		after := status(t, m)
+		// What the operator reads of it (docs/troubleshooting.md).
+		refused := transcript.New(t, "refused-packets")
+		if out, _ := refused.Run(m, "flockctl status | grep '^refused:'"); !strings.Contains(out, "refused: agent 1: ") {
+			t.Errorf("flockctl status has no refused line for agent 1:\n%s", out)
+		}
+		if out, _ := refused.Run(m, "flockctl events --agent 1 --since 10m | grep firewall-refused"); !strings.Contains(out, "refused by table inet flock") {
+			t.Errorf("flockctl events --agent 1 shows no firewall-refused event:\n%s", out)
+		}
+		if out, _ := refused.Run(m, "flockctl explain 1 | sed -n '/^## firewall/,/^$/p'"); !strings.Contains(out, "meta skuid") {
+			t.Errorf("flockctl explain 1 shows no rules of its uid:\n%s", out)
+		}
 		for i, row := range after {
 			t.Logf("agent %d: refused %d -> %d, logged %d -> %d", row.ID, before[i].Refused, row.Refused, before[i].RefusedLogged, row.RefusedLogged)
 			switch {
