@@ -48,8 +48,8 @@ func R(expr, with string) Rule { return Rule{regexp.MustCompile(expr), with} }
 // the same test: every transcript replaces them.
 var volatile = []Rule{
 	R(`\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?`, "<time>"),
-	R(`\b\d{8}T\d{6}(\.\d+)?Z\b`, "<time>"), // in a directory's name
-	R(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) <time>`, "<time>"),             // systemctl's
+	R(`\b\d{8}T\d{6}(\.\d+)?Z\b`, "<time>"),                                                     // in a directory's name
+	R(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) <time>`, "<time>"),                                       // systemctl's
 	R(`\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d\b`, "<time>"), // the journal's short form
 	R(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h) ago\b`, "<age> ago"),
 	R(`\(in (\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s)\)`, "(in <duration>)"),
