@@ -84,7 +84,7 @@ build:
 
 # The Debian package (packaging/nfpm.yaml): the two programs for
 # linux/amd64 in /usr/bin, bash and zsh completions and man pages that
-# the programs themselves generate, the README, the example spec, the
+# the programs themselves generate, the README and docs/, the example spec, the
 # copyright file, a changelog entry for this version, and the licenses of
 # every Go package compiled in (checked first: make licenses-check).
 deb: licenses-check

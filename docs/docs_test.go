@@ -13,6 +13,7 @@ import (
 
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/internal/markdown"
+	"github.com/flockrun/flock/spec"
 )
 
 // transcripts is where the system tests record what they saw
@@ -96,6 +97,27 @@ func TestLinksResolve(t *testing.T) {
 // fenced block after it shows it.
 var transcriptBlock = regexp.MustCompile("(?ms)^<!-- transcript: ([a-z0-9-]+) -->\n```\n(.*?)^```$")
 
+// copyTranscripts writes each transcript file into the blocks that show
+// it (go test ./docs -update), after a system test recorded it again.
+func copyTranscripts(t *testing.T) {
+	for page, text := range pages(t) {
+		out := transcriptBlock.ReplaceAllStringFunc(text, func(block string) string {
+			m := transcriptBlock.FindStringSubmatch(block)
+			b, err := os.ReadFile(filepath.Join(transcripts, m[1]+".txt"))
+			if err != nil {
+				t.Errorf("%s shows transcript %s: %v", page, m[1], err)
+				return block
+			}
+			return strings.Replace(block, "```\n"+m[2]+"```", "```\n"+string(b)+"```", 1)
+		})
+		if out != text {
+			if err := os.WriteFile(filepath.Join("..", page), []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // Tier: unit. Each transcript a page shows is its file, byte for byte: the
 // output a system test saw, with its volatile parts as placeholders. Every
 // fenced block of docs/troubleshooting.md is one, and every transcript is
@@ -106,6 +128,9 @@ func TestTranscriptsAreWhatTestsSaw(t *testing.T) {
 		t.Fatalf("no transcripts in %s", transcripts)
 	}
 	shown := map[string]bool{}
+	if golden.Update() {
+		copyTranscripts(t)
+	}
 	for page, text := range pages(t) {
 		for _, m := range transcriptBlock.FindAllStringSubmatch(text, -1) {
 			name, block := m[1], m[2]
@@ -116,7 +141,7 @@ func TestTranscriptsAreWhatTestsSaw(t *testing.T) {
 				continue
 			}
 			if block != string(want) {
-				t.Errorf("%s: transcript %s is not what the test saw (copy %s/%s.txt into the block):\n%s",
+				t.Errorf("%s: transcript %s is not what the test saw (go test ./docs -update copies %s/%s.txt into the block):\n%s",
 					page, name, transcripts, name, golden.LineDiff(string(want), block))
 			}
 		}
@@ -130,5 +155,29 @@ func TestTranscriptsAreWhatTestsSaw(t *testing.T) {
 	fenced := strings.Count(page, "\n```") // each block's opening and closing
 	if n := len(transcriptBlock.FindAllString(page, -1)); n == 0 || fenced != 2*n {
 		t.Errorf("docs/troubleshooting.md has %d fenced blocks and %d transcripts: every output it shows is a transcript (commands to type go in indented blocks)", fenced/2, n)
+	}
+}
+
+// specBlock is a fenced YAML block that holds a spec (a line "agents:").
+var specBlock = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```$")
+
+// Tier: unit. Every spec a page shows parses: README.md's first one is
+// what a newcomer provisions. (spec's own test holds docs/spec.md to the
+// parser field by field.)
+func TestSpecsShownParse(t *testing.T) {
+	n := 0
+	for page, text := range pages(t) {
+		for _, m := range specBlock.FindAllStringSubmatch(text, -1) {
+			if !regexp.MustCompile(`(?m)^agents:`).MatchString(m[1]) {
+				continue
+			}
+			n++
+			if _, err := spec.Parse([]byte(m[1])); err != nil {
+				t.Errorf("%s: a spec it shows does not parse: %v\n%s", page, err, m[1])
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d specs found on the pages, want README.md's, models.md's and spec.md's", n)
 	}
 }

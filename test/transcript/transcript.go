@@ -59,6 +59,7 @@ var volatile = []Rule{
 	R(`(127\.0\.0\.1|\[::1\]):\d+ - cid:\d+`, "$1:<port> - cid:<n>"),
 	R(`\bU[A-Z2-7]{55}\b`, "<nkey>"),
 	R(`\b[0-9a-f]{32}\b`, "<id>"),
+	R(`\btask [0-9A-Za-z]{22}\b`, "task <id>"), // an id flockctl send made (a NUID)
 }
 
 // New starts transcript name; it is written or compared when
