@@ -319,9 +319,7 @@ func TestBus(t *testing.T) {
 			}
 			return nil
 		})
-		if out, _ := denied.Run(m, "flockctl explain 1 | grep -E '^(egress|# names)'"); !strings.Contains(out, "api.flock.test:443") {
-			t.Errorf("flockctl explain 1 does not list agent 1's names:\n%s", out)
-		}
+		denied.Want(m, "flockctl explain 1 | grep -E '^(egress|# names)'", "api.flock.test:443")
 
 		// DNS from the agent fails: a query (UDP, or TCP) to the machine's
 		// resolvers is refused at once, while the proxy resolved
@@ -484,15 +482,9 @@ func TestBus(t *testing.T) {
 		}
 		// What the operator reads of them (docs/troubleshooting.md).
 		v := transcript.New(t, "bus-violation")
-		if out, _ := v.Run(m, "flockctl status"); !strings.Contains(out, "violations: agent 1: ") {
-			t.Errorf("flockctl status has no violations line for agent 1:\n%s", out)
-		}
-		if out, _ := v.Run(m, "flockctl events --agent 1 --since 10m | grep bus-violation"); !strings.Contains(out, "forged-lease") {
-			t.Errorf("flockctl events --agent 1 lacks the forged lease:\n%s", out)
-		}
-		if out, _ := v.Run(m, "flockctl explain 1 | sed -n '/^## bus/,/^$/p'"); !strings.Contains(out, "publish:   allow agent.1.>") {
-			t.Errorf("flockctl explain 1 does not show agent 1's bus permissions:\n%s", out)
-		}
+		v.Want(m, "flockctl status", "violations: agent 1: ")
+		v.Want(m, "flockctl events --agent 1 --since 10m | grep bus-violation", "forged-lease", "Publish Violation", "Subscription Violation")
+		v.Want(m, "flockctl explain 1 | sed -n '/^## bus/,/^$/p'", "publish:   allow agent.1.>")
 	})
 
 	const flood = 10000
@@ -579,10 +571,8 @@ func TestBus(t *testing.T) {
 			return nil
 		})
 		down := transcript.New(t, "bus-down")
-		if out, _ := down.Run(m, "flockctl status"); !strings.Contains(out, "note: the bus did not answer") {
-			t.Errorf("flockctl status with the bus stopped does not say so:\n%s", out)
-		}
-		down.Run(m, "systemctl status flock.service | head -n 3")
+		down.Want(m, "flockctl status", "note: the bus did not answer", "drift: (re)start bus flock.service")
+		down.Want(m, "systemctl status flock.service | head -n 3", "inactive (dead)")
 		waitActive(t, m, 1, 2, 3, 4)
 		restarted := time.Now()
 		mustRun(t, m, "systemctl", "start", "flock.service")
@@ -620,9 +610,7 @@ func TestBus(t *testing.T) {
 			}
 			return nil
 		})
-		if out, _ := stuck.Run(m, "ss -Hltnp 'sport = :4222'"); !strings.Contains(out, "probe") {
-			t.Errorf("ss does not name the program that holds 4222:\n%s", out)
-		}
+		stuck.Want(m, "ss -Hltnp 'sport = :4222'", `"probe"`)
 		freed := time.Now()
 		mustRun(t, m, "systemctl", "stop", "flock-test-squatter.service")
 		back := waitBus(t, m, freed, 2, 3, 4)

@@ -250,9 +250,7 @@ func TestModelGateway(t *testing.T) {
 			}
 			return fmt.Errorf("flockctl usage 8: %+v", usageOf(t, m, "8"))
 		})
-		if out, _ := limit.Run(m, "flockctl usage 8"); !strings.Contains(out, "tokens_per_day: 4") {
-			t.Errorf("flockctl usage 8 does not count the refusals:\n%s", out)
-		}
+		limit.Want(m, "flockctl usage 8", "tokens_per_day: 4")
 		if out, _ := limit.Run(m, "flockctl events --agent 8 --since 10m | grep limit-reached"); strings.Count(out, "limit-reached") != 1 {
 			t.Errorf("flockctl events --agent 8: want one limit-reached event:\n%s", out)
 		}

@@ -158,15 +158,9 @@ func TestIsolation(t *testing.T) {
 		after := status(t, m)
 		// What the operator reads of it (docs/troubleshooting.md).
 		refused := transcript.New(t, "refused-packets")
-		if out, _ := refused.Run(m, "flockctl status | grep '^refused:'"); !strings.Contains(out, "refused: agent 1: ") {
-			t.Errorf("flockctl status has no refused line for agent 1:\n%s", out)
-		}
-		if out, _ := refused.Run(m, "flockctl events --agent 1 --since 10m | grep firewall-refused"); !strings.Contains(out, "refused by table inet flock") {
-			t.Errorf("flockctl events --agent 1 shows no firewall-refused event:\n%s", out)
-		}
-		if out, _ := refused.Run(m, "flockctl explain 1 | sed -n '/^## firewall/,/^$/p'"); !strings.Contains(out, "meta skuid") {
-			t.Errorf("flockctl explain 1 shows no rules of its uid:\n%s", out)
-		}
+		refused.Want(m, "flockctl status | grep '^refused:'", "refused: agent 1: ")
+		refused.Want(m, "flockctl events --agent 1 --since 10m | grep firewall-refused", "refused by table inet flock")
+		refused.Want(m, "flockctl explain 1 | sed -n '/^## firewall/,/^$/p'", "meta skuid")
 		for i, row := range after {
 			t.Logf("agent %d: refused %d -> %d, logged %d -> %d", row.ID, before[i].Refused, row.Refused, before[i].RefusedLogged, row.RefusedLogged)
 			switch {

@@ -98,6 +98,19 @@ func (tr *Transcript) Run(m Runner, cmdline string) (string, error) {
 	return out, err
 }
 
+// Want runs cmdline as Run does and fails the test unless its output
+// holds each of wants.
+func (tr *Transcript) Want(m Runner, cmdline string, wants ...string) string {
+	tr.t.Helper()
+	out, _ := tr.Run(m, cmdline)
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			tr.t.Errorf("transcript %s: %s printed no %q:\n%s", tr.name, cmdline, w, out)
+		}
+	}
+	return out
+}
+
 // Until runs cmdline until ok accepts its output, at most for timeout
 // (the test fails then), and records the run ok accepted: for a state
 // that comes and goes, such as an agent's last exit between its restarts.
@@ -139,12 +152,7 @@ func (tr *Transcript) finish() {
 	path := filepath.Join(Dir(t), tr.name+".txt")
 	got := tr.b.String()
 	if golden.Update() {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, path, got)
 		return
 	}
 	want, err := os.ReadFile(path)
