@@ -15,6 +15,7 @@ func (s *Server) Status() wire.BusStatus {
 	s.mu.Lock()
 	cfg := s.cfg
 	st.Config = cfg.Digest()
+	st.NoQuorum = s.noQuorum
 	for id, hb := range s.beats {
 		a := st.Agents[id]
 		a.LastHeartbeat, a.HeartbeatAt = &hb.msg, &hb.at

@@ -116,6 +116,9 @@ type BusStatus struct {
 	Started time.Time          `json:"started"`
 	Config  string             `json:"config"` // the digest of the config in force (bus.Config.Digest)
 	Agents  map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+	// NoQuorum, in a cluster, is why this host's side cannot store tasks
+	// now (the bus refuses those published here with it); "" when it can.
+	NoQuorum string `json:"no_quorum,omitempty"`
 }
 
 // AgentOnBus is what the bus knows of one agent.
