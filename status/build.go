@@ -96,7 +96,10 @@ type Report struct {
 	// FirewallErr is why the refusal counts could not be read.
 	FirewallErr error
 	IPCScoped   bool
-	hosts       bool // the HOST column
+	// NoQuorum is why this host's side of a split cluster cannot store
+	// tasks now ("" when it can), as its bus says.
+	NoQuorum string
+	hosts    bool // the HOST column
 }
 
 // Build makes the report of o. Pure.
@@ -128,8 +131,12 @@ func Build(o Observed) Report {
 		}
 		rows = append(rows, row)
 	}
-	return Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
+	r := Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
 		IPCScoped: o.IPCScoped, hosts: o.Placed != nil}
+	if o.Bus != nil {
+		r.NoQuorum = o.Bus.NoQuorum
+	}
+	return r
 }
 
 // Write prints r to out: the table with its notes, or (asJSON) the rows
@@ -144,6 +151,9 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 		printProxyDown(notes, r.Rows)
 		for _, d := range r.FlockWide {
 			fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
+		}
+		if r.NoQuorum != "" {
+			fmt.Fprintf(notes, "note: tasks sent on this host are refused: %s\n", r.NoQuorum)
 		}
 	}()
 	if asJSON {
