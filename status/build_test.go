@@ -18,8 +18,8 @@ import (
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
-	"github.com/flockrun/flock/wire"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestRead: a provisioned flock on the fakes, then drift (a unit failed,
