@@ -200,10 +200,20 @@ func whyNotStored(ctx context.Context, id string, err error) error {
 	if errors.As(err, &refused) {
 		return err
 	}
-	if st, serr := bus.NewSystem().Status(ctx); serr == nil && st.NoQuorum != "" {
-		return &operator.NotStoredError{ID: id, Why: st.NoQuorum, Unsure: true}
+	if why := noQuorum(ctx); why != "" {
+		return &operator.NotStoredError{ID: id, Why: why, Unsure: true}
 	}
 	return err
+}
+
+// noQuorum is why this host's bus says its side of the cluster cannot
+// store tasks now, "" when it does not say so (or does not answer).
+func noQuorum(ctx context.Context) string {
+	st, err := bus.NewSystem().Status(ctx)
+	if err != nil {
+		return ""
+	}
+	return st.NoQuorum
 }
 
 // operatorConn connects to the bus as the operator; only root can read
