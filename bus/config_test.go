@@ -107,9 +107,9 @@ func TestForFlock(t *testing.T) {
 			}},
 		{name: "workers get consumers; the result window covers every delivery of the longest task", flock: func(f *spec.Flock) {
 			f.Agents[2] = spec.Agent{ID: 3, Role: spec.RoleWorker, TaskTimeout: time.Hour}
-			f.Bus.MaxDeliveries, f.Bus.StoreMax = 3, 2<<30
+			f.Bus.MaxDeliveries, f.Bus.StoreMax, f.Bus.Sync = 3, 2<<30, time.Second
 		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
-			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Workers: []int{2, 3}}
+			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Sync: time.Second, Workers: []int{2, 3}}
 			if !reflect.DeepEqual(c.Tasks.withDefaults(), want) {
 				t.Errorf("tasks %+v, want %+v", c.Tasks, want)
 			}
@@ -193,6 +193,7 @@ func TestConfigFile(t *testing.T) {
 		{"bad key", `{"listen":"127.0.0.1:4222","users":[{"name":"operator","nkey":"SUABC"}]}`, `"SUABC" is not a public user nkey`},
 		{"bad listen", `{"listen":"127.0.0.1","users":[]}`, "bus configuration " + path + ": listen:"},
 		{"tiny store", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"store_max":1024}}`, "tasks: store_max 1024 is below 67108864 bytes"},
+		{"negative sync", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"sync":-1}}`, "tasks: negative sync -1ns (0 is always)"},
 		{"workers unsorted", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"workers":[3,2]}}`, "tasks: workers: [3 2] is not a sorted list of distinct agent ids"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,6 +233,8 @@ func TestEqual(t *testing.T) {
 		{"the default store written out", func(c *Config) { c.Tasks.StoreMax = DefaultStoreMax }, true},
 		{"another store", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }, false},
 		{"another max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 7 }, false},
+		{"always written out", func(c *Config) { c.Tasks.Sync = spec.SyncAlways }, true},
+		{"a sync interval", func(c *Config) { c.Tasks.Sync = time.Second }, false},
 		{"one more worker", func(c *Config) { c.Tasks.Workers = []int{1} }, false},
 		{"one more user", func(c *Config) { c.Users = append(c.Users, User{Name: creds.OperatorName}) }, false},
 	} {
@@ -271,6 +274,7 @@ func TestDigestIsEqual(t *testing.T) {
 		{"a user fewer", func(c *Config) { c.Users = c.Users[1:] }, false},
 		{"the response ttl", func(c *Config) { c.Users[0].ResponseTTL++ }, false},
 		{"max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 9 }, false},
+		{"sync", func(c *Config) { c.Tasks.Sync = 2 * time.Minute }, false},
 		{"workers", func(c *Config) { c.Tasks.Workers = append(c.Tasks.Workers, 9) }, false},
 		{"a default written out", func(c *Config) { c.Tasks.MemoryMax = DefaultMemoryMax }, true},
 		{"nil for an empty list", func(c *Config) { c.Users[0].Subscribe = []string{}; c.Users[1].Subscribe = nil }, true},

@@ -18,7 +18,7 @@ import (
 // identity is not created yet), so ForFlock never invents an identity.
 func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), Users: []User{}, Tasks: Tasks{
-		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Workers: []int{}}}
+		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Sync: f.Bus.Sync, Workers: []int{}}}
 	c.Tasks = c.Tasks.withDefaults()
 	agents := slices.Clone(f.Agents)
 	slices.SortFunc(agents, func(a, b spec.Agent) int { return a.ID - b.ID })

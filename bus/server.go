@@ -24,7 +24,7 @@ const MaxPayload = 8 << 20
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max or its cluster")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, its sync or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -98,6 +98,8 @@ type Server struct {
 
 	tally *tally // results and egress decisions per agent, for /metrics
 
+	storeProblems []wire.StoreProblem // what the store did not prove at the start (storecheck.go); under mu
+
 	mu    sync.Mutex
 	cfg   Config
 	beats map[int]heartbeat // last heartbeat by agent id
@@ -149,6 +151,7 @@ func Start(c Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -167,6 +170,7 @@ func Start(c Config, o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("starting the bus on %s: not accepting connections after %s", c.Listen, readyTimeout)
 	}
+	s.serverLosses()
 	go s.keepLedger(s.stopLedger, s.ledgerDone)
 	if err := s.connectSelf(); err != nil {
 		s.Shutdown()
@@ -185,6 +189,7 @@ func Start(c Config, o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.putBack(context.Background())
 	s.ready.Store(true)
 	return s, nil
 }
@@ -219,6 +224,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// one per worker in the spec, which bounds them (spec.MaxID).
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	syncOptions(o, t.Sync)
 	if s.cluster != nil {
 		s.cluster.apply(o, c.Cluster.Server)
 	}
@@ -254,12 +260,13 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results. It hears the egress proxy's decisions, to count them
+// their results. It puts back the tasks and results that proved
+// themselves in a damaged store (storecheck.go). It hears the egress proxy's decisions, to count them
 // for /metrics.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
-			wire.DeadSubject, wire.ResultSubject},
+			wire.DeadSubject, wire.ResultSubject, wire.TasksAll},
 		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.TasksAll},
 		ResponseTTL: time.Minute}
 }
@@ -292,8 +299,9 @@ func (s *Server) Reload(c Config) error {
 		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
 	}
 	if c.NeedsRestart(old) {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d): %w",
-			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax, ErrRestartNeeded)
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, sync %s -> %s): %w",
+			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax,
+			SyncName(old.Tasks.Sync), SyncName(c.Tasks.Sync), ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil

@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"slices"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/flockrun/flock/wire"
@@ -16,6 +18,8 @@ func (s *Server) Status() wire.BusStatus {
 	cfg := s.cfg
 	st.Config = cfg.Digest()
 	st.NoQuorum = s.noQuorum
+	st.Sync = s.syncing()
+	st.Store = slices.Clone(s.storeProblems)
 	for id, hb := range s.beats {
 		a := st.Agents[id]
 		a.LastHeartbeat, a.HeartbeatAt = &hb.msg, &hb.at

@@ -61,6 +61,8 @@ var (
 		"Automatic restarts of the agent's unit since it was started (systemd's NRestarts).", "agent")
 	agentLastExit = desc("agent_last_exit_status",
 		"How the agent's main process last ended (systemd's ExecMainStatus): its exit status when code is exited, the signal's number when killed or dumped; absent while it runs (systemd forgets it at each start).", "agent", "code")
+	agentWallKilled = desc("agent_wall_killed",
+		"1 while the agent's last exit is likely a kill by one of flock's walls, named by wall (as flockctl events' wall-killed: a system call filter's SIGSYS, a JIT's SIGTRAP or SIGSEGV under MemoryDenyWriteExecute); absent otherwise.", "agent", "wall")
 	agentHeartbeatAge = desc("agent_heartbeat_age_seconds",
 		"Seconds since the bus received the agent's last heartbeat; absent when none came since the bus started.", "agent")
 	agentTasks = desc("agent_tasks_total",
@@ -85,8 +87,14 @@ var (
 		"Bytes the bus's store of tasks, results and dead letters takes on disk.")
 	storeMaxBytes = desc("store_max_bytes",
 		"The bound of the bus's store of tasks, results and dead letters (the spec's bus.store_max).")
+	streamBytes = desc("stream_bytes",
+		"Bytes each stream of the bus's store keeps: TASKS (tasks queued or running), RESULTS, DEAD (dead letters).", "stream")
+	streamMaxBytes = desc("stream_max_bytes",
+		"Each stream's share of bus.store_max: a full TASKS refuses new tasks, a full RESULTS or DEAD drops its oldest.", "stream")
 	busConnections = desc("bus_connections",
 		"Open client connections to the bus: agents', the operator's, the egress proxy's.")
+	clusterHostUp = desc("cluster_host_up",
+		"In a multi-host flock, 1 when this host's bus has a route to the named host's bus, else 0 (that host or the network between is down).", "host")
 	collectorSuccess = desc("collector_success",
 		"1 when this scrape read the source (bus, systemd), else 0 and its figures are absent.", "source")
 )
@@ -97,9 +105,9 @@ var unitStates = []string{"active", "activating", "deactivating", "failed", "ina
 
 // Describe sends every family's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentHeartbeatAge, agentTasks,
+	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentWallKilled, agentHeartbeatAge, agentTasks,
 		agentViolations, agentEgress, agentMemory, agentMemoryPeak, agentCPU, agentConnections,
-		agentsByState, tasksByState, storeBytes, storeMaxBytes, busConnections, collectorSuccess} {
+		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, collectorSuccess} {
 		ch <- d
 	}
 }
@@ -146,6 +154,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if u.LastExit.Code != "" {
 				ch <- gauge(agentLastExit, float64(u.LastExit.Status), a, u.LastExit.Code)
 			}
+			if u.Wall != "" {
+				ch <- gauge(agentWallKilled, 1, a, u.Wall)
+			}
 			if u.MemoryBytes != nil {
 				ch <- gauge(agentMemory, float64(*u.MemoryBytes), a)
 			}
@@ -165,6 +176,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(tasksByState, float64(snap.TasksRunning), "running")
 		ch <- gauge(tasksByState, float64(snap.TasksDead), "dead")
 		ch <- gauge(storeBytes, float64(snap.StoreBytes))
+		for name, st := range snap.Streams {
+			ch <- gauge(streamBytes, float64(st.Bytes), name)
+			ch <- gauge(streamMaxBytes, float64(st.Max), name)
+		}
 	}
 }
 
@@ -188,6 +203,9 @@ func (c *Collector) report(source string, err error) {
 func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, now time.Time) {
 	ch <- gauge(storeMaxBytes, float64(snap.StoreMax))
 	ch <- gauge(busConnections, float64(snap.Connections))
+	for host, up := range snap.Peers {
+		ch <- gauge(clusterHostUp, boolValue(up), host)
+	}
 	for id, a := range snap.Agents {
 		l := strconv.Itoa(id)
 		ch <- gauge(agentConnections, float64(a.Connections), l)

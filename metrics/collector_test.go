@@ -19,6 +19,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/internal/tier"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
@@ -44,7 +45,8 @@ func (brokenUnits) Usage(context.Context, []string) (map[string]units.Usage, err
 var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 
 // threeAgents: 1 runs (restarted twice, last killed by SIGKILL), 2
-// failed (exit 1), 3 has no unit loaded; the bus knows all three.
+// failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
+// has no unit loaded; the bus knows all three.
 func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
@@ -56,18 +58,23 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 		Connections:  3,
 		TasksPending: 2, TasksRunning: 1, TasksDead: 1,
 		StoreBytes: 123456, StoreMax: 1 << 30,
+		Streams: map[string]bus.StreamBytes{"TASKS": {Bytes: 4096, Max: 1 << 29}, "RESULTS": {Bytes: 118000, Max: 3 << 27}, "DEAD": {Bytes: 1360, Max: 7 << 24}},
 	}
 	u := units.NewFake()
 	ctx := context.Background()
-	for _, id := range []int{1, 2} {
-		if err := u.Start(ctx, units.Unit{Name: fmt.Sprintf("flock-agent@%d.service", id)}); err != nil {
+	f, err := spec.Parse([]byte("agents:\n  - id: 1\n  - id: 2\n  - id: 3\n"))
+	if err != nil {
+		panic(err)
+	}
+	for _, a := range f.Agents[:2] {
+		if err := u.Start(ctx, units.ForAgent(f, a, units.Options{})); err != nil {
 			panic(err)
 		}
 	}
 	u.SetExit("flock-agent@1.service", 2, units.Exit{Code: "killed", Status: 9})
 	mem, peak, cpu := uint64(48<<20), uint64(64<<20), uint64(1_500_000_000)
 	u.SetUsage("flock-agent@1.service", units.Usage{MemoryBytes: &mem, MemoryPeak: &peak, CPUNSec: &cpu})
-	u.SetExit("flock-agent@2.service", 5, units.Exit{Code: "exited", Status: 1})
+	u.SetExit("flock-agent@2.service", 5, units.Exit{Code: "killed", Status: 5}) // SIGTRAP
 	u.Fail("flock-agent@2.service")
 	return snap, u
 }
@@ -97,6 +104,12 @@ func TestExpositionGolden(t *testing.T) {
 		setup func() (Bus, Units)
 	}{
 		{"three-agents", func() (Bus, Units) { s, u := threeAgents(); return fakeBus{snap: s}, u }},
+		// Host a's bus in a flock on a, b and c; c does not answer.
+		{"cluster", func() (Bus, Units) {
+			s, u := threeAgents()
+			s.Peers = map[string]bool{"b": true, "c": false}
+			return fakeBus{snap: s}, u
+		}},
 		{"no-accounting", func() (Bus, Units) {
 			s, u := threeAgents()
 			u.SetUsage("flock-agent@1.service", units.Usage{})

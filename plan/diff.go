@@ -380,7 +380,12 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max or cluster changed")
+		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max, sync or cluster changed")
+	case c.BusStatus != nil && c.BusStatus.Sync != bus.SyncName(cfg.Tasks.Sync):
+		// nats-server takes its sync policy at start only: a bus started
+		// before the config changed (a provision killed in between), or
+		// by a flockctl from before bus.sync, runs with another.
+		add(StartBus, units.BusUnit, fmt.Sprintf("the running bus syncs %s, the spec says %s", runningSync(c.BusStatus.Sync), bus.SyncName(cfg.Tasks.Sync)))
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:
@@ -391,6 +396,15 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
+}
+
+// runningSync is the sync policy a bus reports, "" from one older than
+// the field (nats-server's default then).
+func runningSync(s string) string {
+	if s == "" {
+		return "every 2m (a bus from before bus.sync)"
+	}
+	return s
 }
 
 // diffProxy lists the egress proxy's changes: its config and unit while

@@ -194,6 +194,7 @@ func TestDriftIsRepaired(t *testing.T) {
 		{"bus's user deleted", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, InstallBus},
 		{"bus's user deleted: the bus restarts", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, StartBus},
 		{"bus config deleted", func(fk fakes) { _ = fk.bus.RemoveConfig(ctx) }, WriteBusConfig},
+		{"a bus from before bus.sync runs: it restarts to sync always", func(fk fakes) { fk.bus.RunOld() }, StartBus},
 		{"credential deleted", func(fk fakes) { _ = fk.bus.Remove(ctx, []string{spec.UserName(2)}) }, CreateIdentity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,6 +248,14 @@ func TestBusIsPlannedAroundTheAgents(t *testing.T) {
 	p = provision(t, h, mustParse(t, "bus: {listen: \"127.0.0.1:4333\"}\n"+threeAgents+"  - id: 4\n"))
 	if p.Count(StartBus) != 1 || fk.units.ServiceRestarts() != restarts+1 {
 		t.Errorf("moving the listener should restart the bus:\n%s", p)
+	}
+	// nats-server reloads no sync setting: choosing an interval, and
+	// going back to always, each restart the bus once.
+	for i, sync := range []string{"sync: 1s, ", ""} {
+		p = provision(t, h, mustParse(t, "bus: {"+sync+"listen: \"127.0.0.1:4333\"}\n"+threeAgents+"  - id: 4\n"))
+		if p.Count(WriteBusConfig) != 1 || p.Count(StartBus) != 1 || p.Count(ReloadBus) != 0 || fk.units.ServiceRestarts() != restarts+2+i {
+			t.Errorf("bus: {%s}: the sync policy should restart the bus:\n%s", sync, p)
+		}
 	}
 
 	// A dropped agent loses its identity and its place in the config.

@@ -96,10 +96,11 @@ type Report struct {
 	// FirewallErr is why the refusal counts could not be read.
 	FirewallErr error
 	IPCScoped   bool
-	// NoQuorum is why this host's side of a split cluster cannot store
-	// tasks now ("" when it can), as its bus says.
-	NoQuorum string
-	hosts    bool // the HOST column
+	// Bus is what the bus said of itself (nil: it did not answer): how it
+	// syncs, what it found unproven in its store and whether its side of
+	// a split cluster refuses tasks, told below the table.
+	Bus   *wire.BusStatus
+	hosts bool // the HOST column
 }
 
 // Build makes the report of o. Pure.
@@ -131,12 +132,8 @@ func Build(o Observed) Report {
 		}
 		rows = append(rows, row)
 	}
-	r := Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
-		IPCScoped: o.IPCScoped, hosts: o.Placed != nil}
-	if o.Bus != nil {
-		r.NoQuorum = o.Bus.NoQuorum
-	}
-	return r
+	return Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
+		IPCScoped: o.IPCScoped, Bus: o.Bus, hosts: o.Placed != nil}
 }
 
 // Write prints r to out: the table with its notes, or (asJSON) the rows
@@ -148,12 +145,14 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 		notes = notesJSON
 	}
 	defer func() {
+		printSync(notes, r.Bus)
+		printStore(notes, r.Bus)
 		printProxyDown(notes, r.Rows)
 		for _, d := range r.FlockWide {
 			fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
 		}
-		if r.NoQuorum != "" {
-			fmt.Fprintf(notes, "note: tasks sent on this host are refused: %s\n", r.NoQuorum)
+		if r.Bus != nil && r.Bus.NoQuorum != "" {
+			fmt.Fprintf(notes, "note: tasks sent on this host are refused: %s\n", r.Bus.NoQuorum)
 		}
 	}()
 	if asJSON {

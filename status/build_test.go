@@ -123,7 +123,7 @@ func TestBuildNoQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Build(Observed{Flock: f, Units: []units.Status{{Name: spec.UnitName(1), ActiveState: "active", SubState: "running"}},
-		Bus: &wire.BusStatus{NoQuorum: "host a cannot store tasks now: no leader"}, IPCScoped: true, Now: time.Now()})
+		Bus: &wire.BusStatus{Sync: "always", NoQuorum: "host a cannot store tasks now: no leader"}, IPCScoped: true, Now: time.Now()})
 	const want = "note: tasks sent on this host are refused: host a cannot store tasks now: no leader\n"
 	var out, notes bytes.Buffer
 	if err := r.Write(&out, nil, false); err != nil {

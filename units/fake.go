@@ -100,7 +100,8 @@ func (f *Fake) Exit(ctx context.Context, name string) (uint32, Exit) {
 }
 
 // Usage is SetExit's restarts and exit and SetUsage's cgroup figures of
-// each named unit that is loaded.
+// each named unit that is loaded, and the wall of that exit as systemd's
+// would read it from the properties Start was given.
 func (f *Fake) Usage(ctx context.Context, names []string) (map[string]Usage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -109,6 +110,9 @@ func (f *Fake) Usage(ctx context.Context, names []string) (map[string]Usage, err
 		if s, ok := f.units[n]; ok {
 			u := f.usage[n]
 			u.Restarts, u.LastExit = s.Restarts, s.LastExit
+			if mayBeWall(u.LastExit) {
+				u.Wall = wallOfUnit(f.props[n]["ExecStart"], f.props[n]["Environment"], u.LastExit)
+			}
 			out[n] = u
 		}
 	}

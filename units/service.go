@@ -241,6 +241,15 @@ func (s *Systemd) ReloadService(ctx context.Context, name string) error {
 	return s.waitJob(ctx, name, "reload", done)
 }
 
+// StopService stops one of flock's static units and leaves it installed
+// and enabled (flockctl store quarantine stops the bus to move its store).
+func (s *Systemd) StopService(ctx context.Context, name string) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	return s.stop(ctx, name)
+}
+
 func (s *Systemd) RemoveService(ctx context.Context, name string) error {
 	if err := checkStatic(name); err != nil {
 		return err
