@@ -5,11 +5,9 @@ package test
 // (TestVMPackage runs it on its VM, between install and purge).
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,17 +68,6 @@ func startsSince(t testing.TB, v *harness.VM, unit string, since int64) int {
 	return len(strings.Split(strings.TrimSpace(out), "\n"))
 }
 
-// vmTasks is flockctl tasks --output json in the VM.
-func vmTasks(t testing.TB, v *harness.VM) []operator.TaskEntry {
-	t.Helper()
-	var es []operator.TaskEntry
-	out := mustRun(t, v, "flockctl", "tasks", "--limit", "100000", "--output", "json")
-	if err := json.Unmarshal([]byte(out), &es); err != nil {
-		t.Fatalf("flockctl tasks --output json: %v\n%s", err, out)
-	}
-	return es
-}
-
 // upgradeUnderLoad installs the next package (another version, every
 // program another build) with dpkg -i over the flock of upgradeSpec while
 // its worker holds a task, ten more are queued and a sender keeps
@@ -109,19 +96,20 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 
 	// What was sent before (done: their subtests checked) and results
 	// stored by the old bus, which the new one must still list.
-	var sent []string
+	hist := newCutHistory(2)
 	for _, e := range vmTasks(t, v) {
-		sent = append(sent, e.ID)
+		hist.stored(e.ID, 0)
 	}
 	for _, id := range []string{"before-1", "before-2"} {
 		if out := mustRun(t, v, "flockctl", "send", "--id", id, "--timeout", "2m", id); strings.TrimSpace(out) != strings.ToUpper(id) {
 			t.Fatalf("send %s: %q", id, out)
 		}
-		sent = append(sent, id)
+		hist.stored(id, 0)
+		hist.results[id] = true
 	}
 	// The worker holds slow-1; q-1..q-10 queue behind it.
 	mustRun(t, v, "flockctl", "send", "--no-wait", "--id", "slow-1", "slow-1")
-	sent = append(sent, "slow-1")
+	hist.stored("slow-1", 0)
 	v.Eventually(t, time.Minute, func() error {
 		for _, e := range vmTasks(t, v) {
 			if e.ID == "slow-1" && e.State == operator.Running && e.Holder == 2 {
@@ -132,7 +120,7 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 	})
 	mustRun(t, v, "sh", "-c", `for i in $(seq 1 10); do flockctl send --no-wait --id q-$i q-$i >/dev/null || exit 1; done`)
 	for i := 1; i <= 10; i++ {
-		sent = append(sent, fmt.Sprintf("q-%d", i))
+		hist.stored(fmt.Sprintf("q-%d", i), 0)
 	}
 	mustRun(t, v, "sh", "-c", "rm -f /root/sent /root/refused /root/stop-sending /root/sender-done; setsid sh -c '"+
 		strings.ReplaceAll(upgradeSender, "'", `'\''`)+"' </dev/null >/dev/null 2>&1 &")
@@ -189,7 +177,10 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 		nRefused = len(strings.Split(r, "\n"))
 		t.Logf("sends refused while the bus restarted (each sent again):\n%s", r)
 	}
-	sent = append(sent, during...)
+	hist.sender("d")
+	for _, id := range during {
+		hist.stored(id, 1)
+	}
 
 	var entries []operator.TaskEntry
 	v.Eventually(t, 3*time.Minute, func() error {
@@ -200,12 +191,12 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 				done++
 			}
 		}
-		if done < len(sent) {
-			return fmt.Errorf("%d of %d tasks done", done, len(sent))
+		if done < len(hist.sent) {
+			return fmt.Errorf("%d of %d tasks done", done, len(hist.sent))
 		}
 		return nil
 	})
-	bad := checkTasks(sent, []int{2}, entries)
+	bad := hist.check(entries, true)
 	for _, b := range bad {
 		t.Error(b)
 	}
@@ -230,38 +221,6 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 	t.Logf("FIGURE upgrade %s -> %s: dpkg -i %v, provision %v, every agent active %v after provision began; "+
 		"%d tasks sent (%d during the upgrade, %d sends refused and sent again), %d problems in the history, each agent and the bus started once",
 		oldVersion, newVersion, installed.Round(time.Millisecond), provisioned.Round(time.Millisecond), back.Round(time.Millisecond),
-		len(sent), len(during), nRefused, len(bad))
+		len(hist.sent), len(during), nRefused, len(bad))
 	mustRun(t, v, "rm", "-f", inVM, "/root/sent", "/root/refused", "/root/stop-sending", "/root/sender-done")
-}
-
-// checkTasks judges a listing of flockctl tasks against the ids whose
-// send the bus confirmed, all of which should be done by now: each
-// problem is a line.
-func checkTasks(sent []string, workers []int, entries []operator.TaskEntry) []string {
-	var bad []string
-	byID := map[string][]operator.TaskEntry{}
-	for _, e := range entries {
-		byID[e.ID] = append(byID[e.ID], e)
-	}
-	for _, id := range sent {
-		done := 0
-		for _, e := range byID[id] {
-			if e.State == operator.Done {
-				done++
-				if e.OK == nil || !*e.OK || !slices.Contains(workers, e.Agent) {
-					bad = append(bad, fmt.Sprintf("task %s: its result is not a success from a worker: %+v", id, e))
-				}
-			}
-		}
-		if done != 1 {
-			bad = append(bad, fmt.Sprintf("task %s (its send was confirmed) has %d results: %+v", id, done, byID[id]))
-		}
-	}
-	for id, es := range byID {
-		if !slices.Contains(sent, id) {
-			bad = append(bad, fmt.Sprintf("task %s: nobody sent it, and flockctl tasks lists it: %+v", id, es))
-		}
-	}
-	slices.Sort(bad)
-	return bad
 }
