@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/flockrun/flock/store"
 )
 
 // A multi-host flock: each host's bus is one nats-server of a cluster
@@ -102,6 +104,35 @@ func (cs *clusterSetup) apply(o *server.Options, name string) {
 	o.Routes = cs.routes
 }
 
+// joinWithStore runs before a clustered server starts: a store this
+// host's bus made alone (a flock on one host, now on several) would be
+// read by the clustered server and its streams, which the cluster's
+// metadata does not know, deleted as orphans 30 s later, queued tasks and
+// all (nats-server's checkForOrphans; and until then they hold the
+// store's space, so the cluster cannot place its own streams here). So
+// the whole store is set aside (store.SetAsideUnclustered) and the server
+// starts on an empty one; once the cluster's streams exist, putBack puts
+// every task, result and dead letter of it into them (keepEnsured), and
+// the tree stays where it is, marked done.
+// Started on it, the server would delete its streams: when the store
+// cannot be set aside the bus does not start (systemd tries again).
+func (s *Server) joinWithStore(now time.Time) error {
+	alone, err := store.Unclustered(s.opts.StoreDir)
+	if err != nil {
+		return fmt.Errorf("looking whether the store was made without a cluster: %w", err)
+	}
+	if !alone {
+		return nil
+	}
+	aside, err := store.SetAsideUnclustered(s.opts.StoreDir, store.Stamp(now))
+	if err != nil {
+		return fmt.Errorf("setting aside the store this host's bus made alone, before it joined the cluster (started on it, the cluster would delete its streams): %w", err)
+	}
+	s.log.Noticef("store: this host's bus made its store alone, before it joined the cluster: set aside in %s; "+
+		"its tasks, results and dead letters go into the cluster's streams once they exist", aside)
+	return nil
+}
+
 // server is this bus's name in a cluster, "" on one host.
 func (c Config) server() string {
 	if c.Cluster == nil {
@@ -181,6 +212,9 @@ func (s *Server) keepEnsured(ctx context.Context) {
 					s.log.Noticef("the streams and consumers are in place (%d copies each), after %d attempts", c.replicas(), attempt)
 				}
 				s.ready.Store(true)
+				// What a store set aside holds goes into the cluster's
+				// streams now that they exist (joinWithStore).
+				s.putBack(ctx)
 				break
 			}
 			if ctx.Err() != nil {

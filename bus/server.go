@@ -151,6 +151,11 @@ func Start(c Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	if c.Cluster != nil {
+		if err := s.joinWithStore(time.Now()); err != nil {
+			return nil, fmt.Errorf("starting the bus: %w", err)
+		}
+	}
 	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
 	if err != nil {
