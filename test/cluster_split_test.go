@@ -130,14 +130,14 @@ func splits(t *testing.T, h *harness.Hosts) {
 		hist.stored(e.ID, 0)
 	}
 	cases := []splitCase{
-		{name: "a from b and c, b's bus killed -9 in the middle", senders: []string{"a", "b", "c"}, refuses: "a", hold: 25 * time.Second,
+		{name: "a from b and c, b's bus killed -9 in the middle", senders: []string{"a", "b", "c"}, refuses: "a", hold: 30 * time.Second,
 			cut:    func() error { return h.Net.Split([]string{"a"}, []string{"b", "c"}) },
 			heal:   h.Net.Heal,
 			during: func(t *testing.T) { killBus(t, h.Machine("b")) }},
 		{name: "b and c from each other, both reaching a", senders: []string{"a", "b", "c"}, hold: 20 * time.Second,
 			cut:  func() error { return h.Net.Cut([2]string{"b", "c"}) },
 			heal: h.Net.Heal},
-		{name: "c from a and b", senders: []string{"a", "b", "c"}, refuses: "c", hold: 25 * time.Second,
+		{name: "c from a and b", senders: []string{"a", "b", "c"}, refuses: "c", hold: 30 * time.Second,
 			cut:  func() error { return h.Net.Split([]string{"c"}, []string{"a", "b"}) },
 			heal: h.Net.Heal},
 		{name: "c's power cut", senders: []string{"a", "b"}, hold: 15 * time.Second,
@@ -182,17 +182,27 @@ func splitOne(t *testing.T, h *harness.Hosts, hist *cutHistory, cut int, sc spli
 	if err := sc.cut(); err != nil {
 		t.Fatal(err)
 	}
-	var firstRefusal *sendLine
+	// The host cut off: the first refusal that names the cause, and the
+	// first that does so at once (the bus answered the send itself: "was
+	// not stored", not a send that went unanswered first).
+	var firstRefusal, firstClear *sendLine
+	because := "host " + sc.refuses + " cannot store tasks now"
 	for time.Since(tCut) < sc.hold {
 		if sc.during != nil && time.Since(tCut) > sc.hold/2 {
 			sc.during(t)
 			sc.during = nil
 		}
-		if sc.refuses != "" && firstRefusal == nil {
+		if sc.refuses != "" && firstClear == nil {
 			_, refused := senderLines(t, h.Machine(sc.refuses), prefixes[sc.refuses])
 			for _, r := range refused {
-				if r.start.After(tCut) && strings.Contains(r.err, "host "+sc.refuses+" cannot store tasks now") {
+				if !r.start.After(tCut) || !strings.Contains(r.err, because) {
+					continue
+				}
+				if firstRefusal == nil {
 					firstRefusal = &r
+				}
+				if strings.Contains(r.err, "was not stored: "+because) && r.end.Sub(r.start) < 2*time.Second {
+					firstClear = &r
 					break
 				}
 			}
@@ -201,12 +211,13 @@ func splitOne(t *testing.T, h *harness.Hosts, hist *cutHistory, cut int, sc spli
 	}
 	if sc.refuses != "" {
 		minority := h.Machine(sc.refuses)
-		if firstRefusal == nil {
+		if firstClear == nil {
 			_, refused := senderLines(t, minority, prefixes[sc.refuses])
-			t.Errorf("host %s, cut off, never refused a task saying why; its failed sends: %+v", sc.refuses, refused)
+			t.Errorf("host %s, cut off, never refused a task at once saying why; its failed sends: %+v", sc.refuses, refused)
 		} else {
-			t.Logf("host %s refused a task %v after the cut, in %v: %s", sc.refuses, firstRefusal.start.Sub(tCut).Round(time.Millisecond),
-				firstRefusal.end.Sub(firstRefusal.start).Round(time.Millisecond), firstRefusal.err)
+			t.Logf("host %s: the first refusal naming the cause came to a send begun %v after the cut, in %v; the first at once %v after the cut, in %v: %s",
+				sc.refuses, firstRefusal.start.Sub(tCut).Round(time.Millisecond), firstRefusal.end.Sub(firstRefusal.start).Round(time.Millisecond),
+				firstClear.start.Sub(tCut).Round(time.Millisecond), firstClear.end.Sub(firstClear.start).Round(time.Millisecond), firstClear.err)
 		}
 		// Its status tells the truth: the other hosts' agents unknown,
 		// and that tasks sent there are refused.
@@ -283,8 +294,11 @@ func splitOne(t *testing.T, h *harness.Hosts, hist *cutHistory, cut int, sc spli
 			}
 		}
 	}
+	again := ""
+	if sc.refuses != "" {
+		again = fmt.Sprintf(", host %s storing again after %v", sc.refuses, storesAgain.Round(time.Millisecond))
+	}
 	t.Logf("FIGURE fault %d (%s): held %v; %d tasks confirmed by senders on %v, %d sends failed and sent again; "+
-		"services and agents back %v after the end, the cut-off host storing again after %v, every task done once %v after it; %d problems",
-		cut, sc.name, sc.hold, stored, sc.senders, refusals, back.Round(time.Millisecond), storesAgain.Round(time.Millisecond),
-		all.Round(time.Millisecond), lost)
+		"services and agents back %v after the end%s, every task done once %v after it; %d problems",
+		cut, sc.name, sc.hold, stored, sc.senders, refusals, back.Round(time.Millisecond), again, all.Round(time.Millisecond), lost)
 }
