@@ -37,15 +37,11 @@ func TestClusterFromOneHost(t *testing.T) {
 	e := newEcho()
 	w := startWorker(t, s.ClientURL(), tc.ids, 5, e.handler(5))
 	done := taskIDs("done", 3)
-	for _, id := range done {
-		send(t, op.Conn, wire.AgentTasks(5), id, id)
-	}
+	sendEach(t, op.Conn, wire.AgentTasks(5), done)
 	waitResults(t, op.Conn, 20*time.Second, done...)
 	w.stop(t)
 	queued := taskIDs("queued", 20)
-	for _, id := range queued {
-		send(t, op.Conn, wire.RoleTasks("worker"), id, id)
-	}
+	sendEach(t, op.Conn, wire.RoleTasks("worker"), queued)
 	op.Close()
 	s.Shutdown()
 	if alone, err := store.Unclustered(storeDir); err != nil || !alone {
