@@ -167,8 +167,10 @@ func (s *Server) watchQuorum(stop <-chan struct{}, done chan<- struct{}) {
 				s.mu.Lock()
 				v := s.view
 				s.mu.Unlock()
+				// Leading alone, this copy took the task too: should it
+				// lead again with the others back, it stores it.
 				if m.Reply != "" && s.refusing(v, m.Subject, true) {
-					_ = m.Respond(wire.NoQuorumReply(v.why))
+					_ = m.Respond(wire.NoQuorumReply(v.why, v.alone))
 				}
 			})
 			if err != nil {

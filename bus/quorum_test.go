@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/operator"
@@ -57,13 +58,27 @@ func TestClusterMinorityRefusesTasks(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the refusal took %v", took)
 	}
-	for _, want := range []string{"was not stored: host a cannot store tasks now", "majority (2) of the 3 copies"} {
+	for _, want := range []string{" stored: host a cannot store tasks now", "majority (2) of the 3 copies"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not say %q: %v", want, err)
 		}
 	}
 	if st := tc.servers[0].Status(); st.NoQuorum == "" {
 		t.Errorf("a's status does not say it refuses tasks")
+	}
+	// An agent's own client (the orchestrator, nats.go's JetStream API as
+	// the README shows it) gets the same words, as an API error.
+	orch := connect(t, tc.servers[0], tc.ids, "flock-1")
+	ojs, err := jetstream.New(orch.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = ojs.Publish(ctx, wire.AgentTasks(2), []byte("from the orchestrator"))
+	cancel()
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 503 || apiErr.ErrorCode != wire.NoQuorumCode || !strings.Contains(apiErr.Description, "host a cannot store tasks now") {
+		t.Errorf("the orchestrator's publish on a alone: %v, want the bus's refusal as an API error", err)
 	}
 
 	tc.start(1)

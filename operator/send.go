@@ -24,9 +24,10 @@ type Sent struct {
 // (wire.NoQuorumReply).
 type NotStoredError struct {
 	ID, Why string
-	// Unsure: the send was not answered (the bus said why only after),
-	// so a leader that lost its majority may still store it once the
-	// hosts are back; sent again with the same id it is stored once.
+	// Unsure: a leader that lost its majority took it (or the send was
+	// not answered, and the bus said why only after), and may still
+	// store it once the hosts are back; sent again with the same id it
+	// is stored once.
 	Unsure bool
 }
 
@@ -52,8 +53,8 @@ func SendTask(ctx context.Context, nc *nats.Conn, subject, id string, payload []
 	ack, err := js.PublishMsg(ctx, msg)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		if why, ok := wire.ParseNoQuorum(int(apiErr.ErrorCode), apiErr.Description); ok {
-			return Sent{}, &NotStoredError{ID: id, Why: why}
+		if why, maybe, ok := wire.ParseNoQuorum(int(apiErr.ErrorCode), apiErr.Description); ok {
+			return Sent{}, &NotStoredError{ID: id, Why: why, Unsure: maybe}
 		}
 	}
 	if err != nil {

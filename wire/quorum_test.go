@@ -12,19 +12,21 @@ import (
 // own error of that code is not taken for it. Tier: unit.
 func TestNoQuorumRoundTrip(t *testing.T) {
 	const why = "host a cannot store tasks now: no leader"
-	var resp struct {
-		Error *jetstream.APIError `json:"error"`
+	for _, maybe := range []bool{false, true} {
+		var resp struct {
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(NoQuorumReply(why, maybe), &resp); err != nil || resp.Error == nil {
+			t.Fatalf("%s: %v", NoQuorumReply(why, maybe), err)
+		}
+		if resp.Error.Code != 503 {
+			t.Errorf("status %d, want 503", resp.Error.Code)
+		}
+		if got, gotMaybe, ok := ParseNoQuorum(int(resp.Error.ErrorCode), resp.Error.Description); !ok || got != why || gotMaybe != maybe {
+			t.Errorf("ParseNoQuorum: %q %v %v, want %q %v", got, gotMaybe, ok, why, maybe)
+		}
 	}
-	if err := json.Unmarshal(NoQuorumReply(why), &resp); err != nil || resp.Error == nil {
-		t.Fatalf("%s: %v", NoQuorumReply(why), err)
-	}
-	if resp.Error.Code != 503 {
-		t.Errorf("status %d, want 503", resp.Error.Code)
-	}
-	if got, ok := ParseNoQuorum(int(resp.Error.ErrorCode), resp.Error.Description); !ok || got != why {
-		t.Errorf("ParseNoQuorum: %q %v, want %q", got, ok, why)
-	}
-	if _, ok := ParseNoQuorum(NoQuorumCode, "JetStream system temporarily unavailable"); ok {
+	if _, _, ok := ParseNoQuorum(NoQuorumCode, "JetStream system temporarily unavailable"); ok {
 		t.Errorf("the server's own error taken for the bus's refusal")
 	}
 }
