@@ -21,12 +21,16 @@ import (
 // reach until it steps down, up to 20 s). So the bus answers a task
 // published here itself, with a JetStream error whose description names
 // the cause (wire.NoQuorumReply; nats.go, the nats CLI and the other
-// clients show it as it is), when nobody else could store it: this
+// clients show it as it is), when nobody else could store it now: this
 // server's copy of TASKS leads without having heard from a majority of
-// the copies lately, or no subscriber but the bus takes the subject (no
-// leader reachable, here or over a route). Never when a leader could
-// still answer: a refusal for a task that was stored would be worse than
-// a timeout. Nothing is stored by the refusal; a sender that tries again
+// the copies lately, or follows a leader it has not heard from (the route
+// to it, which carries its interest in the subjects, is dead: what goes
+// over it is lost, or delivered once the network heals), or no subscriber
+// but the bus takes the subject (no leader reachable, here or over a
+// route). Never when a leader could still answer: a refusal for a task
+// that was stored would be worse than a timeout. The first two say the
+// task may not be stored (this copy took it, or a late delivery may
+// store it), the last that it was not. Nothing is stored by the refusal; a sender that tries again
 // with the same id (Nats-Msg-Id) once the hosts are back is stored once.
 //
 // Watching costs a look at this server's copy every half second; the
@@ -48,8 +52,17 @@ type copyView struct {
 	// alone: this server leads and has not heard from a majority: it
 	// cannot store, though its own subscription takes the subject.
 	alone bool
-	why   string // for the sender, when refused
+	// silent: the leader is another server not heard from lately: the
+	// route to it, which carries its interest in the subjects, is dead
+	// or dying, and what goes over it is lost, or delivered late.
+	silent bool
+	why    string // for the sender, when refused
 }
+
+// maybe says whether a task refused now may yet be stored: this copy
+// took it (leading alone), or it went over a route to a leader that may
+// deliver it once the network heals.
+func (v copyView) maybe() bool { return v.alone || v.silent }
 
 // tasksCopy reads this server's copy of TASKS. A server that has no copy
 // of it (yet) has no doubt: it is not the one to refuse.
@@ -106,7 +119,7 @@ func viewOf(self string, hosts int, ci *server.ClusterInfo) copyView {
 	default:
 		for _, r := range ci.Replicas {
 			if r.Name == ci.Leader && !r.Offline && r.Active >= peerSilence {
-				return copyView{doubt: true, why: noLeader}
+				return copyView{doubt: true, silent: true, why: noLeader}
 			}
 		}
 	}
@@ -130,10 +143,10 @@ func (s *Server) hostsInCluster() int {
 }
 
 // refusing says whether a task published here on subject is refused
-// now, and why: this server leads alone, or no one but the bus takes the
-// subject (taken: whether the bus does).
+// now: this server leads alone, the leader is not heard from, or no one
+// but the bus takes the subject (taken: whether the bus does).
 func (s *Server) refusing(v copyView, subject string, taken bool) bool {
-	if v.alone {
+	if v.maybe() {
 		return true
 	}
 	if !v.doubt {
@@ -167,10 +180,8 @@ func (s *Server) watchQuorum(stop <-chan struct{}, done chan<- struct{}) {
 				s.mu.Lock()
 				v := s.view
 				s.mu.Unlock()
-				// Leading alone, this copy took the task too: should it
-				// lead again with the others back, it stores it.
 				if m.Reply != "" && s.refusing(v, m.Subject, true) {
-					_ = m.Respond(wire.NoQuorumReply(v.why, v.alone))
+					_ = m.Respond(wire.NoQuorumReply(v.why, v.maybe()))
 				}
 			})
 			if err != nil {
