@@ -81,6 +81,13 @@ type Server struct {
 	ensureKick chan struct{}
 	ensureDone chan struct{}
 	stopEnsure context.CancelFunc
+	// In a cluster: the refusal of tasks this side cannot store
+	// (quorum.go): this server's copy of TASKS as last read, and why
+	// tasks are refused ("" while they are not), guarded by mu.
+	stopQuorum chan struct{}
+	quorumDone chan struct{}
+	view       copyView
+	noQuorum   string
 
 	// ledger counts violations per agent and kind (violations.go);
 	// keepLedger writes it until stopLedger is closed.
@@ -145,6 +152,11 @@ func Start(c Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	if c.Cluster != nil {
+		if err := s.joinWithStore(time.Now()); err != nil {
+			return nil, fmt.Errorf("starting the bus: %w", err)
+		}
+	}
 	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
 	if err != nil {
@@ -175,6 +187,8 @@ func Start(c Config, o Options) (*Server, error) {
 		s.stopEnsure, s.ensureKick, s.ensureDone = cancel, make(chan struct{}, 1), make(chan struct{})
 		go s.keepEnsured(ctx)
 		s.ensureLater()
+		s.stopQuorum, s.quorumDone = make(chan struct{}), make(chan struct{})
+		go s.watchQuorum(s.stopQuorum, s.quorumDone)
 		return s, nil
 	}
 	if err := s.startTasks(context.Background(), c); err != nil {
@@ -259,7 +273,7 @@ func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
 			wire.DeadSubject, wire.ResultSubject, wire.TasksAll},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects, wire.TasksAll},
 		ResponseTTL: time.Minute}
 }
 
@@ -338,6 +352,11 @@ func (s *Server) Shutdown() {
 	if s.stopEnsure != nil {
 		s.stopEnsure()
 		<-s.ensureDone
+	}
+	if s.stopQuorum != nil {
+		close(s.stopQuorum)
+		<-s.quorumDone
+		s.stopQuorum = nil
 	}
 	if s.givenUp != nil {
 		s.givenUp.Stop()

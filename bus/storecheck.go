@@ -243,6 +243,17 @@ func (s *Server) tellSalvage(aside string, out salvage) {
 	if b, err := os.ReadFile(filepath.Join(aside, store.ReportFile)); err == nil {
 		_ = json.Unmarshal(b, &r)
 	}
+	if r.Why == store.WhyUnclustered { // nothing is damaged: told as moved
+		var n []string
+		for _, name := range salvaged {
+			if o := out.Streams[name]; o != nil {
+				n = append(n, fmt.Sprintf("%d of %d %s", len(o.PutBack), o.Proven, name))
+			}
+		}
+		s.log.Noticef("store: the store this host's bus made alone (kept in %s) is in the cluster's streams: put there %s (the rest were there, or done)",
+			aside, strings.Join(n, ", "))
+		return
+	}
 	problems := r.Problems()
 	if len(problems) == 0 { // a store set aside whole, by the operator
 		problems = []store.Problem{{Stream: "*", What: "the store was set aside (flockctl store quarantine)"}}

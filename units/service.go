@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"text/template"
 
 	"github.com/google/renameio/v2"
@@ -111,6 +112,18 @@ MemoryDenyWriteExecute=yes
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
 `
+
+// busBuildRe finds the build busTemplate writes in its first comment.
+var busBuildRe = regexp.MustCompile(`(?m)^# flockctl build ([0-9a-f]+):`)
+
+// BusBuild is the flockctl build a flock.service file says it runs ("":
+// it does not say).
+func BusBuild(file []byte) string {
+	if m := busBuildRe.FindSubmatch(file); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
 
 // BusService is the text of flock.service for a bus reading configPath,
 // run by the flockctl of build id build ("" unknown). creds are files the

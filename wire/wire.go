@@ -123,6 +123,9 @@ type BusStatus struct {
 	// and what it did; empty when the store proved itself.
 	Store  []StoreProblem     `json:"store,omitempty"`
 	Agents map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+	// NoQuorum, in a cluster, is why this host's side cannot store tasks
+	// now (the bus refuses those published here with it); "" when it can.
+	NoQuorum string `json:"no_quorum,omitempty"`
 }
 
 // StoreProblem is one part of the bus's store that did not prove itself
