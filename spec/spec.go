@@ -100,6 +100,10 @@ type Bus struct {
 	// ClusterPort is where the hosts' buses route to each other (a
 	// multi-host flock only): listened on at the host's Address.
 	ClusterPort int
+	// MaxSubscriptions and MaxPending bound each connection to the bus,
+	// any user's (shares.go).
+	MaxSubscriptions int
+	MaxPending       uint64
 }
 
 // URL is the NATS_URL handed to agents.
@@ -160,6 +164,8 @@ type Agent struct {
 	// Env is the operator's variables for the agent's program (not
 	// flock's own names); an agent's replace the defaults' name by name.
 	Env map[string]string `json:",omitempty"`
+	// Shares bound what it may hold of the bus and the proxy (shares.go).
+	Shares Shares
 }
 
 // Subjects are extra bus permissions, NATS subject patterns.
