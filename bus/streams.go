@@ -39,7 +39,10 @@ func (s *Server) startTasks(ctx context.Context, c Config) error {
 // than the server's bound, and a running server's bound may grow but not
 // shrink: so the bound is raised to what they reserve, they shrink to
 // store_max between them (ensureTasks), and the server keeps the larger
-// bound until its next start, where it is store_max again.
+// bound until its next start, where it is store_max again. nats-server's
+// reload closes every connection of a custom authentication (gate.go),
+// the bus's own too, which reconnects: so only here, once, at the start
+// after store_max was lowered.
 func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
