@@ -21,7 +21,7 @@ func TestMinimalSpecGetsEveryDefault(t *testing.T) {
 	want := &Flock{
 		Root:    "/srv/flock",
 		UIDBase: 2000000000,
-		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5,
+		Bus: Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5,
 			MaxSubscriptions: 512, MaxPending: 16 << 20},
 	}
 	for _, id := range []int{1, 2, 3} {
