@@ -74,12 +74,12 @@ func TestConnectionRefusalsAreLoggedOnce(t *testing.T) {
 func TestSubscriptionBound(t *testing.T) {
 	ids := newIdentities(t, everyone...)
 	c := ForFlock(testFlock(), ids.keys())
-	c.MaxSubscriptions = 16
+	c.MaxSubscriptions = spec.MinMaxSubscriptions
 	s := startBus(t, c, Options{})
 	orch := connect(t, s, ids, "flock-1")
 	bystander := record(t, orch, wire.AllEvents)
 	mon := connect(t, s, ids, "flock-3")
-	for i := range 16 {
+	for i := range spec.MinMaxSubscriptions {
 		if _, err := mon.Subscribe(fmt.Sprintf("agent.%d.events", i+1), func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,9 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send(t, orch.Conn, wire.AgentTasks(4), "from-orchestrator", "hello c")
+	if _, err := agent.SendTask(context.Background(), orch.Conn, 1, wire.AgentTasks(4), "from-orchestrator", []byte("hello c")); err != nil {
+		t.Fatalf("the orchestrator on a sends a task through a's desk: %v", err)
+	}
 	for {
 		m, err := results.NextMsg(20 * time.Second)
 		if err != nil {

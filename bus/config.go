@@ -194,8 +194,8 @@ func (c Config) validate() error {
 	if err := c.Tasks.validate(); err != nil {
 		return fmt.Errorf("tasks: %w", err)
 	}
-	if c.MaxSubscriptions < 0 || (c.MaxPending != 0 && c.MaxPending < spec.MinMaxPending) {
-		return fmt.Errorf("max_subscriptions %d, max_pending %d: give a positive count and at least %d bytes (0: the defaults)", c.MaxSubscriptions, c.MaxPending, int64(spec.MinMaxPending))
+	if (c.MaxSubscriptions != 0 && c.MaxSubscriptions < spec.MinMaxSubscriptions) || (c.MaxPending != 0 && c.MaxPending < spec.MinMaxPending) {
+		return fmt.Errorf("max_subscriptions %d, max_pending %d: give at least %d subscriptions and %d bytes (0: the defaults)", c.MaxSubscriptions, c.MaxPending, spec.MinMaxSubscriptions, int64(spec.MinMaxPending))
 	}
 	if c.Cluster != nil {
 		if err := c.Cluster.validate(); err != nil {

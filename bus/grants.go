@@ -72,7 +72,10 @@ func agentUser(a spec.Agent, name, key string) User {
 		// touches no JetStream subject at all (desk.go).
 		u.Subscribe = append(u.Subscribe, wire.Broadcast)
 	case spec.RoleOrchestrator:
-		u.Publish = append(u.Publish, wire.TasksAll, wire.Broadcast)
+		// Tasks go through the desk too (agent.N.task.send), which
+		// stores them within the orchestrator's share of TASKS.
+		u.Publish = append(u.Publish, wire.Broadcast)
+		u.Tasks, u.TaskBytes = a.Shares.Tasks, int64(a.Shares.TaskBytes)
 		u.Subscribe = append(u.Subscribe, wire.ResultSubject, wire.AllEvents)
 	case spec.RoleMonitor:
 		// Monitors hear every decision of the egress proxy too.

@@ -95,8 +95,9 @@ type Server struct {
 	ledgerDone chan struct{}
 	ledgerOnce sync.Once
 
-	tally *tally // results and egress decisions per agent, for /metrics
-	gate  *gate  // authentication, and each identity's share of connections (gate.go)
+	tally  *tally      // results and egress decisions per agent, for /metrics
+	gate   *gate       // authentication, and each identity's share of connections (gate.go)
+	shares *taskShares // what each agent sent into TASKS (taskshares.go)
 
 	mu    sync.Mutex
 	cfg   Config
@@ -118,7 +119,7 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(),
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(), shares: newTaskShares(),
 		storeLimit: c.Tasks.withDefaults().StoreMax, inbox: wire.OnServer(selfInbox, c.server())}
 	if c.Cluster != nil {
 		if s.cluster, err = loadCluster(c.Cluster, o.CredentialsDir); err != nil {
@@ -263,13 +264,13 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results. It hears the egress proxy's decisions, to count them
+// their results, and stores the orchestrators' tasks. It hears the egress proxy's decisions, to count them
 // for /metrics.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
-			wire.DeadSubject, wire.ResultSubject},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects},
+			wire.DeadSubject, wire.ResultSubject, wire.TasksAll, wire.TaskGoneSubject},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.TaskGoneSubject},
 		ResponseTTL: time.Minute}
 }
 

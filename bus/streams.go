@@ -31,6 +31,11 @@ func (s *Server) startTasks(ctx context.Context, c Config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
+	seqs, err := s.readTaskShares(ctx)
+	if err != nil {
+		return err
+	}
+	s.shares.load(seqs)
 	return s.watchGivenUp(ctx)
 }
 
@@ -68,8 +73,20 @@ func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	before, _ := s.nc.GetClientID()
 	if err := s.ns.ReloadOptions(so); err != nil {
 		return fmt.Errorf("raising the store's bound to %d bytes for the streams to shrink: %w", reserved, err)
+	}
+	// A request sent before the bus's own client saw its connection go
+	// would be lost: go on once it is back.
+	for s.ns.GetClient(before) == nil {
+		if now, err := s.nc.GetClientID(); err == nil && now != before && s.nc.IsConnected() {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the bus's own client after raising the store's bound: %w", ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
 }

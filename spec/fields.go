@@ -340,7 +340,7 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 		b.MaxDeliveries = int(v)
 	}
 	if n, ok := fs["max_subscriptions"]; ok {
-		v, _ := w.integer(n, join(path, "max_subscriptions"), "a number of subscriptions per connection", 16, 1<<20)
+		v, _ := w.integer(n, join(path, "max_subscriptions"), "a number of subscriptions per connection", MinMaxSubscriptions, 1<<20)
 		b.MaxSubscriptions = int(v)
 	}
 	if n, ok := fs["max_pending"]; ok {

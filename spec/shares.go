@@ -42,6 +42,9 @@ const (
 // its connections times these.
 const (
 	DefaultMaxSubscriptions = 512
+	// MinMaxSubscriptions leaves the bus's own connection (the same
+	// bound applies to it: about twenty subscriptions) room to grow.
+	MinMaxSubscriptions = 64
 	// DefaultMaxPending is what the bus buffers for a reader that does not
 	// keep up before it closes that connection: two of the largest
 	// messages. MinMaxPending is one, and a little.
