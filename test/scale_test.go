@@ -32,6 +32,16 @@ func scaleSpec(n int, id int, edit string) string {
 	return b.String()
 }
 
+// serviceUse is a service's main process as the kernel has it: resident
+// memory now and at its peak, threads, open descriptors.
+func serviceUse(t *testing.T, m *harness.Machine, unit string) string {
+	t.Helper()
+	pid := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", unit))
+	st := mustRun(t, m, "grep", "-E", "^(VmRSS|VmHWM|Threads):", "/proc/"+pid+"/status")
+	fds := strings.TrimSpace(mustRun(t, m, "sh", "-c", "ls /proc/"+pid+"/fd | wc -l"))
+	return strings.Join(strings.Fields(st), " ") + " fds: " + fds
+}
+
 func TestThousandAgents(t *testing.T) {
 	// Tier: root + nspawn.
 	m := harness.Boot(t)
@@ -89,6 +99,12 @@ func TestThousandAgents(t *testing.T) {
 			logs, _, _ := run(t, m, "sh", "-c", "journalctl -u flock.service --no-pager | grep 'metrics:' | tail -5")
 			t.Errorf("/metrics at 1000 agents: no flock_agents{state=\"active\"} 1000 or systemd unread:\n%s\nthe bus's log:\n%s", strings.Join(got, "\n"), logs)
 		}
+	})
+
+	t.Run("what the bus holds at a thousand", func(t *testing.T) {
+		// What flock.service's bounds are sized from (units/service.go):
+		// its memory, threads and descriptors with every agent connected.
+		t.Logf("flock.service at 1000 agents: %s", serviceUse(t, m, "flock.service"))
 	})
 
 	t.Run("each credential is in its own unit, none in the host's mount table", func(t *testing.T) {
