@@ -220,7 +220,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 		// as systemd-nspawn drops CAP_SYS_TIME and CAP_SYS_MODULE).
 		add("kernel", k.name, probe.Request{Op: k.op}).Optional = true
 	}
-	return ps
+	return append(ps, sharesProbes(f, a)...)
 }
 
 // Requests are the agent's side of ps, for one batch.

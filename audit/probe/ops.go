@@ -37,6 +37,8 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		return strconv.Itoa(os.Getpid()), nil
 	case "proxy-connect": // Addr: the CONNECT target; Name: the SNI
 		return proxyConnect(ctx, r.Addr, r.Name)
+	case "nats-connections", "nats-subscriptions", "nats-oversize", "nats-slow", "desk-send", "proxy-flood":
+		return shareOp(ctx, r)
 
 	// The colluder's side: open a channel and keep it open.
 	case "listen-tcp":

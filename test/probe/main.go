@@ -62,7 +62,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "probe: request:", err)
 			os.Exit(2)
 		}
-		out, _ := json.Marshal(probe.Run(req, attemptTimeout))
+		out, _ := json.Marshal(probe.Run(req, req.Within(attemptTimeout)))
 		fmt.Println(string(out))
 	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve":
 		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe}[os.Args[1]]
@@ -122,7 +122,7 @@ func answer(reqPath, outDir string) {
 	if err != nil {
 		r = Result{Err: "bad request: " + err.Error()}
 	} else {
-		r = probe.Run(req, attemptTimeout)
+		r = probe.Run(req, req.Within(attemptTimeout))
 	}
 	b, _ := json.Marshal(r)
 	name := strings.TrimSuffix(filepath.Base(reqPath), ".json")
