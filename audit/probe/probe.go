@@ -39,6 +39,9 @@ type Request struct {
 	// Alone runs it after the rest of its batch, one at a time: a flood
 	// of the agent's shares would refuse the other probes' connections.
 	Alone bool `json:"alone,omitempty"`
+	// Background: the system tests' probe answers it without waiting for
+	// it to end, so the next request runs beside it.
+	Background bool `json:"background,omitempty"`
 	// Argv is the command of "exec": a program the agent brings, run as
 	// the agent, inside its unit.
 	Argv []string `json:"argv,omitempty"`
