@@ -58,7 +58,7 @@ func (tb *taskBench) watchAcks(b *testing.B, nc *nats.Conn) {
 }
 
 // flockTasks is flock's bus: agents 2 and 4 run flock-agent's task loop
-// (agent.ServeTasks, logging as it does), the orchestrator sends.
+// (agent.ServeTasks, logging as it does), the operator sends.
 func flockTasks(b *testing.B) *taskBench {
 	ids := newIdentities(b, everyoneAnd4...)
 	s := taskBus(b, ids, Options{}, func(c *Config) { c.Tasks.AckWait = DefaultAckWait })
@@ -78,7 +78,9 @@ func flockTasks(b *testing.B) *taskBench {
 	}
 	tb := &taskBench{}
 	tb.watchAcks(b, connect(b, s, ids, creds.OperatorName).Conn)
-	js, err := jetstream.New(connect(b, s, ids, "flock-1").Conn)
+	// The operator sends, as flockctl send does (an orchestrator's tasks
+	// go through the desk: BenchmarkShares measures that path).
+	js, err := jetstream.New(connect(b, s, ids, creds.OperatorName).Conn)
 	if err != nil {
 		b.Fatal(err)
 	}

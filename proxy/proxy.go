@@ -41,7 +41,7 @@ type Server struct {
 	Record   func(Record) // every decision; nil: none
 	Timeout  time.Duration
 	// Idle closes a tunnel that carried nothing either way for so long
-	// (0: spec.ProxyIdle).
+	// (0: spec.ProxyIdle; negative: never, the benchmarks' floor).
 	Idle time.Duration
 	// Local says whether an address is this host's, which a wide address
 	// rule does not cover (nil: LocalAddr, the host's interfaces).
@@ -232,7 +232,7 @@ func (s *Server) handle(c net.Conn) {
 }
 
 func (s *Server) idle() time.Duration {
-	if s.Idle > 0 {
+	if s.Idle != 0 {
 		return s.Idle
 	}
 	return spec.ProxyIdle
@@ -306,30 +306,36 @@ func splice(c net.Conn, br *bufio.Reader, up net.Conn, sent int64, idle time.Dur
 	}()
 	stop := make(chan struct{})
 	var idled atomic.Bool
-	go func() {
-		t := time.NewTicker(max(idle/8, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				qc, ok1 := quiet(c)
-				qu, ok2 := quiet(up)
-				if ok1 && ok2 && min(qc, qu) > idle {
-					idled.Store(true)
-					c.Close()
-					up.Close()
-					return
-				}
-			}
-		}
-	}()
+	if idle > 0 {
+		go watchIdle(c, up, idle, stop, &idled)
+	}
 	n, _ := io.Copy(up, br)
 	closeWrite(up)
 	<-done
 	close(stop)
 	return sent + n, down, idled.Load()
+}
+
+// watchIdle closes both ends of a tunnel once neither carried data for
+// idle, until stop.
+func watchIdle(c, up net.Conn, idle time.Duration, stop <-chan struct{}, idled *atomic.Bool) {
+	t := time.NewTicker(max(idle/8, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			qc, ok1 := quiet(c)
+			qu, ok2 := quiet(up)
+			if ok1 && ok2 && min(qc, qu) > idle {
+				idled.Store(true)
+				c.Close()
+				up.Close()
+				return
+			}
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/units"
 )
 
 // The agents of TestShares: a flooder and its colluder per level, the
@@ -97,7 +98,7 @@ var floods = []flood{
 		return map[int][]map[string]any{p.flooder: {
 			{"op": "proxy-flood", "addr": "api.flock.test:443", "name": "api.flock.test", "data": "carry", "count": 5, "timeout_ms": 10000},
 			// The tunnels' places are given back as the proxy sees them close.
-			{"op": "sleep", "count": 500},
+			{"op": "sleep", "count": 2000},
 			{"op": "proxy-flood", "addr": "api.flock.test:443", "count": 5, "timeout_ms": 10000},
 		}}
 	}, []string{"tunnels", "handshakes"}},
@@ -120,7 +121,10 @@ var together = flood{"together, with a colluder", func(p floodPair) map[int][]ma
 			add(id, reqs)
 		}
 	}
-	for _, f := range []flood{floods[0], floods[1], floods[5]} { // the colluder's own shares
+	// The colluder's own shares, once its flood at the slow reader holds
+	// its connection.
+	out[p.colluder] = append(out[p.colluder], map[string]any{"op": "sleep", "count": 300})
+	for _, f := range []flood{floods[0], floods[1], floods[5]} {
 		add(p.colluder, f.reqs(floodPair{flooder: p.colluder})[p.colluder])
 	}
 	return out
@@ -135,6 +139,7 @@ func TestShares(t *testing.T) {
 	for _, p := range floodPairs {
 		ids = append(ids, p.flooder, p.colluder)
 	}
+	slices.Sort(ids)
 	waitActive(t, m, ids...)
 	waitBus(t, m, time.Time{}, bystander, restarted)
 	tlsUpstream(t, m)
@@ -143,6 +148,8 @@ func TestShares(t *testing.T) {
 	t.Logf("the bystander's task round trip, quiet: %s", quiet)
 	for _, p := range floodPairs {
 		t.Run(p.level, func(t *testing.T) {
+			startedProbe(t, m, p.flooder)
+			startedProbe(t, m, p.colluder)
 			for _, f := range append(append([]flood(nil), floods...), together) {
 				t.Run(f.name, func(t *testing.T) { floodOnce(t, m, p, f) })
 			}
@@ -151,6 +158,18 @@ func TestShares(t *testing.T) {
 	for _, r := range status(t, m) {
 		if (r.ID == bystander || r.ID == restarted) && r.Violations != 0 {
 			t.Errorf("agent %d, no flooder, has violations %v", r.ID, r.ByKind)
+		}
+	}
+	// The services after every flood: within their bounds.
+	for _, svc := range []struct {
+		unit string
+		high int
+	}{{"flock.service", units.BusMemoryHigh}, {"flock-proxy.service", units.ProxyMemoryHigh}} {
+		use := serviceUse(t, m, svc.unit)
+		t.Logf("%s after the floods: %s", svc.unit, use)
+		var peak int
+		if _, err := fmt.Sscanf(use[strings.Index(use, "VmHWM:"):], "VmHWM: %d kB", &peak); err != nil || peak<<10 > svc.high {
+			t.Errorf("%s peaked at %d kB, beyond its MemoryHigh %d (%v)", svc.unit, peak, svc.high>>10, err)
 		}
 	}
 }
@@ -174,11 +193,17 @@ func floodOnce(t *testing.T, m *harness.Machine, p floodPair, f flood) {
 	var mu sync.Mutex
 	results := map[string]probeResult{}
 	for id, reqs := range f.reqs(p) {
+		// Each agent's requests in their order (a pause before a
+		// publisher, between two floods), their answers awaited at once.
+		names := make([]string, len(reqs))
+		for i, req := range reqs {
+			names[i] = submit(m, id, req)
+		}
 		for i, req := range reqs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := doWithin(m, id, req)
+				r := answerOf(m, id, names[i], req)
 				mu.Lock()
 				results[fmt.Sprintf("agent %d, %s #%d", id, req["op"], i)] = r
 				mu.Unlock()
@@ -196,10 +221,21 @@ func floodOnce(t *testing.T, m *harness.Machine, p floodPair, f flood) {
 	close(stop)
 	bg.Wait()
 
+	published := true // the slow reader's colluder got its messages out
+	for what, r := range results {
+		if strings.HasPrefix(what, fmt.Sprintf("agent %d, nats-flood", p.colluder)) && !r.OK {
+			published = false
+			t.Logf("%s: %s", what, r)
+		}
+	}
 	for what, r := range results {
 		switch {
 		case strings.Contains(what, "nats-flood") || strings.Contains(what, "sleep"):
 			// The publishers of a flood, and a pause: no share's.
+		case r.OK && strings.Contains(what, "nats-slow") && !published:
+			// All at once, the colluder's own floods took the connection
+			// it would have published on: nothing came to read slowly.
+			t.Logf("%s: nothing was published at it: %s", what, r)
 		case r.OK:
 			t.Errorf("ESCAPE: %s got beyond its share: %s", what, r)
 		case r.TimedOut && f.kinds == nil && strings.Contains(r.Err, "Authorization Violation"):
@@ -239,18 +275,27 @@ func floodOnce(t *testing.T, m *harness.Machine, p floodPair, f flood) {
 	purgeFloodTasks(t, m)
 }
 
-// doWithin has agent id run req from inside its unit, waiting for the
-// answer past the request's own bound; safe from any goroutine.
-func doWithin(m *harness.Machine, id int, req map[string]any) probeResult {
+// submit places req in agent id's probe inbox and returns its name ("" if
+// it could not be placed).
+func submit(m *harness.Machine, id int, req map[string]any) string {
 	body, _ := json.Marshal(req)
 	name := fmt.Sprintf("%06d", probeSeq.Add(1))
 	base := path.Join(agentsDir, strconv.Itoa(id), "probe")
 	tmp := path.Join(base, "in", name+".tmp")
 	if err := m.WriteFile(tmp, body, 0o644); err != nil {
-		return probeResult{Err: "writing the request: " + err.Error(), TimedOut: true}
+		return ""
 	}
 	if _, _, err := runBG(m, "mv", tmp, path.Join(base, "in", name+".json")); err != nil {
-		return probeResult{Err: "placing the request: " + err.Error(), TimedOut: true}
+		return ""
+	}
+	return name
+}
+
+// answerOf waits for agent id's answer to the request submitted as name,
+// past the request's own bound; safe from any goroutine.
+func answerOf(m *harness.Machine, id int, name string, req map[string]any) probeResult {
+	if name == "" {
+		return probeResult{Err: fmt.Sprintf("agent %d: the request %v could not be placed", id, req), TimedOut: true}
 	}
 	wait := 30 * time.Second
 	if ms, ok := req["timeout_ms"].(int); ok {
@@ -259,17 +304,16 @@ func doWithin(m *harness.Machine, id int, req map[string]any) probeResult {
 	if req["op"] == "sleep" {
 		wait += time.Duration(req["count"].(int)) * time.Millisecond
 	}
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		if b, err := m.ReadFile(path.Join(base, "out", name+".json")); err == nil {
+	out := path.Join(agentsDir, strconv.Itoa(id), "probe", "out", name+".json")
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if b, err := m.ReadFile(out); err == nil {
 			var r probeResult
 			if json.Unmarshal(b, &r) == nil {
 				return r
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return probeResult{Err: fmt.Sprintf("agent %d did not answer %s within %s", id, body, wait), TimedOut: true}
+	return probeResult{Err: fmt.Sprintf("agent %d did not answer %v within %s", id, req, wait), TimedOut: true}
 }
 
 // tripStats are the bystander's task round trips: how many, how many
