@@ -57,7 +57,9 @@ func newFloodBench(b *testing.B) *floodBench {
 	c := ForFlock(f, ids.keys())
 	c.MaxSubscriptions, c.MaxPending = spec.DefaultMaxSubscriptions, spec.DefaultMaxPending
 	fb := &floodBench{s: startBus(b, c, Options{}), ids: ids, res: make(chan string, 1024)}
-	echo := func(_ context.Context, t agent.Task) wire.Result { return wire.Result{OK: true, Output: string(t.Payload)} }
+	echo := func(_ context.Context, t agent.Task) wire.Result {
+		return wire.Result{OK: true, Output: string(t.Payload)}
+	}
 	env := agent.Env{ID: 2, Role: "worker", NATSURL: fb.s.ClientURL(), NKeyFile: seedFile(b, ids, "flock-2"), Heartbeat: time.Second}
 	a, err := agent.Connect(context.Background(), env, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
