@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// tunnel opens a carrying tunnel to example.com through the proxy and
-// completes TLS in it; closing the returned conn ends it.
-func (r *rig) tunnel(t *testing.T) net.Conn {
+// connected is a connection through the proxy that CONNECT example.com
+// was answered 200 on, with its reader; its deadline is 3 s.
+func (r *rig) connected(t *testing.T) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
@@ -29,6 +29,14 @@ func (r *rig) tunnel(t *testing.T) net.Conn {
 		c.Close()
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
+	return c, br
+}
+
+// tunnel opens a carrying tunnel to example.com through the proxy and
+// completes TLS in it; closing the returned conn ends it.
+func (r *rig) tunnel(t *testing.T) net.Conn {
+	t.Helper()
+	c, _ := r.connected(t)
 	pool := r.https.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	tc := tls.Client(c, &tls.Config{ServerName: "example.com", RootCAs: pool})
 	if err := tc.Handshake(); err != nil {
