@@ -84,13 +84,17 @@ WantedBy=multi-user.target
 `))
 
 // The bounds of flock's services (docs/design.md, "Shares"). Their file
-// limits are spec's (the agents' shares are validated against them);
-// memory and tasks are sized from the bus and the proxy measured at a
-// thousand agents (TestThousandAgents, BenchmarkShares), with headroom
-// for a few agents at their whole shares. Over MemoryHigh the kernel
-// reclaims and slows the service; at MemoryMax it kills it, and systemd
-// starts it again a second later: the bus with every stored task (on
-// disk), its agents reconnecting.
+// limits are spec's (the agents' shares are validated against them).
+// Memory and tasks: the bus with a thousand agents connected peaked at
+// 175 MiB resident with 9 threads (TestThousandAgents); MemoryHigh holds
+// that, JetStream's 64 MiB and four agents at their whole pending share
+// (8 connections × 16 MiB). A tunnel through the proxy measured at most
+// 104 KiB (with both TLS ends in the same process): a thousand agents at
+// 16 tunnels each fit in its MemoryMax. Threads are far above need (Go
+// dies when it cannot make one). Over MemoryHigh the kernel reclaims and
+// slows the service; at MemoryMax it kills it, and systemd starts it
+// again a second later: the bus with every stored task (on disk), its
+// agents reconnecting.
 const (
 	BusMemoryHigh   = 768 << 20
 	BusMemoryMax    = 1 << 30
