@@ -79,6 +79,9 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 			break
 		}
 	}
+	// Done on c, the task's place in the orchestrator's share on a is
+	// given back: c's bus told every bus.
+	waitFor(t, "a's count of agent 1's tasks back to none", func() bool { return tc.servers[0].shares.of(1).n == 0 })
 
 	// /metrics on each host: its own agents only (another host's would
 	// show as down there).

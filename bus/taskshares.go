@@ -149,6 +149,9 @@ func taskSize(subject string, h map[string][]string, data []byte) int64 {
 // may be done on another host than its sender's.
 func (s *Server) taskGone(seq uint64) {
 	s.shares.gone(seq)
+	if s.cluster == nil {
+		return // one bus: it knows
+	}
 	if err := s.nc.Publish(wire.TaskGoneSubject, strconv.AppendUint(nil, seq, 10)); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		s.log.Warnf("telling the other buses task %d is done: %v", seq, err)
 	}
