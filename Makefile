@@ -15,12 +15,13 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # vagrant-libvirt so that its block of the Vagrantfile is validated too;
 # podman and crun for levels podman and gvisor; python3, a JDK and curl for
 # the agents people bring (Node and npm below); prometheus for the real
-# scrape of /metrics and promtool, which lints the exposition; openssl to
-# check the cluster test's certificates. The cluster test's machines run
+# scrape of /metrics and promtool, which lints the exposition and checks
+# and tests monitoring/'s rules; openssl to check the cluster test's
+# certificates; lintian, Debian's checker, for the package make deb builds. The cluster test's machines run
 # the host's sshd: openssh-server comes from deps-sshd, which keeps this
 # host from ever running it.
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl
+	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl lintian
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go
@@ -57,7 +58,21 @@ NFPM   := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DEBDIR ?= bin
 DEB    := $(DEBDIR)/flock_$(VERSION)_amd64.deb
 
-.PHONY: all build deb install deps deps-demo deps-sshd runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean
+# The licenses of every Go package compiled into the two programs, read
+# by go-licenses (Debian has no package of it), pinned with its go.sum in
+# packaging/tools/go.mod and built through the Go module proxy once (Go
+# caches it). LICENSES_DIR and LICENSED say which module and packages:
+# the test of the check itself points them at a fixture.
+GO_LICENSES  := $(GO) -C $(CURDIR)/packaging/tools tool -n go-licenses
+LICENSES_DIR ?= .
+LICENSED     ?= ./cmd/flockctl ./cmd/flock-agent
+# A package whose license is restricted (the GPL, the LGPL: their terms
+# would bind flock's own), forbidden (in go-licenses' classification, e.g.
+# the AGPL or WTFPL) or not recognized fails the build until a person has
+# looked at it.
+LICENSES_DENY := forbidden,restricted,unknown
+
+.PHONY: all build deb install deps deps-demo deps-sshd runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean licenses-check
 
 all: build
 
@@ -69,8 +84,10 @@ build:
 
 # The Debian package (packaging/nfpm.yaml): the two programs for
 # linux/amd64 in /usr/bin, bash and zsh completions and man pages that
-# flockctl itself generates, the README, the example spec.
-deb:
+# the programs themselves generate, the README, the example spec, the
+# copyright file, a changelog entry for this version, and the licenses of
+# every Go package compiled in (checked first: make licenses-check).
+deb: licenses-check
 	@test -n "$(VERSION)" || { echo "make deb: no VERSION (packaging/version.sh failed)" >&2; exit 1; }
 	rm -rf $(DEBDIR)/deb-root
 	mkdir -p $(DEBDIR)/deb-root/completion
@@ -78,11 +95,23 @@ deb:
 	$(DEBDIR)/deb-root/flockctl completion bash > $(DEBDIR)/deb-root/completion/flockctl
 	$(DEBDIR)/deb-root/flockctl completion zsh > $(DEBDIR)/deb-root/completion/_flockctl
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(DEBDIR)/deb-root/flockctl man $(DEBDIR)/deb-root/man
+	$(DEBDIR)/deb-root/flock-agent --man > $(DEBDIR)/deb-root/man/flock-agent.1
 	gzip -9n $(DEBDIR)/deb-root/man/*.1
+	sh packaging/changelog.sh $(VERSION) $(COMMIT) $(SOURCE_DATE_EPOCH) | gzip -9n > $(DEBDIR)/deb-root/changelog.gz
+	gl=$$($(GO_LICENSES)) && $$gl save $(LICENSED) --save_path $(DEBDIR)/deb-root/licenses --ignore github.com/flockrun/flock && \
+		$$gl report $(LICENSED) > $(DEBDIR)/deb-root/licenses/report.csv
+	install -D -m 0644 "$$($(GO) env GOROOT)/LICENSE" $(DEBDIR)/deb-root/licenses/go/LICENSE
+	chmod -R u+w,a+rX $(DEBDIR)/deb-root/licenses
 	VERSION=$(VERSION) DEBROOT=$(DEBDIR)/deb-root SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 		$(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
 	rm -rf $(DEBDIR)/deb-root
 	@echo "$(DEB): $$(du -k $(DEB) | cut -f1) KiB"
+
+# Fails when a package compiled into the programs has a license of
+# LICENSES_DENY's kinds, naming it and its license (TestLicensesCheck
+# shows it does).
+licenses-check:
+	gl=$$($(GO_LICENSES)) && cd $(LICENSES_DIR) && $$gl check --disallowed_types=$(LICENSES_DENY) $(LICENSED)
 
 install: build
 	install -d $(DESTDIR)$(BINDIR)
@@ -144,7 +173,7 @@ demo: deps-demo build
 	@if [ -d /run/systemd/system ]; then $(MAKE) install; fi
 	$(GO) run ./test/demo -f examples/flock.yaml
 
-test-unit:
+test-unit: licenses-check
 	$(GO) test -count=1 $$($(GO) list ./... | grep -vE '/test(/|$$)')
 
 # What every tier needs of the machine (TestPreflight), and the tools

@@ -48,8 +48,24 @@ type Env struct {
 var ErrNotAnAgent = errors.New("AGENT_ID is not set: flock-agent runs inside a flock-agent@ unit (flockctl provision starts it)")
 
 // FromEnv reads Env from the process environment.
-func FromEnv() (Env, error) {
-	raw := os.Getenv("AGENT_ID")
+func FromEnv() (Env, error) { return envFrom(os.LookupEnv) }
+
+// EnvOf reads Env from environ, "NAME=value" lines as Environ writes them
+// and an agent's unit holds them (its Environment=), as FromEnv reads the
+// process's: what a unit hands its agent, read back from the unit.
+func EnvOf(environ []string) (Env, error) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return envFrom(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+}
+
+func envFrom(lookup func(string) (string, bool)) (Env, error) {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	raw := get("AGENT_ID")
 	if raw == "" {
 		return Env{}, ErrNotAnAgent
 	}
@@ -59,13 +75,13 @@ func FromEnv() (Env, error) {
 	}
 	e := Env{
 		ID:          id,
-		Role:        os.Getenv("AGENT_ROLE"),
-		NATSURL:     os.Getenv("NATS_URL"),
-		NKeyFile:    os.Getenv("NATS_NKEY"),
-		InboxPrefix: os.Getenv("NATS_INBOX_PREFIX"),
-		SharedDir:   os.Getenv("SHARED_DIR"),
-		LogFile:     os.Getenv("FLOCK_LOG_FILE"),
-		Home:        os.Getenv("HOME"),
+		Role:        get("AGENT_ROLE"),
+		NATSURL:     get("NATS_URL"),
+		NKeyFile:    get("NATS_NKEY"),
+		InboxPrefix: get("NATS_INBOX_PREFIX"),
+		SharedDir:   get("SHARED_DIR"),
+		LogFile:     get("FLOCK_LOG_FILE"),
+		Home:        get("HOME"),
 	}
 	switch e.Role {
 	case "", "orchestrator", "worker", "monitor":
@@ -74,27 +90,27 @@ func FromEnv() (Env, error) {
 	}
 	// flock's units name the seed in NATS_NKEY (the nats CLI reads it
 	// too); a unit of one's own may load it with LoadCredential= instead.
-	if dir := os.Getenv("CREDENTIALS_DIRECTORY"); e.NKeyFile == "" && dir != "" {
+	if dir := get("CREDENTIALS_DIRECTORY"); e.NKeyFile == "" && dir != "" {
 		e.NKeyFile = filepath.Join(dir, "nats")
 	}
-	if e.Heartbeat, err = durationVar("FLOCK_HEARTBEAT", DefaultHeartbeat); err != nil {
+	if e.Heartbeat, err = durationVar("FLOCK_HEARTBEAT", get("FLOCK_HEARTBEAT"), DefaultHeartbeat); err != nil {
 		return Env{}, err
 	}
-	if e.TaskTimeout, err = durationVar("FLOCK_TASK_TIMEOUT", DefaultTaskTimeout); err != nil {
+	if e.TaskTimeout, err = durationVar("FLOCK_TASK_TIMEOUT", get("FLOCK_TASK_TIMEOUT"), DefaultTaskTimeout); err != nil {
 		return Env{}, err
 	}
-	if e.MaxOutput, err = bytesVar("FLOCK_MAX_OUTPUT", DefaultMaxOutput); err != nil {
+	if e.MaxOutput, err = bytesVar("FLOCK_MAX_OUTPUT", get("FLOCK_MAX_OUTPUT"), DefaultMaxOutput); err != nil {
 		return Env{}, err
 	}
-	switch jit := os.Getenv("FLOCK_JIT"); jit {
+	switch jit := get("FLOCK_JIT"); jit {
 	case "", "false":
 	case "true":
 		e.JIT = true
 	default:
 		return Env{}, fmt.Errorf("FLOCK_JIT=%q: want true or false", jit)
 	}
-	for _, name := range strings.Split(os.Getenv("FLOCK_ENV"), ",") {
-		if v, ok := os.LookupEnv(name); ok {
+	for _, name := range strings.Split(get("FLOCK_ENV"), ",") {
+		if v, ok := lookup(name); ok {
 			e.Extra = append(e.Extra, name+"="+v)
 		}
 	}
@@ -131,8 +147,7 @@ func (e Env) Environ() []string {
 	return append(append(env, "FLOCK_ENV="+strings.Join(names, ",")), e.Extra...)
 }
 
-func durationVar(name string, def time.Duration) (time.Duration, error) {
-	raw := os.Getenv(name)
+func durationVar(name, raw string, def time.Duration) (time.Duration, error) {
 	if raw == "" {
 		return def, nil
 	}
@@ -146,8 +161,7 @@ func durationVar(name string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func bytesVar(name string, def int) (int, error) {
-	raw := os.Getenv(name)
+func bytesVar(name, raw string, def int) (int, error) {
 	if raw == "" {
 		return def, nil
 	}

@@ -79,6 +79,10 @@ func TestEnvironRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("FromEnv(Environ()) = %+v, %v\nwant %+v", got, err, want)
 	}
+	// A unit's Environment=, read back (units.KilledBy reads FLOCK_JIT so).
+	if got, err := EnvOf(want.Environ()); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("EnvOf(Environ()) = %+v, %v\nwant %+v", got, err, want)
+	}
 	// Without extras, no FLOCK_ENV: a unit of flock's own has nothing more.
 	want.Extra = nil
 	for _, kv := range want.Environ() {

@@ -11,7 +11,7 @@ import (
 func clusterConfig(t testing.TB) Config {
 	c := ForFlock(testFlock(), fixedKeys(t, everyone...))
 	c.Cluster = &Cluster{Name: "flock", Server: "a", Listen: "10.77.0.11:6222", Routes: []string{"10.77.0.12:6222", "10.77.0.13:6222"},
-		Replicas: 3, Hosts: map[int]string{1: "a", 2: "b", 3: "c"},
+		Peers: []string{"b", "c"}, Replicas: 3, Hosts: map[int]string{1: "a", 2: "b", 3: "c"},
 		CAFile: "/etc/flock/cluster/ca.crt", CertFile: "/etc/flock/cluster/host.crt", KeyFile: "/etc/flock/cluster/host.key",
 		PasswordFile: "/etc/flock/cluster/route.password"}
 	return c
@@ -39,6 +39,10 @@ func TestClusterConfigValidate(t *testing.T) {
 		{"no password file", func(c *Cluster) { c.PasswordFile = "" }, "password_file must all be set"},
 		{"no CA file", func(c *Cluster) { c.CAFile = "" }, "ca_file, cert_file"},
 		{"bad host", func(c *Cluster) { c.Hosts[2] = "B" }, `agent 2 on "B"`},
+		{"a peer short", func(c *Cluster) { c.Peers = c.Peers[:1] }, "peers: 1 names for 2 routes"},
+		{"a peer twice", func(c *Cluster) { c.Peers[1] = "b" }, `peers[1]: "b" is not another host's name, or appears twice`},
+		{"itself a peer", func(c *Cluster) { c.Peers[0] = "a" }, `peers[0]: "a"`},
+		{"a peer not a host name", func(c *Cluster) { c.Peers[0] = "B.x" }, `peers[0]: "B.x"`},
 		{"agent without a host", func(c *Cluster) { delete(c.Hosts, 3) }, "agent 3 (a user) has no host"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +71,8 @@ func TestClusterConfigChanges(t *testing.T) {
 		{"name", func(c *Cluster) { c.Name = "other" }, true},
 		{"server", func(c *Cluster) { c.Server = "z" }, true},
 		{"listen", func(c *Cluster) { c.Listen = "10.77.0.11:7222" }, true},
-		{"routes", func(c *Cluster) { c.Routes = c.Routes[:1] }, true},
+		{"routes", func(c *Cluster) { c.Routes, c.Peers = c.Routes[:1], c.Peers[:1] }, true},
+		{"peers", func(c *Cluster) { c.Peers = []string{"b", "d"} }, true},
 		{"replicas", func(c *Cluster) { c.Replicas = 1 }, true},
 		{"ca file", func(c *Cluster) { c.CAFile = "/x" }, true},
 		{"cert file", func(c *Cluster) { c.CertFile = "/x" }, true},

@@ -166,6 +166,7 @@ func prepareTestCluster(t testing.TB, n int, change ...func(*Config)) *testClust
 		for j := range n {
 			if j != i {
 				cl.Routes = append(cl.Routes, "127.0.0.1:"+strconv.Itoa(ports[n+j]))
+				cl.Peers = append(cl.Peers, hostName(j))
 			}
 		}
 		c.Cluster = &cl

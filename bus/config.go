@@ -33,7 +33,11 @@ type Config struct {
 	Monitor string `json:"monitor,omitempty"` // "127.0.0.1:8222"; "" = no monitoring endpoint
 	Metrics string `json:"metrics,omitempty"` // "127.0.0.1:8223", where /metrics is served; "" = off
 	Users   []User `json:"users"`             // agents by id, then the operator
-	Tasks   Tasks  `json:"tasks"`             // how tasks and results are kept
+	// UIDBase is the spec's uid_base: agent N is uid UIDBase+N, which is
+	// how /metrics names the agent of a firewall counter (kept per uid).
+	// 0 in a config an older flockctl wrote.
+	UIDBase uint32 `json:"uid_base,omitempty"`
+	Tasks   Tasks  `json:"tasks"` // how tasks and results are kept
 	// Cluster joins this host's bus to the other hosts' (a multi-host
 	// flock); nil on one host.
 	Cluster *Cluster `json:"cluster,omitempty"`
@@ -47,10 +51,14 @@ type Config struct {
 // mutual TLS (every host's certificate is signed by the flock's own CA)
 // and a route password, JetStream replicated across them.
 type Cluster struct {
-	Name     string   `json:"name"`     // spec.ClusterName
-	Server   string   `json:"server"`   // this host's name: the NATS server_name, unique in the cluster
-	Listen   string   `json:"listen"`   // this host's address:cluster port
-	Routes   []string `json:"routes"`   // the other hosts' address:cluster port, sorted
+	Name   string   `json:"name"`   // spec.ClusterName
+	Server string   `json:"server"` // this host's name: the NATS server_name, unique in the cluster
+	Listen string   `json:"listen"` // this host's address:cluster port
+	Routes []string `json:"routes"` // the other hosts' address:cluster port, sorted
+	// Peers are the other hosts' names (their buses' server names),
+	// sorted: /metrics says of each whether this bus has a route to it.
+	// Empty in a config an older flockctl wrote.
+	Peers    []string `json:"peers,omitempty"`
 	Replicas int      `json:"replicas"` // copies of each stream (spec.Flock.Replicas)
 	// Hosts names the host of every agent id, for status across hosts.
 	Hosts map[int]string `json:"hosts"`
@@ -101,11 +109,17 @@ func (c Config) Digest() string {
 		field(u.Publish...)
 		field(u.Subscribe...)
 	}
+	if c.UIDBase != 0 { // a config without it keeps its digest
+		field("uid_base", strconv.FormatUint(uint64(c.UIDBase), 10))
+	}
 	t := c.Tasks.withDefaults()
-	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers))
+	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers, t.Sync))
 	if cl := c.Cluster; cl != nil {
 		field(cl.Name, cl.Server, cl.Listen, strconv.Itoa(cl.Replicas), cl.CAFile, cl.CertFile, cl.KeyFile, cl.PasswordFile)
 		field(cl.Routes...)
+		if len(cl.Peers) > 0 { // a config without them keeps its digest
+			field(cl.Peers...)
+		}
 		for _, id := range slices.Sorted(maps.Keys(cl.Hosts)) {
 			field(strconv.Itoa(id), cl.Hosts[id])
 		}
@@ -115,7 +129,8 @@ func (c Config) Digest() string {
 
 // NeedsRestart reports whether going from old to c needs a new server
 // rather than a reload: a running server cannot rebind its listeners
-// (serve binds /metrics once, at start), nor shrink its store. Any change
+// (serve binds /metrics once, at start), nor shrink its store, nor change
+// how it syncs (nats-server reloads no sync setting). Any change
 // of the cluster but its agents' hosts needs a restart too: nats-server
 // cannot move its cluster listener, JetStream cannot turn clustered (or
 // back) in a running server, and the TLS material and route password are
@@ -125,7 +140,7 @@ func (c Config) Digest() string {
 func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
 	return c.Listen != old.Listen || c.Monitor != old.Monitor || c.Metrics != old.Metrics ||
-		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || !sameCluster(c.Cluster, old.Cluster) ||
+		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || n.Sync != o.Sync || !sameCluster(c.Cluster, old.Cluster) ||
 		c.maxSubscriptions() != old.maxSubscriptions() || c.maxPending() != old.maxPending()
 }
 
@@ -242,6 +257,16 @@ func (cl Cluster) validate() error {
 			return fmt.Errorf("routes[%d]: %s appears twice, or is this host's listen address", i, r)
 		}
 		seen[r] = true
+	}
+	if len(cl.Peers) > 0 && len(cl.Peers) != len(cl.Routes) {
+		return fmt.Errorf("peers: %d names for %d routes", len(cl.Peers), len(cl.Routes))
+	}
+	names := map[string]bool{cl.Server: true}
+	for i, p := range cl.Peers {
+		if !serverName.MatchString(p) || names[p] {
+			return fmt.Errorf("peers[%d]: %q is not another host's name, or appears twice", i, p)
+		}
+		names[p] = true
 	}
 	for id, h := range cl.Hosts {
 		if id < 1 || id > spec.MaxID || !serverName.MatchString(h) {

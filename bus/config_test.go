@@ -40,6 +40,7 @@ func goldenFlock() *spec.Flock {
 	f.Bus = spec.Bus{Host: spec.DefaultBusHost, Port: spec.DefaultBusPort, MonitorHost: spec.DefaultBusHost, MonitorPort: spec.DefaultMonitor,
 		MetricsHost: spec.DefaultBusHost, MetricsPort: spec.DefaultMetrics,
 		MaxSubscriptions: spec.DefaultMaxSubscriptions, MaxPending: spec.DefaultMaxPending}
+	f.UIDBase = spec.DefaultUIDBase
 	for i := range f.Agents {
 		f.Agents[i].Shares = spec.Shares{Connections: spec.DefaultConnections, Tasks: spec.DefaultTaskShare, TaskBytes: spec.DefaultTaskBytes,
 			Tunnels: spec.DefaultTunnels, Handshakes: spec.DefaultHandshakes}
@@ -113,9 +114,9 @@ func TestForFlock(t *testing.T) {
 			}},
 		{name: "workers get consumers; the result window covers every delivery of the longest task", flock: func(f *spec.Flock) {
 			f.Agents[2] = spec.Agent{ID: 3, Role: spec.RoleWorker, TaskTimeout: time.Hour}
-			f.Bus.MaxDeliveries, f.Bus.StoreMax = 3, 2<<30
+			f.Bus.MaxDeliveries, f.Bus.StoreMax, f.Bus.Sync = 3, 2<<30, time.Second
 		}, users: "flock-1 flock-2 flock-3 operator", check: func(t *testing.T, c Config) {
-			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Workers: []int{2, 3}}
+			want := Tasks{StoreMax: 2 << 30, MemoryMax: DefaultMemoryMax, MaxDeliveries: 3, AckWait: DefaultAckWait, ResultWindow: 3 * (time.Hour + DefaultAckWait), Sync: time.Second, Workers: []int{2, 3}}
 			if !reflect.DeepEqual(c.Tasks.withDefaults(), want) {
 				t.Errorf("tasks %+v, want %+v", c.Tasks, want)
 			}
@@ -199,6 +200,7 @@ func TestConfigFile(t *testing.T) {
 		{"bad key", `{"listen":"127.0.0.1:4222","users":[{"name":"operator","nkey":"SUABC"}]}`, `"SUABC" is not a public user nkey`},
 		{"bad listen", `{"listen":"127.0.0.1","users":[]}`, "bus configuration " + path + ": listen:"},
 		{"tiny store", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"store_max":1024}}`, "tasks: store_max 1024 is below 67108864 bytes"},
+		{"negative sync", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"sync":-1}}`, "tasks: negative sync -1ns (0 is always)"},
 		{"workers unsorted", `{"listen":"127.0.0.1:4222","users":[],"tasks":{"workers":[3,2]}}`, "tasks: workers: [3 2] is not a sorted list of distinct agent ids"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,6 +240,8 @@ func TestEqual(t *testing.T) {
 		{"the default store written out", func(c *Config) { c.Tasks.StoreMax = DefaultStoreMax }, true},
 		{"another store", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }, false},
 		{"another max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 7 }, false},
+		{"always written out", func(c *Config) { c.Tasks.Sync = spec.SyncAlways }, true},
+		{"a sync interval", func(c *Config) { c.Tasks.Sync = time.Second }, false},
 		{"one more worker", func(c *Config) { c.Tasks.Workers = []int{1} }, false},
 		{"one more user", func(c *Config) { c.Users = append(c.Users, User{Name: creds.OperatorName}) }, false},
 	} {
@@ -268,6 +272,7 @@ func TestDigestIsEqual(t *testing.T) {
 		{"listen", func(c *Config) { c.Listen = "127.0.0.1:4333" }, false},
 		{"monitor", func(c *Config) { c.Monitor = "" }, false},
 		{"metrics", func(c *Config) { c.Metrics = "127.0.0.1:9999" }, false},
+		{"uid base", func(c *Config) { c.UIDBase++ }, false},
 		{"a user's key", func(c *Config) { c.Users[0].Nkey = c.Users[1].Nkey }, false},
 		{"a publish grant", func(c *Config) { c.Users[0].Publish = append(c.Users[0].Publish, "x") }, false},
 		{"a grant moved between lists", func(c *Config) {
@@ -277,6 +282,7 @@ func TestDigestIsEqual(t *testing.T) {
 		{"a user fewer", func(c *Config) { c.Users = c.Users[1:] }, false},
 		{"the response ttl", func(c *Config) { c.Users[0].ResponseTTL++ }, false},
 		{"max deliveries", func(c *Config) { c.Tasks.MaxDeliveries = 9 }, false},
+		{"sync", func(c *Config) { c.Tasks.Sync = 2 * time.Minute }, false},
 		{"workers", func(c *Config) { c.Tasks.Workers = append(c.Tasks.Workers, 9) }, false},
 		{"a default written out", func(c *Config) { c.Tasks.MemoryMax = DefaultMemoryMax }, true},
 		{"nil for an empty list", func(c *Config) { c.Users[0].Subscribe = []string{}; c.Users[1].Subscribe = nil }, true},

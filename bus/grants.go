@@ -17,8 +17,8 @@ import (
 // operator's under creds.OperatorName; a user without a key is left out (its
 // identity is not created yet), so ForFlock never invents an identity.
 func ForFlock(f *spec.Flock, keys map[string]string) Config {
-	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), Users: []User{}, Tasks: Tasks{
-		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Workers: []int{}},
+	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), UIDBase: f.UIDBase, Users: []User{}, Tasks: Tasks{
+		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Sync: f.Bus.Sync, Workers: []int{}},
 		MaxSubscriptions: f.Bus.MaxSubscriptions, MaxPending: int64(f.Bus.MaxPending)}
 	c.Tasks = c.Tasks.withDefaults()
 	agents := slices.Clone(f.Agents)

@@ -20,6 +20,7 @@ type FakeHost struct {
 	config  []byte // as marshalled; nil when there is none
 	loaded  []byte // the config in force, as marshalled; nil before a start
 	reloads int
+	old     bool // the bus in force is from before bus.sync (RunOld)
 }
 
 var _ Host = (*FakeHost)(nil)
@@ -82,6 +83,15 @@ func (f *FakeHost) Started() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loaded = f.config
+	f.old = false
+}
+
+// RunOld makes the bus in force one from before bus.sync, which says
+// nothing of how it syncs, until the next start.
+func (f *FakeHost) RunOld() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.old = true
 }
 
 // Status is a bus with no agent connected that has the config of its
@@ -96,7 +106,11 @@ func (f *FakeHost) Status(ctx context.Context) (*wire.BusStatus, error) {
 	if err := json.Unmarshal(f.loaded, &c); err != nil {
 		return nil, err
 	}
-	return &wire.BusStatus{Config: c.Digest(), Agents: map[int]wire.AgentOnBus{}}, nil
+	st := &wire.BusStatus{Config: c.Digest(), Sync: SyncName(c.Tasks.Sync), Agents: map[int]wire.AgentOnBus{}}
+	if f.old {
+		st.Sync = ""
+	}
+	return st, nil
 }
 
 // Reloads counts Reload calls.

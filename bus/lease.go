@@ -31,35 +31,60 @@ const (
 )
 
 // loadLeaseKey reads dir's lease key, making it once (0600) if absent.
+// A new key is written to a file of its own and synced before it is
+// linked into place (a link fails where a key is already), and the
+// directory synced after: a power cut leaves the key whole or absent,
+// never a short file that would keep the bus from starting.
 func loadLeaseKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, leaseKeyFile)
+	got, err := os.ReadFile(path)
+	if err == nil {
+		if len(got) != leaseKeySize {
+			return nil, fmt.Errorf("the lease key %s is %d bytes, not %d: remove it (leases of tasks in hand are lost, they are handed out again)", path, len(got), leaseKeySize)
+		}
+		return got, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the lease key: %w", err)
+	}
 	key := make([]byte, leaseKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("making the lease key: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		_, werr := f.Write(key)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			os.Remove(path)
-			return nil, fmt.Errorf("writing the lease key %s: %w", path, werr)
-		}
-		return key, nil
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("creating the lease key %s: %w", path, err)
-	}
-	got, err := os.ReadFile(path)
+	f, err := os.CreateTemp(dir, leaseKeyFile+".new-*")
 	if err != nil {
-		return nil, fmt.Errorf("reading the lease key: %w", err)
+		return nil, fmt.Errorf("writing the lease key: %w", err)
 	}
-	if len(got) != leaseKeySize {
-		return nil, fmt.Errorf("the lease key %s is %d bytes, not %d: remove it (leases of tasks in hand are lost, they are handed out again)", path, len(got), leaseKeySize)
+	defer os.Remove(f.Name())
+	_, werr := f.Write(key)
+	if werr == nil {
+		werr = f.Sync()
 	}
-	return got, nil
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("writing the lease key %s: %w", path, werr)
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+		return loadLeaseKey(dir) // made meanwhile by another start
+	} else if err != nil {
+		return nil, fmt.Errorf("putting the lease key in place: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, fmt.Errorf("syncing %s after making the lease key: %w", dir, err)
+	}
+	return key, nil
+}
+
+// syncDir makes dir's entries (a file linked or renamed into it) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func leaseMAC(key []byte, agent int, ack string) []byte {

@@ -4,6 +4,9 @@ package bus
 // comes back from the agent: hostile input.
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,5 +55,34 @@ func TestParseAck(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("%s: %+v %v", tc.ack, got, err)
 		}
+	}
+}
+
+// TestLeaseKeyFile: the key is made once, 0600, and read back the same;
+// a leftover of a start cut short beside it changes nothing; a key of
+// the wrong size is refused with the fix.
+//
+// Tier: unit (no root).
+func TestLeaseKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, leaseKeyFile+".new-123"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := loadLeaseKey(dir)
+	if err != nil || len(key) != leaseKeySize {
+		t.Fatalf("a new key: %d bytes, %v", len(key), err)
+	}
+	st, err := os.Stat(filepath.Join(dir, leaseKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the key file: %v, %v; want mode 0600", st, err)
+	}
+	if again, err := loadLeaseKey(dir); err != nil || !bytes.Equal(again, key) {
+		t.Errorf("read again: %x, %v; want %x", again, err, key)
+	}
+	if err := os.WriteFile(filepath.Join(dir, leaseKeyFile), key[:5], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadLeaseKey(dir); err == nil || !strings.Contains(err.Error(), "is 5 bytes, not 32: remove it") {
+		t.Errorf("a short key: %v", err)
 	}
 }

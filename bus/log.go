@@ -39,6 +39,9 @@ type logger struct {
 	// structured records (the journal's FLOCK_EVENT=bus-violation, read
 	// by flockctl events) instead of w: the same line, with fields.
 	rec events.Writer
+	// lost are the server's own words of store files it could not find,
+	// until the bus tells them (storecheck.go, serverLosses).
+	lost []string
 }
 
 // user is who an nkey is: its name, and its agent id (0: not an agent).
@@ -64,6 +67,20 @@ func (l *logger) learn(users map[string]user) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	maps.Copy(l.users, users)
+}
+
+// lostBlock is how the server's file store says, recovering a stream,
+// that a block its index names is gone (nats-server v2.15).
+const lostBlock = "could not locate msg block"
+
+// takeLost returns the server's lines about lost store files since the
+// last call.
+func (l *logger) takeLost() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lost := l.lost
+	l.lost = nil
+	return lost
 }
 
 // fatalError is the first fatal message, or "" if none came yet.
@@ -93,6 +110,9 @@ const payloadFormat = "%s: %d vs %d"
 func (l *logger) line(level, format string, v []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if strings.Contains(format, lostBlock) {
+		l.lost = append(l.lost, fmt.Sprintf(format, v...))
+	}
 	cf := clientFormat(format, v)
 	label, rest, isClient := clientLine(cf)
 	if isClient && cf == format {

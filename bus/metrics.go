@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
@@ -29,7 +30,21 @@ type Snapshot struct {
 	TasksPending, TasksRunning, TasksDead uint64
 	StoreBytes                            uint64 // JetStream's store on disk
 	StoreMax                              uint64 // the spec's store_max
+	// Streams are TASKS's, RESULTS's and DEAD's bytes and bounds, their
+	// shares of StoreMax: a full TASKS refuses new tasks, a full RESULTS
+	// or DEAD drops its oldest.
+	Streams map[string]StreamBytes
+	// Peers are, in a multi-host flock, the other hosts by name, each
+	// true when this bus has a route to that host's bus now (nats-server's
+	// routes, by the server name each announced); nil on one host.
+	Peers map[string]bool
+	// UIDBase is the config's: agent N's packets are counted by the
+	// firewall under uid UIDBase+N (0: a config without it).
+	UIDBase uint32
 }
+
+// StreamBytes are a stream's bytes and its bound (MaxBytes).
+type StreamBytes struct{ Bytes, Max uint64 }
 
 // AgentCounts are one agent's figures on the bus.
 type AgentCounts struct {
@@ -112,7 +127,7 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
-	snap := Snapshot{Agents: map[int]AgentCounts{}, StoreMax: uint64(cfg.Tasks.withDefaults().StoreMax)}
+	snap := Snapshot{Agents: map[int]AgentCounts{}, StoreMax: uint64(cfg.Tasks.withDefaults().StoreMax), UIDBase: cfg.UIDBase}
 	if n := s.ns.NumClients() - 1; n > 0 { // the bus's own client is one
 		snap.Connections = n
 	}
@@ -133,28 +148,57 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 		snap.TasksRunning += uint64(on.Holding)
 	}
 	s.tally.mu.Unlock()
+	if cl := cfg.Cluster; cl != nil && len(cl.Peers) > 0 {
+		snap.Peers = s.peersUp(cl.Peers)
+	}
 
 	jsz, err := s.ns.Jsz(&server.JSzOptions{})
 	if err != nil {
 		return snap, fmt.Errorf("reading JetStream's store: %w", err)
 	}
 	snap.StoreBytes = jsz.Store
-	queued, err := s.streamMsgs(ctx, wire.TasksStream)
-	if err != nil {
-		return snap, err
+	msgs := map[string]uint64{}
+	snap.Streams = map[string]StreamBytes{}
+	for _, name := range []string{wire.TasksStream, wire.ResultsStream, wire.DeadStream} {
+		info, err := s.streamInfo(ctx, name)
+		if err != nil {
+			return snap, err
+		}
+		msgs[name] = info.State.Msgs
+		snap.Streams[name] = StreamBytes{Bytes: info.State.Bytes, Max: uint64(max(0, info.Config.MaxBytes))}
 	}
-	if queued > snap.TasksRunning {
+	if queued := msgs[wire.TasksStream]; queued > snap.TasksRunning {
 		snap.TasksPending = queued - snap.TasksRunning
 	}
-	snap.TasksDead, err = s.streamMsgs(ctx, wire.DeadStream)
-	return snap, err
+	snap.TasksDead = msgs[wire.DeadStream]
+	return snap, nil
 }
 
-// streamMsgs is how many messages the named stream keeps.
-func (s *Server) streamMsgs(ctx context.Context, name string) (uint64, error) {
+// peersUp says of each peer whether a route to it is up: one of the
+// server's routes (several with route pooling) announced that name.
+func (s *Server) peersUp(peers []string) map[string]bool {
+	up := make(map[string]bool, len(peers))
+	for _, p := range peers {
+		up[p] = false
+	}
+	rz, err := s.ns.Routez(&server.RoutezOptions{})
+	if err != nil { // nats-server's Routez does not fail; were it to, no route is known
+		s.log.Warnf("listing the cluster's routes for /metrics: %v", err)
+		return up
+	}
+	for _, r := range rz.Routes {
+		if _, ok := up[r.RemoteName]; ok {
+			up[r.RemoteName] = true
+		}
+	}
+	return up
+}
+
+// streamInfo is the named stream's state and config.
+func (s *Server) streamInfo(ctx context.Context, name string) (*jetstream.StreamInfo, error) {
 	st, err := s.js.Stream(ctx, name)
 	if err != nil {
-		return 0, fmt.Errorf("reading stream %s: %w", name, err)
+		return nil, fmt.Errorf("reading stream %s: %w", name, err)
 	}
-	return st.CachedInfo().State.Msgs, nil
+	return st.CachedInfo(), nil
 }

@@ -83,6 +83,15 @@ func TestSnapshotCounts(t *testing.T) {
 	if snap.StoreBytes == 0 || snap.StoreMax != DefaultStoreMax {
 		t.Errorf("store %d of %d, want some of %d", snap.StoreBytes, snap.StoreMax, int64(DefaultStoreMax))
 	}
+	// The streams' shares of store_max (streamConfigs), and their bytes.
+	for name, share := range map[string]uint64{wire.TasksStream: DefaultStoreMax / 2, wire.ResultsStream: DefaultStoreMax * 3 / 8, wire.DeadStream: DefaultStoreMax * 7 / 64} {
+		if st := snap.Streams[name]; st.Max != share {
+			t.Errorf("stream %s: bound %d, want %d", name, st.Max, share)
+		}
+	}
+	if st := snap.Streams; st[wire.TasksStream].Bytes == 0 || st[wire.ResultsStream].Bytes == 0 || st[wire.DeadStream].Bytes != 0 {
+		t.Errorf("streams %+v: want bytes in TASKS (one pending) and RESULTS (three), none in DEAD", st)
+	}
 	if snap.Connections != 3 { // the operator, the proxy, worker 2
 		t.Errorf("%d connections, want 3", snap.Connections)
 	}

@@ -30,7 +30,7 @@ const maxConnections = spec.BusFiles - 1024
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, max_subscriptions or max_pending, or its cluster")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, its sync, max_subscriptions or max_pending, or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -99,6 +99,8 @@ type Server struct {
 	gate   *gate       // authentication, and each identity's share of connections (gate.go)
 	shares *taskShares // what each agent sent into TASKS (taskshares.go)
 
+	storeProblems []wire.StoreProblem // what the store did not prove at the start (storecheck.go); under mu
+
 	mu    sync.Mutex
 	cfg   Config
 	beats map[int]heartbeat // last heartbeat by agent id
@@ -153,6 +155,7 @@ func Start(c Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -171,6 +174,7 @@ func Start(c Config, o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("starting the bus on %s: not accepting connections after %s", c.Listen, readyTimeout)
 	}
+	s.serverLosses()
 	go s.keepLedger(s.stopLedger, s.ledgerDone)
 	if err := s.connectSelf(); err != nil {
 		s.Shutdown()
@@ -187,6 +191,7 @@ func Start(c Config, o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("starting the bus: %w", err)
 	}
+	s.putBack(context.Background())
 	s.ready.Store(true)
 	return s, nil
 }
@@ -229,6 +234,7 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		// one per worker in the spec, which bounds them (spec.MaxID).
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	syncOptions(o, t.Sync)
 	if s.cluster != nil {
 		s.cluster.apply(o, c.Cluster.Server)
 	}
@@ -264,7 +270,9 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results, and stores the orchestrators' tasks. It hears the egress proxy's decisions, to count them
+// their results, and stores the orchestrators' tasks. It puts back the
+// tasks and results that proved themselves in a damaged store
+// (storecheck.go). It hears the egress proxy's decisions, to count them
 // for /metrics.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
@@ -301,9 +309,9 @@ func (s *Server) Reload(c Config) error {
 		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
 	}
 	if c.NeedsRestart(old) {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, max_subscriptions %d -> %d, max_pending %d -> %d): %w",
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, sync %s -> %s, max_subscriptions %d -> %d, max_pending %d -> %d): %w",
 			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax,
-			old.maxSubscriptions(), c.maxSubscriptions(), old.maxPending(), c.maxPending(), ErrRestartNeeded)
+			SyncName(old.Tasks.Sync), SyncName(c.Tasks.Sync), old.maxSubscriptions(), c.maxSubscriptions(), old.maxPending(), c.maxPending(), ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil

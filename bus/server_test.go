@@ -239,6 +239,7 @@ func TestReload(t *testing.T) {
 		{"monitor", func(c *Config) { c.Monitor = "127.0.0.1:8999" }},
 		{"metrics", func(c *Config) { c.Metrics = "127.0.0.1:8998" }},
 		{"store_max", func(c *Config) { c.Tasks.StoreMax = 2 << 30 }},
+		{"sync", func(c *Config) { c.Tasks.Sync = time.Second }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ForFlock(f, ids.keys())

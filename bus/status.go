@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"slices"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/flockrun/flock/wire"
@@ -15,6 +17,8 @@ func (s *Server) Status() wire.BusStatus {
 	s.mu.Lock()
 	cfg := s.cfg
 	st.Config = cfg.Digest()
+	st.Sync = s.syncing()
+	st.Store = slices.Clone(s.storeProblems)
 	for id, hb := range s.beats {
 		a := st.Agents[id]
 		a.LastHeartbeat, a.HeartbeatAt = &hb.msg, &hb.at

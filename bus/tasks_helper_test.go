@@ -64,10 +64,11 @@ func seedFile(t testing.TB, ids identities, name string) string {
 
 // worker is flock-agent's task loop as agent id, serving until stopped.
 type worker struct {
-	a      *agent.Agent
-	logs   *syncbuf.Buffer
-	cancel context.CancelFunc
-	done   chan error
+	a       *agent.Agent
+	logs    *syncbuf.Buffer
+	cancel  context.CancelFunc
+	done    chan error
+	stopped sync.Once
 }
 
 // startWorker connects agent id to url and serves tasks with h.
@@ -87,14 +88,16 @@ func startWorker(t testing.TB, url string, ids identities, id int, h agent.Handl
 	return w
 }
 
-// stop ends ServeTasks and waits for it.
+// stop ends ServeTasks and waits for it; again, it does nothing.
 func (w *worker) stop(t testing.TB) {
 	w.cancel()
-	select {
-	case <-w.done:
-	case <-time.After(30 * time.Second):
-		t.Errorf("ServeTasks did not return; its log:\n%s", w.logs.String())
-	}
+	w.stopped.Do(func() {
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("ServeTasks did not return; its log:\n%s", w.logs.String())
+		}
+	})
 }
 
 // echo answers every task with its payload, counting runs by task id.

@@ -22,6 +22,11 @@ type Tasks struct {
 	// same task a duplicate: as long as a task may take to run again on
 	// every redelivery.
 	ResultWindow time.Duration `json:"result_window,omitempty"`
+	// Sync is spec.Bus.Sync: 0 (spec.SyncAlways) has nats-server write
+	// every stored message through to the disk before it acknowledges it
+	// (SyncAlways); else it syncs in the background this often. A
+	// configuration written before the field reads as always.
+	Sync time.Duration `json:"sync,omitempty"`
 	// Workers are the agents pulling their own tasks (tasks.agent.N)
 	// through consumer agent-N, by id.
 	Workers []int `json:"workers"`
@@ -77,6 +82,8 @@ func (t Tasks) validate() error {
 		return fmt.Errorf("max_deliveries %d is not 1-%d", t.MaxDeliveries, spec.MaxDeliveriesLimit)
 	case t.AckWait < 0:
 		return fmt.Errorf("negative ack_wait %s", t.AckWait)
+	case t.Sync < 0:
+		return fmt.Errorf("negative sync %s (0 is always)", t.Sync)
 	case t.ResultWindow < 0 || t.ResultWindow > ResultsMaxAge:
 		return fmt.Errorf("result_window %s is not within %s", t.ResultWindow, ResultsMaxAge)
 	}

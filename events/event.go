@@ -1,7 +1,8 @@
 // Package events is flockctl events: one stream, oldest first, of what
 // an operator of a flock wants to know (an agent started, stopped,
 // restarted, OOM-killed, failed or killed by a wall; a bus violation; a
-// firewall refusal; an egress denial; drift; a dead-lettered task).
+// firewall refusal; an egress denial; drift; a dead-lettered task; a
+// damaged store).
 //
 // It reads journald's structured fields (systemd's own messages about the
 // agents' units, the kernel's firewall log lines, and the records flock's
@@ -36,11 +37,12 @@ const (
 	DriftFound      Kind = "drift-found"      // provision or reconcile found the host off the spec and could not repair it
 	DriftRepaired   Kind = "drift-repaired"   // provision or reconcile put the host back to the provisioned spec
 	DeadLettered    Kind = "dead-lettered"    // the bus gave a task up after max_deliveries
+	StoreDamaged    Kind = "store-damaged"    // the bus found part of its store unproven at start: what it kept, what it lost
 )
 
 // Kinds are every kind, in the README's order.
 var Kinds = []Kind{Started, Stopped, Restarted, OOMKilled, Failed, WallKilled, BusViolation,
-	FirewallRefused, EgressDenied, DriftFound, DriftRepaired, DeadLettered}
+	FirewallRefused, EgressDenied, DriftFound, DriftRepaired, DeadLettered, StoreDamaged}
 
 // Event is one thing that happened. It is flockctl events' JSON line
 // (Encode, Decode).

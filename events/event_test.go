@@ -50,6 +50,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Kind: BusViolation, Agent: 2, Detail: "[ERR] line\nwith a newline", Extra: map[string]string{"VIOLATION": "publish", "SUPPRESSED": "12"}},
 		{Kind: DeadLettered, Detail: "task t-1 (tasks.worker) dead-lettered after 5 deliveries", Extra: map[string]string{"TASK_ID": "t-1"}},
 		{Kind: DriftRepaired, Agent: 65535, Detail: "repaired: start unit flock-agent@65535.service (not running)"},
+		{Kind: StoreDamaged, Detail: "stream TASKS: 196 bytes from byte 588 fail their checksums", Extra: map[string]string{"STREAM": "TASKS", "PUT_BACK": "17"}},
 	} {
 		e := Entry{"MESSAGE": "x", "PRIORITY": "4", "SYSLOG_IDENTIFIER": "flockctl", "_UID": "0", "_SYSTEMD_UNIT": busUnit,
 			"__REALTIME_TIMESTAMP": "1795766400000000"}

@@ -36,7 +36,7 @@ func matches() []string {
 		m = append(m, "MESSAGE_ID="+id)
 	}
 	m = append(m, "_PID=1", "+")
-	for _, k := range []Kind{BusViolation, DeadLettered, DriftFound, DriftRepaired} {
+	for _, k := range []Kind{BusViolation, DeadLettered, StoreDamaged, DriftFound, DriftRepaired} {
 		m = append(m, FieldEvent+"="+string(k))
 	}
 	return append(m, "+", "_SYSTEMD_UNIT="+proxyUnit, "DECISION=deny", "+", "_TRANSPORT=kernel")

@@ -94,7 +94,7 @@ func Map(e Entry, uidBase uint32) (mapped, bool) {
 		return mapped{}, false
 	}
 	switch r.Kind {
-	case BusViolation, DeadLettered:
+	case BusViolation, DeadLettered, StoreDamaged:
 		if e["_SYSTEMD_UNIT"] != busUnit {
 			return mapped{}, false
 		}

@@ -53,6 +53,8 @@ func TestMapTrustsOnlyWhoWroteIt(t *testing.T) {
 		{"the bus's violation", rec(BusViolation, "2", map[string]string{"_SYSTEMD_UNIT": busUnit}), true, BusViolation, 2, "d"},
 		{"a violation an agent wrote", rec(BusViolation, "1", map[string]string{"_SYSTEMD_UNIT": agentUnit, "_UID": "2000000002"}), false, "", 0, ""},
 		{"a dead letter of the bus", rec(DeadLettered, "0", map[string]string{"_SYSTEMD_UNIT": busUnit}), true, DeadLettered, 0, "d"},
+		{"the bus's damaged store", rec(StoreDamaged, "0", map[string]string{"_SYSTEMD_UNIT": busUnit}), true, StoreDamaged, 0, "d"},
+		{"a damaged store an agent claims", rec(StoreDamaged, "0", map[string]string{"_SYSTEMD_UNIT": agentUnit, "_UID": "2000000002"}), false, "", 0, ""},
 		{"drift written by root", rec(DriftRepaired, "3", map[string]string{"_UID": "0"}), true, DriftRepaired, 3, "d"},
 		{"drift an agent wrote", rec(DriftFound, "3", map[string]string{"_UID": "2000000002", "_SYSTEMD_UNIT": agentUnit}), false, "", 0, ""},
 		{"a start an agent claims in a record", rec(Started, "3", map[string]string{"_UID": "0"}), false, "", 0, ""},

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/units"
 )
 
@@ -29,6 +31,20 @@ type Units interface {
 	Usage(ctx context.Context, names []string) (map[string]units.Usage, error)
 }
 
+// Firewall is where the agents' refused packets come from: in
+// flock.service, counters.Client, which asks the reader behind
+// flock-counters.socket (the bus cannot read nftables itself); a fake in
+// tests.
+type Firewall interface {
+	Refused(ctx context.Context) (map[uint32]netpolicy.Refusals, error)
+}
+
+// firewallEvery bounds how often scrapes read the firewall: each read
+// starts a process (the reader), and systemd fails a socket whose
+// connections come faster than its trigger limit (200 in 2 s). Scrapes
+// closer together share one read; Prometheus scrapes every 15 s or so.
+const firewallEvery = time.Second
+
 // scrapeTimeout bounds one scrape's reads (Prometheus's default scrape
 // timeout is 10 s).
 const scrapeTimeout = 8 * time.Second
@@ -37,17 +53,29 @@ const scrapeTimeout = 8 * time.Second
 type Collector struct {
 	bus   Bus
 	units Units
+	fw    Firewall // nil: no firewall figures
 	now   func() time.Time
 	logf  func(format string, args ...any)
 
 	mu     sync.Mutex
 	failed map[string]string // source -> its last error, logged once until it changes
+
+	fwMu   sync.Mutex // one firewall read at a time
+	fwLast firewallRead
 }
 
-// New is a Collector of b and u; logf is told why a source could not be
-// read (its figures are left out of that scrape).
-func New(b Bus, u Units, logf func(format string, args ...any)) *Collector {
-	return &Collector{bus: b, units: u, now: time.Now, logf: logf, failed: map[string]string{}}
+// firewallRead is the last read of the firewall, shared by the scrapes
+// of the next firewallEvery.
+type firewallRead struct {
+	at      time.Time
+	refused map[uint32]netpolicy.Refusals
+	err     error
+}
+
+// New is a Collector of b, u and fw (nil: none); logf is told why a
+// source could not be read (its figures are left out of that scrape).
+func New(b Bus, u Units, fw Firewall, logf func(format string, args ...any)) *Collector {
+	return &Collector{bus: b, units: u, fw: fw, now: time.Now, logf: logf, failed: map[string]string{}}
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -61,6 +89,8 @@ var (
 		"Automatic restarts of the agent's unit since it was started (systemd's NRestarts).", "agent")
 	agentLastExit = desc("agent_last_exit_status",
 		"How the agent's main process last ended (systemd's ExecMainStatus): its exit status when code is exited, the signal's number when killed or dumped; absent while it runs (systemd forgets it at each start).", "agent", "code")
+	agentWallKilled = desc("agent_wall_killed",
+		"1 while the agent's last exit is likely a kill by one of flock's walls, named by wall (as flockctl events' wall-killed: a system call filter's SIGSYS, a JIT's SIGTRAP or SIGSEGV under MemoryDenyWriteExecute); absent otherwise.", "agent", "wall")
 	agentHeartbeatAge = desc("agent_heartbeat_age_seconds",
 		"Seconds since the bus received the agent's last heartbeat; absent when none came since the bus started.", "agent")
 	agentTasks = desc("agent_tasks_total",
@@ -85,10 +115,20 @@ var (
 		"Bytes the bus's store of tasks, results and dead letters takes on disk.")
 	storeMaxBytes = desc("store_max_bytes",
 		"The bound of the bus's store of tasks, results and dead letters (the spec's bus.store_max).")
+	streamBytes = desc("stream_bytes",
+		"Bytes each stream of the bus's store keeps: TASKS (tasks queued or running), RESULTS, DEAD (dead letters).", "stream")
+	streamMaxBytes = desc("stream_max_bytes",
+		"Each stream's share of bus.store_max: a full TASKS refuses new tasks, a full RESULTS or DEAD drops its oldest.", "stream")
 	busConnections = desc("bus_connections",
 		"Open client connections to the bus: agents', the operator's, the egress proxy's.")
+	clusterHostUp = desc("cluster_host_up",
+		"In a multi-host flock, 1 when this host's bus has a route to the named host's bus, else 0 (that host or the network between is down).", "host")
+	agentRefused = desc("agent_refused_packets_total",
+		"Packets of the agent's sockets the firewall (table inet flock) refused since the table was last written (a provision that changes the table starts them again).", "agent")
+	agentRefusedLogged = desc("agent_refused_packets_logged_total",
+		"Of the agent's refused packets, those written to the kernel log (at most 5 a minute per agent); the rest were over its log limit.", "agent")
 	collectorSuccess = desc("collector_success",
-		"1 when this scrape read the source (bus, systemd), else 0 and its figures are absent.", "source")
+		"1 when this scrape read the source (bus, systemd, firewall), else 0 and its figures are absent.", "source")
 )
 
 // unitStates are the ActiveStates flock_agents always has, 0 or not, so
@@ -97,9 +137,9 @@ var unitStates = []string{"active", "activating", "deactivating", "failed", "ina
 
 // Describe sends every family's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentHeartbeatAge, agentTasks,
-		agentViolations, agentEgress, agentMemory, agentMemoryPeak, agentCPU, agentConnections,
-		agentsByState, tasksByState, storeBytes, storeMaxBytes, busConnections, collectorSuccess} {
+	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentWallKilled, agentHeartbeatAge, agentTasks,
+		agentViolations, agentEgress, agentRefused, agentRefusedLogged, agentMemory, agentMemoryPeak, agentCPU, agentConnections,
+		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, collectorSuccess} {
 		ch <- d
 	}
 }
@@ -112,6 +152,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	now := c.now()
 
+	// The firewall's reader is a process of its own: asked while the bus
+	// and systemd are read.
+	fwDone := make(chan firewallRead, 1)
+	if c.fw != nil {
+		go func() { fwDone <- c.readFirewall(ctx, now) }()
+	}
 	snap, busErr := c.bus.Snapshot(ctx)
 	c.report("bus", busErr)
 	states, usage, unitsErr := c.readUnits(ctx)
@@ -146,6 +192,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if u.LastExit.Code != "" {
 				ch <- gauge(agentLastExit, float64(u.LastExit.Status), a, u.LastExit.Code)
 			}
+			if u.Wall != "" {
+				ch <- gauge(agentWallKilled, 1, a, u.Wall)
+			}
 			if u.MemoryBytes != nil {
 				ch <- gauge(agentMemory, float64(*u.MemoryBytes), a)
 			}
@@ -160,11 +209,56 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if busErr == nil || snap.Agents != nil {
 		c.collectBus(ch, snap, now)
 	}
+	if c.fw != nil {
+		fw := <-fwDone
+		err := fw.err
+		switch {
+		case err != nil:
+		case snap.Agents == nil && busErr != nil:
+			err = errors.New("the bus did not answer, and its config says which uid is which agent's")
+		case snap.UIDBase == 0:
+			err = errors.New("the bus config has no uid_base (an older flockctl wrote it), so no agent is known by its uid: run flockctl provision")
+		}
+		c.report("firewall", err)
+		ch <- gauge(collectorSuccess, success(err), "firewall")
+		if err == nil {
+			collectRefused(ch, ids, snap.UIDBase, fw.refused)
+		}
+	}
 	if busErr == nil {
 		ch <- gauge(tasksByState, float64(snap.TasksPending), "pending")
 		ch <- gauge(tasksByState, float64(snap.TasksRunning), "running")
 		ch <- gauge(tasksByState, float64(snap.TasksDead), "dead")
 		ch <- gauge(storeBytes, float64(snap.StoreBytes))
+		for name, st := range snap.Streams {
+			ch <- gauge(streamBytes, float64(st.Bytes), name)
+			ch <- gauge(streamMaxBytes, float64(st.Max), name)
+		}
+	}
+}
+
+// readFirewall is the firewall's counters: the last read when it is
+// younger than firewallEvery, else a new one.
+func (c *Collector) readFirewall(ctx context.Context, now time.Time) firewallRead {
+	c.fwMu.Lock()
+	defer c.fwMu.Unlock()
+	if last := c.fwLast; !last.at.IsZero() && !now.Before(last.at) && now.Sub(last.at) < firewallEvery {
+		return last
+	}
+	r, err := c.fw.Refused(ctx)
+	c.fwLast = firewallRead{at: now, refused: r, err: err}
+	return c.fwLast
+}
+
+// collectRefused sends each agent's refused and logged packets, 0 for an
+// agent with none yet (so rate() has a series from the start). The
+// firewall counts by uid: agent N is uid base+N.
+func collectRefused(ch chan<- prometheus.Metric, ids []int, base uint32, refused map[uint32]netpolicy.Refusals) {
+	for _, id := range ids {
+		r := refused[base+uint32(id)]
+		a := strconv.Itoa(id)
+		ch <- counter(agentRefused, float64(r.Refused), a)
+		ch <- counter(agentRefusedLogged, float64(r.Logged), a)
 	}
 }
 
@@ -188,6 +282,9 @@ func (c *Collector) report(source string, err error) {
 func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, now time.Time) {
 	ch <- gauge(storeMaxBytes, float64(snap.StoreMax))
 	ch <- gauge(busConnections, float64(snap.Connections))
+	for host, up := range snap.Peers {
+		ch <- gauge(clusterHostUp, boolValue(up), host)
+	}
 	for id, a := range snap.Agents {
 		l := strconv.Itoa(id)
 		ch <- gauge(agentConnections, float64(a.Connections), l)

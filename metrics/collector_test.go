@@ -19,6 +19,8 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/internal/tier"
+	"github.com/flockrun/flock/netpolicy"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
@@ -29,6 +31,28 @@ type fakeBus struct {
 }
 
 func (b fakeBus) Snapshot(context.Context) (bus.Snapshot, error) { return b.snap, b.err }
+
+// fakeFirewall is the counters reader: its answer is given, its reads
+// counted.
+type fakeFirewall struct {
+	refused map[uint32]netpolicy.Refusals
+	err     error
+	reads   int
+}
+
+func (f *fakeFirewall) Refused(context.Context) (map[uint32]netpolicy.Refusals, error) {
+	f.reads++
+	return f.refused, f.err
+}
+
+// someRefused: agent 1 sent 20 refused packets, 5 of them logged; no
+// other agent any. A uid that is no agent's is not exported.
+func someRefused() *fakeFirewall {
+	return &fakeFirewall{refused: map[uint32]netpolicy.Refusals{
+		spec.DefaultUIDBase + 1: {Refused: 20, Logged: 5},
+		spec.DefaultUIDBase + 9: {Refused: 1, Logged: 1},
+	}}
+}
 
 // brokenUnits is a systemd that cannot be reached.
 type brokenUnits struct{}
@@ -44,7 +68,8 @@ func (brokenUnits) Usage(context.Context, []string) (map[string]units.Usage, err
 var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 
 // threeAgents: 1 runs (restarted twice, last killed by SIGKILL), 2
-// failed (exit 1), 3 has no unit loaded; the bus knows all three.
+// failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
+// has no unit loaded; the bus knows all three.
 func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
@@ -56,18 +81,24 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 		Connections:  3,
 		TasksPending: 2, TasksRunning: 1, TasksDead: 1,
 		StoreBytes: 123456, StoreMax: 1 << 30,
+		Streams: map[string]bus.StreamBytes{"TASKS": {Bytes: 4096, Max: 1 << 29}, "RESULTS": {Bytes: 118000, Max: 3 << 27}, "DEAD": {Bytes: 1360, Max: 7 << 24}},
+		UIDBase: spec.DefaultUIDBase,
 	}
 	u := units.NewFake()
 	ctx := context.Background()
-	for _, id := range []int{1, 2} {
-		if err := u.Start(ctx, units.Unit{Name: fmt.Sprintf("flock-agent@%d.service", id)}); err != nil {
+	f, err := spec.Parse([]byte("agents:\n  - id: 1\n  - id: 2\n  - id: 3\n"))
+	if err != nil {
+		panic(err)
+	}
+	for _, a := range f.Agents[:2] {
+		if err := u.Start(ctx, units.ForAgent(f, a, units.Options{})); err != nil {
 			panic(err)
 		}
 	}
 	u.SetExit("flock-agent@1.service", 2, units.Exit{Code: "killed", Status: 9})
 	mem, peak, cpu := uint64(48<<20), uint64(64<<20), uint64(1_500_000_000)
 	u.SetUsage("flock-agent@1.service", units.Usage{MemoryBytes: &mem, MemoryPeak: &peak, CPUNSec: &cpu})
-	u.SetExit("flock-agent@2.service", 5, units.Exit{Code: "exited", Status: 1})
+	u.SetExit("flock-agent@2.service", 5, units.Exit{Code: "killed", Status: 5}) // SIGTRAP
 	u.Fail("flock-agent@2.service")
 	return snap, u
 }
@@ -94,39 +125,92 @@ func exposition(t *testing.T, c *Collector) string {
 func TestExpositionGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func() (Bus, Units)
+		setup func() (Bus, Units, Firewall)
 	}{
-		{"three-agents", func() (Bus, Units) { s, u := threeAgents(); return fakeBus{snap: s}, u }},
-		{"no-accounting", func() (Bus, Units) {
+		{"three-agents", func() (Bus, Units, Firewall) { s, u := threeAgents(); return fakeBus{snap: s}, u, someRefused() }},
+		// Host a's bus in a flock on a, b and c; c does not answer.
+		{"cluster", func() (Bus, Units, Firewall) {
+			s, u := threeAgents()
+			s.Peers = map[string]bool{"b": true, "c": false}
+			return fakeBus{snap: s}, u, someRefused()
+		}},
+		{"no-accounting", func() (Bus, Units, Firewall) {
 			s, u := threeAgents()
 			u.SetUsage("flock-agent@1.service", units.Usage{})
-			return fakeBus{snap: s}, u
+			return fakeBus{snap: s}, u, someRefused()
 		}},
-		{"systemd-unreachable", func() (Bus, Units) { s, _ := threeAgents(); return fakeBus{snap: s}, brokenUnits{} }},
+		{"systemd-unreachable", func() (Bus, Units, Firewall) {
+			s, _ := threeAgents()
+			return fakeBus{snap: s}, brokenUnits{}, someRefused()
+		}},
 		// The bus fills its own counts before the stream infos that failed.
-		{"streams-unreadable", func() (Bus, Units) {
+		{"streams-unreadable", func() (Bus, Units, Firewall) {
 			s, u := threeAgents()
-			return fakeBus{snap: s, err: errors.New("reading stream TASKS: timeout")}, u
+			return fakeBus{snap: s, err: errors.New("reading stream TASKS: timeout")}, u, someRefused()
 		}},
-		{"bus-unreachable", func() (Bus, Units) {
+		{"bus-unreachable", func() (Bus, Units, Firewall) {
 			_, u := threeAgents()
-			return fakeBus{err: errors.New("not started")}, u
+			return fakeBus{err: errors.New("not started")}, u, someRefused()
+		}},
+		// flock-counters.socket is not there (bus.metrics was off, or
+		// someone stopped it): the refusals alone are missing.
+		{"firewall-unreachable", func() (Bus, Units, Firewall) {
+			s, u := threeAgents()
+			return fakeBus{snap: s}, u, &fakeFirewall{err: errors.New("dial unix /run/flock-counters.sock: connect: no such file or directory")}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, u := tc.setup()
+			b, u, fw := tc.setup()
 			var logged []string
-			c := New(b, u, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+			c := New(b, u, fw, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
 			c.now = func() time.Time { return scrapeTime }
 			got := exposition(t, c)
 			golden.Check(t, filepath.Join("testdata", tc.name+".prom"), got)
 			promtoolCheck(t, got)
 			// A failing source is logged once, not at every scrape.
+			first := len(logged)
 			exposition(t, c)
-			if strings.Contains(tc.name, "unr") && len(logged) != 1 {
-				t.Errorf("logged %d times over two scrapes, want once: %q", len(logged), logged)
+			if strings.Contains(tc.name, "unr") && (first == 0 || len(logged) != first) {
+				t.Errorf("logged %d lines at the first scrape and %d at the second, want some, then none: %q", first, len(logged)-first, logged)
 			}
 		})
+	}
+}
+
+// TestFirewallReadsAreShared: scrapes within firewallEvery share one
+// read of the firewall (each starts a process with CAP_NET_ADMIN); a
+// scrape after it reads again.
+func TestFirewallReadsAreShared(t *testing.T) {
+	s, u := threeAgents()
+	fw := someRefused()
+	c := New(fakeBus{snap: s}, u, fw, t.Logf)
+	now := scrapeTime
+	c.now = func() time.Time { return now }
+	for range 3 {
+		exposition(t, c)
+	}
+	if fw.reads != 1 {
+		t.Errorf("three scrapes at once read the firewall %d times, want 1", fw.reads)
+	}
+	now = now.Add(firewallEvery)
+	if out := exposition(t, c); fw.reads != 2 || !strings.Contains(out, `flock_agent_refused_packets_total{agent="1"} 20`) {
+		t.Errorf("a scrape %v later: %d reads, want 2", firewallEvery, fw.reads)
+	}
+}
+
+// TestRefusedNeedsTheUIDBase: a bus config an older flockctl wrote has no
+// uid_base; the refusals are left out, and the log says to provision.
+func TestRefusedNeedsTheUIDBase(t *testing.T) {
+	s, u := threeAgents()
+	s.UIDBase = 0
+	var logged []string
+	c := New(fakeBus{snap: s}, u, someRefused(), func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+	out := exposition(t, c)
+	if strings.Contains(out, "flock_agent_refused_packets_total{") || !strings.Contains(out, `flock_collector_success{source="firewall"} 0`) {
+		t.Errorf("no uid_base, yet:\n%s", out)
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "flockctl provision") {
+		t.Errorf("logged %q, want the fix", logged)
 	}
 }
 
@@ -149,7 +233,7 @@ func TestLogsARecovery(t *testing.T) {
 	s, u := threeAgents()
 	b := &fakeBus{snap: s, err: errors.New("down")}
 	var logged []string
-	c := New(b, u, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+	c := New(b, u, nil, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
 	c.Collect(make(chan prometheus.Metric, 100))
 	b.err = nil
 	c.Collect(make(chan prometheus.Metric, 100))
@@ -163,7 +247,7 @@ func TestLogsARecovery(t *testing.T) {
 // runtime's and the process's own metrics to flock's.
 func TestHandlerServesTheProcessToo(t *testing.T) {
 	s, u := threeAgents()
-	srv := httptest.NewServer(Handler(New(fakeBus{snap: s}, u, t.Logf)))
+	srv := httptest.NewServer(Handler(New(fakeBus{snap: s}, u, someRefused(), t.Logf)))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -184,7 +268,7 @@ func TestHandlerServesTheProcessToo(t *testing.T) {
 // when the port is taken.
 func TestListen(t *testing.T) {
 	s, u := threeAgents()
-	ms, err := Listen("127.0.0.1:0", Handler(New(fakeBus{snap: s}, u, t.Logf)))
+	ms, err := Listen("127.0.0.1:0", Handler(New(fakeBus{snap: s}, u, someRefused(), t.Logf)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +301,8 @@ func TestListen(t *testing.T) {
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
-			snap := bus.Snapshot{Agents: map[int]bus.AgentCounts{}, StoreMax: 1 << 30}
+			snap := bus.Snapshot{Agents: map[int]bus.AgentCounts{}, StoreMax: 1 << 30, UIDBase: spec.DefaultUIDBase}
+			fw := &fakeFirewall{refused: map[uint32]netpolicy.Refusals{}}
 			u := units.NewFake()
 			mem := uint64(32 << 20)
 			for id := 1; id <= n; id++ {
@@ -227,9 +312,10 @@ func BenchmarkScrape(b *testing.B) {
 				}
 				u.SetUsage(name, units.Usage{MemoryBytes: &mem, MemoryPeak: &mem, CPUNSec: &mem})
 				snap.Agents[id] = bus.AgentCounts{HeartbeatAt: time.Now(), Connections: 1, Violations: map[string]uint64{"publish": 1}}
+				fw.refused[spec.DefaultUIDBase+uint32(id)] = netpolicy.Refusals{Refused: 7, Logged: 5}
 			}
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(New(fakeBus{snap: snap}, u, b.Logf))
+			reg.MustRegister(New(fakeBus{snap: snap}, u, fw, b.Logf))
 			h := handlerFor(reg, b.Logf)
 			for b.Loop() {
 				rec := httptest.NewRecorder()

@@ -188,12 +188,32 @@ func (n *NFT) counter(ctx context.Context, name string) (packets, bytes uint64, 
 	return 0, 0, fmt.Errorf("nftables: %s: the table has no such counter", what)
 }
 
-// Refused reads the per-uid counters of sets refused and logged. A table
-// from before they existed has neither: none, no error.
+// Refused reads the per-uid counters of sets refused and logged: those
+// two sets alone, not the whole table (flock.service's /metrics asks at
+// every scrape, flockctl events every half second). No table, or a table
+// from before the sets existed: none, no error.
 func (n *NFT) Refused(ctx context.Context) (map[uint32]Refusals, error) {
-	rs, ok, err := n.current(ctx)
-	if err != nil || !ok {
-		return nil, err
+	const what = "reading the refusal counters of table inet " + Table
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("nftables: %s: %w", what, err)
+	}
+	c, err := nftables.New(append(n.opts[:len(n.opts):len(n.opts)], nftables.AsLasting())...)
+	if err != nil {
+		return nil, wrap(what, err)
+	}
+	defer func() { _ = c.CloseLasting() }()
+	rs := &ruleset{elems: map[string][]nftables.SetElement{}}
+	for _, name := range []string{RefusedSet, LoggedSet} {
+		set, err := c.GetSetByName(table, name)
+		if errors.Is(err, unix.ENOENT) {
+			return map[uint32]Refusals{}, nil
+		}
+		if err != nil {
+			return nil, wrap(what+": set "+name, err)
+		}
+		if rs.elems[name], err = c.GetSetElements(set); err != nil {
+			return nil, wrap(what+": elements of set "+name, err)
+		}
 	}
 	return refusals(rs), nil
 }

@@ -42,6 +42,10 @@ var steps = []step{
 	{[]Kind{InstallBus}, installBus},
 	{[]Kind{StartBus}, startBus},
 	{[]Kind{ReloadBus}, reloadBus},
+	// After the bus: its socket is the bus's account's.
+	{[]Kind{InstallCounters}, installCounters},
+	{[]Kind{StartCounters}, startCounters},
+	{[]Kind{RemoveCounters}, removeCounters},
 	// The proxy is up before an agent that needs it starts.
 	{[]Kind{WriteProxyConf}, writeProxyConfig},
 	{[]Kind{InstallProxy}, installProxy},
@@ -205,6 +209,41 @@ func startBus(ctx context.Context, x applier, _ []Change) error {
 func reloadBus(ctx context.Context, x applier, _ []Change) error {
 	if err := x.h.Bus.Reload(ctx); err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
+	}
+	return nil
+}
+
+// installCounters writes the template before the socket that starts it.
+func installCounters(ctx context.Context, x applier, _ []Change) error {
+	for _, u := range []struct {
+		name string
+		text []byte
+	}{{units.CountersTemplate, x.d.CountersService}, {units.CountersSocket, x.d.CountersSocket}} {
+		if err := x.h.Units.InstallService(ctx, u.name, u.text); err != nil {
+			return fmt.Errorf("installing %s: %w", u.name, err)
+		}
+	}
+	return nil
+}
+
+func startCounters(ctx context.Context, x applier, _ []Change) error {
+	if err := x.h.Units.RestartService(ctx, units.CountersSocket); err != nil {
+		return fmt.Errorf("starting %s: %w", units.CountersSocket, err)
+	}
+	return nil
+}
+
+func removeCounters(ctx context.Context, x applier, _ []Change) error {
+	return removeCountersFrom(ctx, x.h)
+}
+
+// removeCountersFrom removes the socket first: nothing starts a reader
+// once it is gone.
+func removeCountersFrom(ctx context.Context, h Host) error {
+	for _, name := range []string{units.CountersSocket, units.CountersTemplate} {
+		if err := h.Units.RemoveService(ctx, name); err != nil {
+			return fmt.Errorf("removing %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 
 // allKinds is every kind of change there is.
 var allKinds = []Kind{StopUnit, RemoveUser, RemoveIdentity, CreateUser, EnsurePath, CreateIdentity,
-	WriteBusConfig, InstallBus, StartBus, ReloadBus, WriteProxyConf, InstallProxy, StartProxy, ReloadProxy, RemoveProxy,
+	WriteBusConfig, InstallBus, StartBus, ReloadBus, InstallCounters, StartCounters, RemoveCounters, WriteProxyConf, InstallProxy, StartProxy, ReloadProxy, RemoveProxy,
 	Firewall, StartUnit, RestartUnit}
 
 func TestEveryKindHasOneStep(t *testing.T) {
@@ -133,7 +133,8 @@ func everyKind(d Desired) Plan {
 		{StopUnit, "flock-agent@3.service", ""}, {RemoveUser, "flock-3", ""}, {RemoveIdentity, "flock-3", ""},
 		{CreateUser, "flock-1", ""}, {CreateIdentity, "flock-1", ""}, {EnsurePath, d.Paths[0].Path, ""},
 		{WriteBusConfig, bus.ConfigPath, ""}, {InstallBus, units.BusUnit, ""}, {StartBus, units.BusUnit, ""},
-		{ReloadBus, units.BusUnit, ""}, {Firewall, "inet flock", ""},
+		{ReloadBus, units.BusUnit, ""}, {InstallCounters, units.CountersSocket, ""}, {StartCounters, units.CountersSocket, ""},
+		{Firewall, "inet flock", ""},
 		{RestartUnit, "flock-agent@1.service", ""}, {StartUnit, "flock-agent@2.service", ""},
 	}}
 }
@@ -155,7 +156,7 @@ func TestApplyWalksThePlanInOrder(t *testing.T) {
 	}
 	want := []string{"units.Stop", "users.RemoveAccounts", "bus.Remove", "users.EnsureAccounts", "bus.Ensure",
 		"users.EnsurePaths", "bus.Ensure", "bus.WriteConfig", "units.InstallService", "units.RestartService", "bus.Reload",
-		"firewall.Ensure", "units.Start"}
+		"units.InstallService", "units.RestartService", "firewall.Ensure", "units.Start"}
 	if !slices.Equal(r.calls, want) {
 		t.Errorf("calls\n%s\nwant\n%s", strings.Join(r.calls, "\n"), strings.Join(want, "\n"))
 	}

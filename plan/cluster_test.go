@@ -117,7 +117,7 @@ func TestAHostProvisionsItsOwnAgentsAndKnowsEveryOne(t *testing.T) {
 	}
 	wantCluster := &bus.Cluster{
 		Name: "flock", Server: "a", Listen: "10.77.0.11:6222", Routes: []string{"10.77.0.12:6222", "10.77.0.13:6222"},
-		Replicas: 3, Hosts: map[int]string{1: "a", 2: "b", 3: "c", 4: "a"},
+		Peers: []string{"b", "c"}, Replicas: 3, Hosts: map[int]string{1: "a", 2: "b", 3: "c", 4: "a"},
 		CAFile: "/etc/flock/cluster/ca.crt", CertFile: "/etc/flock/cluster/host.crt", KeyFile: "/etc/flock/cluster/host.key",
 		PasswordFile: "/etc/flock/cluster/route.password",
 	}

@@ -36,6 +36,9 @@ type Current struct {
 	// ProxyConfig is the proxy's config file as installed (nil: none).
 	ProxyConfig  []byte
 	ProxyService units.ServiceStatus
+	// CountersSocket and CountersService are the counters reader's
+	// socket and template (of a template: its file alone).
+	CountersSocket, CountersService units.ServiceStatus
 }
 
 // Observe reads the host's side of everything d describes.
@@ -91,6 +94,12 @@ func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
 	if c.ProxyService, err = h.Units.Service(ctx, units.ProxyUnit); err != nil {
 		return c, err
 	}
+	if c.CountersSocket, err = h.Units.Service(ctx, units.CountersSocket); err != nil {
+		return c, err
+	}
+	if c.CountersService, err = h.Units.Service(ctx, units.CountersTemplate); err != nil {
+		return c, err
+	}
 	if c.Service.ActiveState == "active" {
 		c.BusStatus, c.BusErr = h.Bus.Status(ctx)
 	}
@@ -117,24 +126,27 @@ func pathDrift(want, got users.Path, exists bool) string {
 type Kind string
 
 const (
-	StopUnit       Kind = "stop unit"
-	RemoveUser     Kind = "remove user"
-	RemoveIdentity Kind = "remove identity"
-	CreateUser     Kind = "create user"
-	EnsurePath     Kind = "ensure path"
-	CreateIdentity Kind = "create identity"
-	WriteBusConfig Kind = "write bus config"
-	InstallBus     Kind = "install bus"
-	StartBus       Kind = "(re)start bus"
-	ReloadBus      Kind = "reload bus"
-	WriteProxyConf Kind = "write proxy config"
-	InstallProxy   Kind = "install proxy"
-	StartProxy     Kind = "(re)start proxy"
-	ReloadProxy    Kind = "reload proxy"
-	RemoveProxy    Kind = "remove proxy"
-	Firewall       Kind = "replace firewall"
-	StartUnit      Kind = "start unit"
-	RestartUnit    Kind = "restart unit"
+	StopUnit        Kind = "stop unit"
+	RemoveUser      Kind = "remove user"
+	RemoveIdentity  Kind = "remove identity"
+	CreateUser      Kind = "create user"
+	EnsurePath      Kind = "ensure path"
+	CreateIdentity  Kind = "create identity"
+	WriteBusConfig  Kind = "write bus config"
+	InstallBus      Kind = "install bus"
+	StartBus        Kind = "(re)start bus"
+	ReloadBus       Kind = "reload bus"
+	WriteProxyConf  Kind = "write proxy config"
+	InstallProxy    Kind = "install proxy"
+	StartProxy      Kind = "(re)start proxy"
+	ReloadProxy     Kind = "reload proxy"
+	RemoveProxy     Kind = "remove proxy"
+	InstallCounters Kind = "install counters"
+	StartCounters   Kind = "(re)start counters"
+	RemoveCounters  Kind = "remove counters"
+	Firewall        Kind = "replace firewall"
+	StartUnit       Kind = "start unit"
+	RestartUnit     Kind = "restart unit"
 )
 
 // Change is one step of a plan.
@@ -280,6 +292,7 @@ func Diff(d Desired, c Current) Plan {
 		}
 	}
 	newID := diffBus(d, c, add, notHere)
+	diffCounters(d, c, add)
 	diffProxy(d, c, newID[creds.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
@@ -372,7 +385,12 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
 	case listenMoved:
-		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max or cluster changed")
+		add(StartBus, units.BusUnit, "listen, monitor or metrics address, store_max, sync or cluster changed")
+	case c.BusStatus != nil && c.BusStatus.Sync != bus.SyncName(cfg.Tasks.Sync):
+		// nats-server takes its sync policy at start only: a bus started
+		// before the config changed (a provision killed in between), or
+		// by a flockctl from before bus.sync, runs with another.
+		add(StartBus, units.BusUnit, fmt.Sprintf("the running bus syncs %s, the spec says %s", runningSync(c.BusStatus.Sync), bus.SyncName(cfg.Tasks.Sync)))
 	case changed != "":
 		add(ReloadBus, units.BusUnit, changed)
 	case c.BusErr != nil:
@@ -383,6 +401,55 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		add(ReloadBus, units.BusUnit, "the running bus has not loaded its config")
 	}
 	return created
+}
+
+// runningSync is the sync policy a bus reports, "" from one older than
+// the field (nats-server's default then).
+func runningSync(s string) string {
+	if s == "" {
+		return "every 2m (a bus from before bus.sync)"
+	}
+	return s
+}
+
+// diffCounters lists the firewall counters reader's changes: its socket
+// and template while bus.metrics is on, their removal once it is off. A
+// new template needs no restart (each connection starts a new reader); a
+// new socket file, or a bus account made again (the socket is that
+// account's), does.
+func diffCounters(d Desired, c Current, add func(Kind, string, string)) {
+	if d.CountersSocket == nil {
+		if c.CountersSocket.File != nil || c.CountersService.File != nil {
+			add(RemoveCounters, units.CountersSocket, "bus.metrics is off")
+		}
+		return
+	}
+	templateChanged := !bytes.Equal(c.CountersService.File, d.CountersService)
+	if !diffService(add, units.CountersSocket, c.CountersSocket, d.CountersSocket, InstallCounters, StartCounters, templateChanged) &&
+		c.Service.NoAccount {
+		add(StartCounters, units.CountersSocket, "its owner "+units.BusUser+" was made again")
+	}
+}
+
+// diffService lists a static unit's install, when its file (or another
+// of its files: alsoChanged) is missing or changed, or it is not
+// enabled; and its (re)start, when it is not running or its file
+// changed. It says whether it planned a (re)start: the caller's other
+// reasons come after those.
+func diffService(add func(Kind, string, string), name string, st units.ServiceStatus, want []byte, install, start Kind, alsoChanged bool) bool {
+	fileChanged := !bytes.Equal(st.File, want)
+	if fileChanged || alsoChanged || st.Enabled != "enabled" {
+		add(install, name, "unit file missing, changed or not enabled")
+	}
+	switch {
+	case st.ActiveState != "active":
+		add(start, name, "not running")
+	case fileChanged:
+		add(start, name, "unit file changed")
+	default:
+		return false
+	}
+	return true
 }
 
 // diffProxy lists the egress proxy's changes: its config and unit while
@@ -403,15 +470,10 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 		}
 		add(WriteProxyConf, proxy.ConfigPath, why)
 	}
-	fileChanged := !bytes.Equal(c.ProxyService.File, d.ProxyService)
-	if fileChanged || c.ProxyService.Enabled != "enabled" {
-		add(InstallProxy, units.ProxyUnit, "unit file missing, changed or not enabled")
+	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false) {
+		return
 	}
 	switch {
-	case c.ProxyService.ActiveState != "active":
-		add(StartProxy, units.ProxyUnit, "not running")
-	case fileChanged:
-		add(StartProxy, units.ProxyUnit, "unit file changed")
 	case newIdentity:
 		add(StartProxy, units.ProxyUnit, "its bus identity is new")
 	case cfgChanged:

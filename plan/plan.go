@@ -36,6 +36,11 @@ type Desired struct {
 	// unit; both nil when no agent has a name in its egress.
 	ProxyConfig  []byte
 	ProxyService []byte
+	// CountersSocket and CountersService are the firewall counters'
+	// reader for /metrics (units.CountersSocket, units.CountersTemplate);
+	// both nil while bus.metrics is off.
+	CountersSocket  []byte
+	CountersService []byte
 
 	unitOptions units.Options // for the units of other hosts' agents (Views)
 }
@@ -77,6 +82,10 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		clusterCreds = ClusterCredentials
 	}
 	d.Service = units.BusService(uo.FlockctlBin, uo.FlockctlBuild, bus.ConfigPath, clusterCreds...)
+	if f.Bus.Metrics() != "" {
+		d.CountersSocket = units.CountersSocketUnit()
+		d.CountersService = units.CountersService(uo.FlockctlBin)
+	}
 	if pc := proxy.ConfigFor(here); len(pc.Policy.Agents) > 0 {
 		// The proxy publishes its decisions on the bus as itself.
 		d.Identities = append(d.Identities, creds.ProxyName)

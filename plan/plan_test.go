@@ -193,6 +193,10 @@ func TestDriftIsRepaired(t *testing.T) {
 		{"bus's user deleted", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, InstallBus},
 		{"bus's user deleted: the bus restarts", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, StartBus},
 		{"bus config deleted", func(fk fakes) { _ = fk.bus.RemoveConfig(ctx) }, WriteBusConfig},
+		{"a bus from before bus.sync runs: it restarts to sync always", func(fk fakes) { fk.bus.RunOld() }, StartBus},
+		{"counters socket stopped by hand", func(fk fakes) { fk.units.StopStatic(units.CountersSocket) }, StartCounters},
+		{"counters reader's template deleted", func(fk fakes) { _ = fk.units.RemoveService(ctx, units.CountersTemplate) }, InstallCounters},
+		{"bus's user deleted: the counters socket, its own, restarts", func(fk fakes) { fk.units.DropAccount(units.BusUnit) }, StartCounters},
 		{"credential deleted", func(fk fakes) { _ = fk.bus.Remove(ctx, []string{spec.UserName(2)}) }, CreateIdentity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +250,14 @@ func TestBusIsPlannedAroundTheAgents(t *testing.T) {
 	p = provision(t, h, mustParse(t, "bus: {listen: \"127.0.0.1:4333\"}\n"+threeAgents+"  - id: 4\n"))
 	if p.Count(StartBus) != 1 || fk.units.ServiceRestarts() != restarts+1 {
 		t.Errorf("moving the listener should restart the bus:\n%s", p)
+	}
+	// nats-server reloads no sync setting: choosing an interval, and
+	// going back to always, each restart the bus once.
+	for i, sync := range []string{"sync: 1s, ", ""} {
+		p = provision(t, h, mustParse(t, "bus: {"+sync+"listen: \"127.0.0.1:4333\"}\n"+threeAgents+"  - id: 4\n"))
+		if p.Count(WriteBusConfig) != 1 || p.Count(StartBus) != 1 || p.Count(ReloadBus) != 0 || fk.units.ServiceRestarts() != restarts+2+i {
+			t.Errorf("bus: {%s}: the sync policy should restart the bus:\n%s", sync, p)
+		}
 	}
 
 	// A dropped agent loses its identity and its place in the config.
@@ -315,8 +327,64 @@ func TestRemoveAllLeavesNothing(t *testing.T) {
 	if cfg, _ := fk.bus.Config(ctx); cfg != nil {
 		t.Errorf("bus config left: %+v", cfg)
 	}
-	if st, _ := fk.units.Service(ctx, units.BusUnit); st.File != nil {
-		t.Errorf("flock.service left: %+v", st)
+	for _, name := range []string{units.BusUnit, units.CountersSocket, units.CountersTemplate} {
+		if st, _ := fk.units.Service(ctx, name); st.File != nil {
+			t.Errorf("%s left: %+v", name, st)
+		}
+	}
+}
+
+// The firewall counters' reader is there while bus.metrics is on, its
+// socket listening and its template written; bus.metrics off takes both
+// away, and on again brings them back.
+func TestCountersReaderFollowsMetrics(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	p := provision(t, h, f)
+	if p.Count(InstallCounters) != 1 || p.Count(StartCounters) != 1 || rank(InstallCounters) < rank(InstallBus) {
+		t.Errorf("a fresh host: want the counters installed and started after the bus's account:\n%s", p)
+	}
+	sock, _ := fk.units.Service(ctx, units.CountersSocket)
+	tmpl, _ := fk.units.Service(ctx, units.CountersTemplate)
+	if sock.ActiveState != "active" || sock.Enabled != "enabled" || string(sock.File) != string(units.CountersSocketUnit()) || tmpl.File == nil {
+		t.Errorf("socket %+v, template %+v", sock, tmpl)
+	}
+	off := mustParse(t, "bus:\n  metrics: off\n"+threeAgents)
+	if p := provision(t, h, off); p.Count(RemoveCounters) != 1 {
+		t.Errorf("metrics off: %s", p)
+	}
+	for _, name := range []string{units.CountersSocket, units.CountersTemplate} {
+		if st, _ := fk.units.Service(ctx, name); st.File != nil {
+			t.Errorf("metrics off: %s left", name)
+		}
+	}
+	if p := provision(t, h, off); p.Count(RemoveCounters) != 0 {
+		t.Errorf("metrics off, again: %s", p)
+	}
+	if p := provision(t, h, f); p.Count(InstallCounters) != 1 || p.Count(StartCounters) != 1 {
+		t.Errorf("metrics on again: %s", p)
+	}
+	// A new flockctl changes neither file: each connection runs the one
+	// installed then. One installed elsewhere rewrites the template; the
+	// socket keeps listening.
+	restarts := fk.units.Restarts(units.CountersSocket)
+	for _, tc := range []struct {
+		uo      units.Options
+		install int
+	}{{units.Options{FlockctlBuild: "0123456789ab"}, 0}, {units.Options{FlockctlBin: "/usr/bin/flockctl"}, 1}} {
+		d := Build(f, Site{}, tc.uo)
+		cur, err := Observe(ctx, h, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = Diff(d, cur)
+		if err := Apply(ctx, h, d, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		if p.Count(InstallCounters) != tc.install || p.Count(StartCounters) != 0 || fk.units.Restarts(units.CountersSocket) != restarts {
+			t.Errorf("%+v: want %d install of the counters, the socket left listening:\n%s", tc.uo, tc.install, p)
+		}
 	}
 }
 

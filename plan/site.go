@@ -67,9 +67,11 @@ func clusterConfig(f *spec.Flock, host string) *bus.Cluster {
 			c.Listen = addr
 		} else {
 			c.Routes = append(c.Routes, addr)
+			c.Peers = append(c.Peers, h.Name)
 		}
 	}
 	slices.Sort(c.Routes)
+	slices.Sort(c.Peers)
 	for _, a := range f.Agents {
 		c.Hosts[a.ID] = a.Host
 	}

@@ -129,7 +129,8 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 
 // RemoveAll deprovisions everything of flock on the host: every
 // flock-agent@ unit, table inet flock, every flock user and group and the
-// sysusers drop-in, flock.service, the bus config and every credential;
+// sysusers drop-in, flock.service, the counters reader's socket and
+// template, the bus config and every credential;
 // with purge also root (the agents' directories, logs and the shared
 // directory), the bus's store (tasks, results, dead letters) and a
 // multi-host flock's material (this host's, and the authority with the
@@ -143,6 +144,10 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 		if err := h.Units.Stop(ctx, s.Name); err != nil {
 			return fmt.Errorf("stopping %s: %w", s.Name, err)
 		}
+	}
+	// Before the bus: the socket is its account's, which goes with it.
+	if err := removeCountersFrom(ctx, h); err != nil {
+		return err
 	}
 	if err := h.Units.RemoveService(ctx, units.BusUnit); err != nil {
 		return fmt.Errorf("removing the bus: %w", err)

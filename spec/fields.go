@@ -311,7 +311,7 @@ func (w *walker) egress(n *yaml.Node, path string) []Egress {
 // reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "max_subscriptions", "max_pending")
+	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending")
 	if !ok {
 		return b
 	}
@@ -353,6 +353,9 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 		v, _ := w.integer(c, join(path, "cluster_port"), "a port", 1, 65535)
 		b.ClusterPort = int(v)
 	}
+	if s, ok := fs["sync"]; ok {
+		b.Sync = w.sync(s, join(path, "sync"))
+	}
 	if b.Monitor() == b.Listen() {
 		w.fail(join(path, "monitor"), "%s is also bus.listen; give the monitoring endpoint its own port, e.g. %s:%d", b.Monitor(), b.Host, DefaultMonitor)
 	}
@@ -362,6 +365,25 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 		}
 	}
 	return b
+}
+
+// sync reads the bus's sync policy: always, or how long the kernel may
+// hold what was acknowledged before it reaches the disk.
+func (w *walker) sync(n *yaml.Node, path string) time.Duration {
+	s, ok := w.str(n, path, "always")
+	if !ok || s == "always" {
+		return SyncAlways
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		w.fail(path, "%q is neither always nor a duration; write always (the default: every task and result on disk before it is acknowledged) or an interval such as 1s (faster, loses up to that much when the power goes)", s)
+	case d < MinSync || d > MaxSync:
+		w.fail(path, "%s is out of range; write always, or an interval from %s to %s", s, MinSync, MaxSync)
+	default:
+		return d
+	}
+	return SyncAlways
 }
 
 // Why each listener must be on loopback, for the error naming it.

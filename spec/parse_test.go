@@ -71,6 +71,7 @@ bus:
   metrics: "[::1]:9334"
   store_max: 2G
   max_deliveries: 3
+  sync: 250ms
   max_subscriptions: 100
   max_pending: 9M
 defaults:
@@ -99,7 +100,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 100, 9 << 20}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 250 * time.Millisecond, 100, 9 << 20}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {
@@ -270,6 +271,23 @@ func TestExampleSpecsParse(t *testing.T) {
 	for _, p := range paths {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// Tier: unit. bus.sync: absent and always are the safe default, an
+// interval is read as one.
+func TestBusSync(t *testing.T) {
+	for _, tc := range []struct {
+		bus  string
+		want time.Duration
+	}{{"{}", SyncAlways}, {"{sync: always}", SyncAlways}, {"{sync: 1s}", time.Second}, {"{sync: 2m}", MaxSync}} {
+		f, err := Parse([]byte("bus: " + tc.bus + "\nagents: [{id: 1}]\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.bus, err)
+		}
+		if f.Bus.Sync != tc.want {
+			t.Errorf("bus: %s: sync %s, want %s", tc.bus, f.Bus.Sync, tc.want)
 		}
 	}
 }

@@ -68,6 +68,11 @@ const (
 	// before the bus gives up on it (dead-letters it).
 	DefaultMaxDeliveries = 5
 	MaxDeliveriesLimit   = 100
+	// MinSync and MaxSync bound bus.sync's interval: below 10 ms it costs
+	// what always costs and keeps less; above nats-server's own default
+	// (2m, flock's before it synced always) it only loses more.
+	MinSync = 10 * time.Millisecond
+	MaxSync = 2 * time.Minute
 )
 
 // Flock is a validated, fully defaulted spec.
@@ -100,11 +105,21 @@ type Bus struct {
 	// ClusterPort is where the hosts' buses route to each other (a
 	// multi-host flock only): listened on at the host's Address.
 	ClusterPort int
+	// Sync is how the bus brings what it stores to the disk: SyncAlways
+	// (0) writes every task and result through to the disk before it
+	// acknowledges it; a duration lets the kernel hold them that long
+	// (nats-server's own default, 2m), losing what it held when the
+	// power goes.
+	Sync time.Duration
 	// MaxSubscriptions and MaxPending bound each connection to the bus,
 	// any user's (shares.go).
 	MaxSubscriptions int
 	MaxPending       uint64
 }
+
+// SyncAlways is Bus.Sync's default: nothing acknowledged sits only in the
+// page cache.
+const SyncAlways time.Duration = 0
 
 // URL is the NATS_URL handed to agents.
 func (b Bus) URL() string { return "nats://" + b.Listen() }

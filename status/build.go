@@ -96,7 +96,10 @@ type Report struct {
 	// FirewallErr is why the refusal counts could not be read.
 	FirewallErr error
 	IPCScoped   bool
-	hosts       bool // the HOST column
+	// Bus is what the bus said of itself (nil: it did not answer): how it
+	// syncs and what it found unproven in its store, told below the table.
+	Bus   *wire.BusStatus
+	hosts bool // the HOST column
 }
 
 // Build makes the report of o. Pure.
@@ -129,7 +132,7 @@ func Build(o Observed) Report {
 		rows = append(rows, row)
 	}
 	return Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
-		IPCScoped: o.IPCScoped, hosts: o.Placed != nil}
+		IPCScoped: o.IPCScoped, Bus: o.Bus, hosts: o.Placed != nil}
 }
 
 // Write prints r to out: the table with its notes, or (asJSON) the rows
@@ -141,6 +144,8 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 		notes = notesJSON
 	}
 	defer func() {
+		printSync(notes, r.Bus)
+		printStore(notes, r.Bus)
 		printProxyDown(notes, r.Rows)
 		for _, d := range r.FlockWide {
 			fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/wire"
 )
@@ -116,5 +118,39 @@ func WriteDiagnoses(w io.Writer, rows []Agent) {
 			fmt.Fprintf(w, "agent %d keeps dying (%d restarts, last %s); no wall explains it: flockctl logs %d%s\n",
 				r.ID, r.Restarts, r.LastExit, r.ID, on)
 		}
+	}
+}
+
+// printSync says when the running bus may lose acknowledged tasks to a
+// power cut: it syncs at an interval, not always.
+func printSync(w io.Writer, st *wire.BusStatus) {
+	switch {
+	case st == nil || st.Sync == bus.SyncName(spec.SyncAlways):
+	case st.Sync == "":
+		fmt.Fprintln(w, "note: the bus syncs every 2m (it started before bus.sync): a power cut loses what it stored since; flockctl provision restarts it to sync always")
+	default:
+		fmt.Fprintf(w, "note: the bus syncs every %s (bus.sync): a power cut loses what it stored in the last %s\n", st.Sync, st.Sync)
+	}
+}
+
+// printStore says what the bus found unproven in its store at its start
+// and what it put back.
+func printStore(w io.Writer, st *wire.BusStatus) {
+	if st == nil {
+		return
+	}
+	for _, p := range st.Store {
+		where := p.Stream
+		if p.File != "" {
+			where += ", " + p.File
+		}
+		fmt.Fprintf(w, "store: %s: %s", where, p.What)
+		if p.PutBack > 0 {
+			fmt.Fprintf(w, "; %d messages that proved themselves put back", p.PutBack)
+		}
+		if p.Aside != "" {
+			fmt.Fprintf(w, "; kept in %s", p.Aside)
+		}
+		fmt.Fprintln(w, " (flockctl store check)")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 // Tier: unit. Below the status table: a diagnosed agent with its wall and
@@ -75,5 +76,46 @@ func TestPrintProxyDown(t *testing.T) {
 		if b.String() != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
 		}
+	}
+}
+
+// Tier: unit. Below the table: a bus that syncs at an interval, or one
+// from before bus.sync, may lose acknowledged tasks to a power cut, and
+// says so; one that syncs always, or did not answer, says nothing.
+func TestPrintSync(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   *wire.BusStatus
+		want string
+	}{
+		{"always", &wire.BusStatus{Sync: "always"}, ""},
+		{"no answer", nil, ""},
+		{"an interval", &wire.BusStatus{Sync: "1s"}, "note: the bus syncs every 1s (bus.sync): a power cut loses what it stored in the last 1s\n"},
+		{"a bus from before bus.sync", &wire.BusStatus{}, "note: the bus syncs every 2m (it started before bus.sync): a power cut loses what it stored since; flockctl provision restarts it to sync always\n"},
+	} {
+		var b strings.Builder
+		printSync(&b, tc.st)
+		if b.String() != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
+
+// Tier: unit. Below the table: each part of the store the bus did not
+// find proven at its start, what it put back and where the damaged files
+// are; nothing when the store proved itself.
+func TestPrintStore(t *testing.T) {
+	var b strings.Builder
+	printStore(&b, &wire.BusStatus{Store: []wire.StoreProblem{
+		{Stream: "TASKS", File: "jetstream/$G/streams/TASKS/msgs/1.blk", What: "196 bytes from byte 588 fail their checksums (1 damaged spans)",
+			PutBack: 16, LostBytes: 196, Aside: "/var/lib/flock-bus/damaged/20261127T080000.000Z"},
+		{Stream: "*", What: "the store was set aside (flockctl store quarantine)", Aside: "/var/lib/flock-bus/damaged/20261127T090000.000Z"},
+	}})
+	printStore(&b, &wire.BusStatus{})
+	printStore(&b, nil)
+	want := "store: TASKS, jetstream/$G/streams/TASKS/msgs/1.blk: 196 bytes from byte 588 fail their checksums (1 damaged spans); 16 messages that proved themselves put back; kept in /var/lib/flock-bus/damaged/20261127T080000.000Z (flockctl store check)\n" +
+		"store: *: the store was set aside (flockctl store quarantine); kept in /var/lib/flock-bus/damaged/20261127T090000.000Z (flockctl store check)\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

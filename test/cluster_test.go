@@ -280,6 +280,8 @@ func TestCluster(t *testing.T) {
 		if r := clusterStatus(t, a)[2]; r.Host != "b" || r.State != "unknown" || !strings.Contains(r.StateNote, "host b did not answer") {
 			t.Errorf("status on a with b down: agent 2 %+v, want unknown, host b did not answer", r)
 		}
+		// a's /metrics says so too (FlockClusterHostDown's series).
+		waitHostsUp(t, a, map[string]int{"b": 0, "c": 1})
 		done := waitAllDone(t, a, ids, 5*time.Minute)
 		by, lost := map[int]int{}, 0
 		for _, id := range ids {
@@ -303,6 +305,8 @@ func TestCluster(t *testing.T) {
 		caught := waitClusterFormed(t, h, 3*time.Minute)
 		t.Logf("CATCH-UP: b booted in %v; its bus had every stream as the others have it, every replica current, %v after power on",
 			booted.Round(time.Millisecond), caught.Sub(t1).Round(time.Millisecond))
+		waitHostsUp(t, a, map[string]int{"b": 1, "c": 1})
+		waitHostsUp(t, b, map[string]int{"a": 1, "c": 1})
 		// b's own view: every task once, done.
 		waitAllDone(t, b, taskIDs("flow", 100), time.Minute)
 		// And its worker takes tasks again.
@@ -403,4 +407,22 @@ func clusterStatus(t *testing.T, m *harness.Machine) map[int]clusterStatusRow {
 		rows[r.ID] = r
 	}
 	return rows
+}
+
+// waitHostsUp waits until m's /metrics says of each other host whether
+// its bus has a route to that host's (flock_cluster_host_up).
+func waitHostsUp(t *testing.T, m *harness.Machine, want map[string]int) {
+	t.Helper()
+	m.Eventually(t, time.Minute, func() error {
+		out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+		if err != nil {
+			return fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+		}
+		for host, up := range want {
+			if line := fmt.Sprintf("flock_cluster_host_up{host=%q} %d\n", host, up); !strings.Contains(out, line) {
+				return fmt.Errorf("no %q in %s's /metrics", strings.TrimSpace(line), m.Name())
+			}
+		}
+		return nil
+	})
 }

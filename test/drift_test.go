@@ -31,6 +31,8 @@ func TestDriftIsSeenAndRepaired(t *testing.T) {
 		{"a directory's mode changed", []string{"chmod", "0755", "/srv/flock/agents/1"}, 1, "ensure path: mode"},
 		{"the bus stopped", []string{"systemctl", "stop", "flock.service"}, 0, "(re)start bus flock.service: not running"},
 		{"the bus config deleted", []string{"rm", "/etc/flock/bus.json"}, 0, "write bus config /etc/flock/bus.json: missing"},
+		{"the counters socket stopped", []string{"systemctl", "stop", "flock-counters.socket"}, 0, "(re)start counters flock-counters.socket: not running"},
+		{"the counters reader's template deleted", []string{"rm", "/etc/systemd/system/flock-counters@.service"}, 0, "install counters flock-counters.socket: unit file missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mustRun(t, m, tc.drift...)

@@ -213,13 +213,16 @@ func assertNothingLeft(t *testing.T, m *harness.Machine) {
 		t.Errorf("units left:\n%s", out)
 	}
 	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/etc/sysusers.d/flock-bus.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock",
-		"/var/lib/flock-bus", "/var/lib/private/flock-bus"} {
+		"/var/lib/flock-bus", "/var/lib/private/flock-bus",
+		"/etc/systemd/system/flock-counters.socket", "/etc/systemd/system/flock-counters@.service", "/run/flock-counters.sock"} {
 		if _, _, err := run(t, m, "test", "!", "-e", p); err != nil {
 			t.Errorf("%s still exists", p)
 		}
 	}
-	if st := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "ActiveState", "--value", "flock.service")); st != "inactive" {
-		t.Errorf("flock.service is %s", st)
+	for _, u := range []string{"flock.service", "flock-counters.socket"} {
+		if st := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "ActiveState", "--value", u)); st != "inactive" {
+			t.Errorf("%s is %s", u, st)
+		}
 	}
 	if out, _, err := run(t, m, "nft", "list", "table", "inet", "flock"); err == nil {
 		t.Errorf("table inet flock still exists:\n%s", out)

@@ -2,9 +2,11 @@ package test
 
 // Tier: root + nspawn + Debian's prometheus (promtool, prometheus) and
 // curl. flock.service's /metrics as an operator meets it: root scrapes it
-// and promtool finds nothing to lint, an agent cannot reach it, a real
-// Prometheus scrapes it with the README's config and answers queries, and
-// a change of bus.metrics takes effect on the next provision.
+// and promtool finds nothing to lint, an agent cannot reach it, an agent's
+// refused packets are counted on it alone (through the counters socket,
+// which no agent can connect to), a real Prometheus scrapes it with the
+// README's config and answers queries, and a change of bus.metrics takes
+// effect on the next provision.
 
 import (
 	"encoding/json"
@@ -15,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/counters"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/units"
 )
 
 // metricsSpec: agent 1 the hostile probe, with the widest allowance an
@@ -62,6 +67,8 @@ func TestMetrics(t *testing.T) {
 				// systemd answered over the system bus, as flock.service's
 				// DynamicUser, with no capabilities.
 				`flock_collector_success{source="systemd"} 1`, `flock_collector_success{source="bus"} 1`,
+				// The firewall's counters, from flock-counters.socket's reader.
+				`flock_collector_success{source="firewall"} 1`, `flock_agent_refused_packets_total{agent="2"} 0`,
 			} {
 				if !strings.Contains(out, want) {
 					return fmt.Errorf("no %q in /metrics", want)
@@ -101,6 +108,115 @@ func TestMetrics(t *testing.T) {
 		if out, errOut, err := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8223"}`); err != nil || !strings.Contains(out, `"ok":true`) {
 			t.Errorf("control: root connects to /metrics: %v %s %s", err, out, errOut)
 		}
+	})
+
+	t.Run("agent 1's refused connect is counted in /metrics, on agent 1 alone", func(t *testing.T) {
+		const one, two = `flock_agent_refused_packets_total{agent="1"}`, `flock_agent_refused_packets_total{agent="2"}`
+		var before float64
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`)
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if before, ok = seriesValue(out, one); !ok {
+				return fmt.Errorf("no %s in /metrics", one)
+			}
+			return nil
+		})
+		p := startedProbe(t, m, 1)
+		if r := p.do(t, map[string]any{"op": "connect-tcp", "addr": "127.0.0.1:9"}); r.OK {
+			t.Fatalf("ESCAPE: agent 1 connected to 127.0.0.1:9: %s", r.Detail)
+		}
+		asked := time.Now()
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`)
+			if err != nil {
+				return err
+			}
+			if v, ok := seriesValue(out, one); !ok || v < before+1 {
+				return fmt.Errorf("%s is %v (%v), want at least %v", one, v, ok, before+1)
+			}
+			if v, ok := seriesValue(out, two); !ok || v != 0 {
+				return fmt.Errorf("%s is %v (%v), want 0: only agent 1 was refused", two, v, ok)
+			}
+			return nil
+		})
+		t.Logf("agent 1's refused connect counted in /metrics %s after it (refused packets before it: %v, from its earlier probes); agent 2's: 0",
+			time.Since(asked).Round(time.Millisecond), before)
+		// One scrape, at most one reader (scrapes under a second apart
+		// share one).
+		n := socketAccepted(t, m)
+		if _, err := scrape(t, m); err != nil {
+			t.Fatal(err)
+		}
+		if more := socketAccepted(t, m) - n; more > 1 {
+			t.Errorf("one scrape started %d readers, want at most 1", more)
+		}
+		// What the reader answered, asked as the bus asks (root may too):
+		// agent 1's uid with what /metrics said.
+		answer := readCounters(t, m)
+		t.Logf("the counters reader's answer to root: %s", answer)
+		if !strings.Contains(answer, fmt.Sprintf(`"%d":{"refused":`, spec.DefaultUIDBase+1)) {
+			t.Errorf("no uid %d in the reader's answer %s", spec.DefaultUIDBase+1, answer)
+		}
+	})
+
+	t.Run("an agent cannot connect to the counters socket", func(t *testing.T) {
+		if out := strings.TrimSpace(mustRun(t, m, "stat", "-c", "%U:%G %a %F", counters.SocketPath)); out != "flock-bus:flock-bus 600 socket" {
+			t.Errorf("%s is %q, want flock-bus:flock-bus 600 socket", counters.SocketPath, out)
+		}
+		p := startedProbe(t, m, 1)
+		req := map[string]any{"op": "connect-unix", "addr": counters.SocketPath}
+		if r := p.do(t, req); r.OK {
+			t.Errorf("ESCAPE: agent 1 connected to %s: %s", counters.SocketPath, r.Detail)
+		} else {
+			t.Logf("agent 1 connecting to %s: refused (%s)", counters.SocketPath, r.Err)
+		}
+		// Root's control in agent 1's own namespaces: the socket is there,
+		// and only its owner and mode keep the agent out.
+		if r := asRootInside(t, m, p.pid, req); !r.OK {
+			t.Errorf("control: root in agent 1's namespaces connecting to %s: %s", counters.SocketPath, r.Err)
+		}
+		// Were the mode loosened, the reader still answers only root and
+		// the bus, by the peer's credentials, and says so in the journal
+		// (where its start and end, at every scrape, are not).
+		mustRun(t, m, "chmod", "0666", counters.SocketPath)
+		out := mustRun(t, m, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/")
+		mustRun(t, m, "chmod", "0600", counters.SocketPath)
+		if !strings.Contains(out, `"error":"uid 65534 may not read`) || strings.Contains(out, `"refused":{"`) {
+			t.Errorf("nobody through a loosened socket: %s, want a refusal and no counters", out)
+		}
+		m.Eventually(t, 10*time.Second, func() error {
+			j := mustRun(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-counters@*")
+			if !strings.Contains(j, "uid 65534 may not read") {
+				return fmt.Errorf("the reader's refusal is not in its journal:\n%s", j)
+			}
+			if strings.Contains(j, "Started ") {
+				return fmt.Errorf("every reader's start is in the journal:\n%s", j)
+			}
+			return nil
+		})
+	})
+
+	t.Run("the counters socket stopped: the firewall's figures are absent, status says so, provision repairs it", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", units.CountersSocket)
+		m.Eventually(t, 30*time.Second, func() error {
+			out, err := scrape(t, m, `flock_collector_success{source="firewall"} 0`)
+			if err == nil && strings.Contains(out, "flock_agent_refused_packets_total{") {
+				return fmt.Errorf("refused packets in /metrics with no reader to ask")
+			}
+			return err
+		})
+		if out := mustRun(t, m, "flockctl", "status"); !strings.Contains(out, units.CountersSocket) {
+			t.Errorf("flockctl status does not name %s:\n%s", units.CountersSocket, out)
+		}
+		provision(t, m, metricsSpec)
+		m.Eventually(t, 30*time.Second, func() error {
+			_, err := scrape(t, m, `flock_collector_success{source="firewall"} 1`, `flock_agent_refused_packets_total{agent="1"}`)
+			return err
+		})
 	})
 
 	t.Run("agent 1's bus violation and egress denial are counted, on agent 1", func(t *testing.T) {
@@ -191,6 +307,12 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("metrics off, yet something listens on %s:\n%s", port, out)
 			}
 		}
+		// Nobody to ask the firewall's counters: no reader either.
+		for _, f := range []string{counters.SocketPath, "/etc/systemd/system/" + units.CountersSocket, "/etc/systemd/system/" + units.CountersTemplate} {
+			if _, errOut, err := run(t, m, "test", "!", "-e", f); err != nil {
+				t.Errorf("metrics off, yet %s is there %s", f, errOut)
+			}
+		}
 	})
 }
 
@@ -277,6 +399,38 @@ func sample(expo string) string {
 		}
 	}
 	return b.String()
+}
+
+// readCounters is the answer of flock-counters.socket's reader as root
+// reads it (curl takes the JSON for an HTTP/0.9 answer).
+func readCounters(t *testing.T, m *harness.Machine) string {
+	t.Helper()
+	return strings.TrimSpace(mustRun(t, m, "curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/"))
+}
+
+// socketAccepted is how many connections flock-counters.socket accepted:
+// one reader each.
+func socketAccepted(t *testing.T, m *harness.Machine) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "NAccepted", "--value", units.CountersSocket)))
+	if err != nil {
+		t.Fatalf("NAccepted of %s: %v", units.CountersSocket, err)
+	}
+	return n
+}
+
+// scrape is root's scrape of /metrics once it has every want.
+func scrape(t *testing.T, m *harness.Machine, want ...string) (string, error) {
+	out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+	if err != nil {
+		return "", fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			return out, fmt.Errorf("no %q in /metrics", w)
+		}
+	}
+	return out, nil
 }
 
 // seriesValue is the value of one series (name and labels, as the text

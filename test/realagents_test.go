@@ -228,6 +228,27 @@ func TestRealAgents(t *testing.T) {
 			t.Errorf("agent 2: %d wall-killed events, want one per death:\n%s", n, texts(evs))
 		}
 		t.Logf("flockctl events --agent 2:\n%s", texts(evs))
+		// /metrics names the wall too, read from agent 2's own unit by
+		// flock.service, which has no spec: while its unit waits to
+		// restart, its last exit is there. The JVM's exit 1 is no signal:
+		// only its log says it met the wall, which /metrics does not read.
+		var expo string
+		m.Eventually(t, 60*time.Second, func() error {
+			out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
+			if err != nil {
+				return fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
+			}
+			expo = out
+			if want := `flock_agent_wall_killed{agent="2",wall="MemoryDenyWriteExecute"} 1`; !strings.Contains(out, want) {
+				return fmt.Errorf("no %q in /metrics", want)
+			}
+			return nil
+		})
+		for _, l := range strings.Split(expo, "\n") {
+			if strings.HasPrefix(l, "flock_agent_wall_killed{") && !strings.HasPrefix(l, `flock_agent_wall_killed{agent="2",`) {
+				t.Errorf("/metrics says another agent was killed by a wall: %s", l)
+			}
+		}
 	})
 
 	t.Run("heartbeats from any client count; a flood of bad ones is logged once", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/counters"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -99,6 +100,17 @@ func TestThousandAgents(t *testing.T) {
 			logs, _, _ := run(t, m, "sh", "-c", "journalctl -u flock.service --no-pager | grep 'metrics:' | tail -5")
 			t.Errorf("/metrics at 1000 agents: no flock_agents{state=\"active\"} 1000 or systemd unread:\n%s\nthe bus's log:\n%s", strings.Join(got, "\n"), logs)
 		}
+		// The firewall's counters: at most one reader (one netlink read
+		// of two sets) per scrape, whatever the number of agents.
+		before := socketAccepted(t, m)
+		out := timed("a scrape of /metrics at 1000 (with the firewall's counters)", "curl", "-fsS", metricsURL)
+		if !strings.Contains(out, `flock_collector_success{source="firewall"} 1`) || !strings.Contains(out, `flock_agent_refused_packets_total{agent="1000"} 0`) {
+			t.Errorf("/metrics at 1000 agents: the firewall's counters unread or agent 1000's missing")
+		}
+		if n := socketAccepted(t, m) - before; n > 1 {
+			t.Errorf("one scrape started %d readers, want at most 1", n)
+		}
+		timed("the counters reader alone at 1000 (connect, start, read, answer)", "curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/")
 	})
 
 	t.Run("what the bus holds at a thousand", func(t *testing.T) {

@@ -99,7 +99,8 @@ func (f *Fake) Exit(ctx context.Context, name string) (uint32, Exit) {
 }
 
 // Usage is SetExit's restarts and exit and SetUsage's cgroup figures of
-// each named unit that is loaded.
+// each named unit that is loaded, and the wall of that exit as systemd's
+// would read it from the properties Start was given.
 func (f *Fake) Usage(ctx context.Context, names []string) (map[string]Usage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -108,6 +109,9 @@ func (f *Fake) Usage(ctx context.Context, names []string) (map[string]Usage, err
 		if s, ok := f.units[n]; ok {
 			u := f.usage[n]
 			u.Restarts, u.LastExit = s.Restarts, s.LastExit
+			if mayBeWall(u.LastExit) {
+				u.Wall = wallOfUnit(f.props[n]["ExecStart"], f.props[n]["Environment"], u.LastExit)
+			}
 			out[n] = u
 		}
 	}
@@ -152,6 +156,9 @@ func (f *Fake) service(name string) ServiceStatus {
 	if st, ok := f.services[name]; ok {
 		return st
 	}
+	if isTemplate(name) {
+		return ServiceStatus{}
+	}
 	return noService
 }
 
@@ -173,6 +180,9 @@ func (f *Fake) InstallService(ctx context.Context, name string, content []byte) 
 	st := f.service(name)
 	st.File = append([]byte(nil), content...)
 	st.Enabled = "enabled"
+	if isTemplate(name) { // systemd has no state of a template
+		st.Enabled, st.ActiveState = "", ""
+	}
 	st.NoAccount = false
 	f.services[name] = st
 	return nil
@@ -192,7 +202,7 @@ func (f *Fake) DropAccount(name string) {
 func (f *Fake) RestartService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	st := f.service(name)
@@ -205,7 +215,7 @@ func (f *Fake) RestartService(ctx context.Context, name string) error {
 func (f *Fake) ReloadService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	if f.service(name).ActiveState != "active" {

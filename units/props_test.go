@@ -90,6 +90,9 @@ func TestBusServiceGolden(t *testing.T) {
 	// A multi-host flock's: the same, and the cluster's files as credentials.
 	golden.Check(t, filepath.Join("testdata", "flock-cluster.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json",
 		"/etc/flock/cluster/ca.crt", "/etc/flock/cluster/host.crt", "/etc/flock/cluster/host.key", "/etc/flock/cluster/route.password")))
+	// The firewall counters' reader for /metrics, and its socket.
+	golden.Check(t, filepath.Join("testdata", "flock-counters.socket.golden"), string(CountersSocketUnit()))
+	golden.Check(t, filepath.Join("testdata", "flock-counters@.service.golden"), string(CountersService("")))
 }
 
 // One agent's unit depends on its own entry only: adding, removing or

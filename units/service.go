@@ -174,8 +174,11 @@ func BusService(bin, build, configPath string, creds ...string) []byte {
 }
 
 // StaticUnits are the static units flock installs; nothing else is
-// written, started or removed through the Service methods.
-var StaticUnits = []string{BusUnit, ProxyUnit}
+// written, started or removed through the Service methods. A template
+// (CountersTemplate) is a file only: Service reads it, InstallService
+// writes it without enabling, RemoveService deletes it; it is never
+// started itself.
+var StaticUnits = []string{BusUnit, ProxyUnit, CountersSocket, CountersTemplate}
 
 func checkStatic(name string) error {
 	for _, u := range StaticUnits {
@@ -184,6 +187,18 @@ func checkStatic(name string) error {
 		}
 	}
 	return fmt.Errorf("%q is not one of flock's static units %v", name, StaticUnits)
+}
+
+// checkStarted is checkStatic for what only a unit with a state of its
+// own can do (start, restart, reload): not a template.
+func checkStarted(name string) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	if isTemplate(name) {
+		return fmt.Errorf("%s is a template: its instances start by themselves", name)
+	}
+	return nil
 }
 
 func (s *Systemd) unitPath(name string) string { return filepath.Join(s.unitDir(), name) }
@@ -208,6 +223,9 @@ func (s *Systemd) Service(ctx context.Context, name string) (ServiceStatus, erro
 	default:
 		st.File = data
 		st.NoAccount = !hasAccount(name)
+	}
+	if isTemplate(name) {
+		return st, nil
 	}
 	props, err := s.conn.GetUnitPropertiesContext(ctx, name)
 	if err != nil {
@@ -238,6 +256,9 @@ func (s *Systemd) InstallService(ctx context.Context, name string, content []byt
 			return fmt.Errorf("daemon-reload after writing %s: %w", path, err)
 		}
 	}
+	if isTemplate(name) {
+		return nil
+	}
 	if _, _, err := s.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
 		return fmt.Errorf("enabling %s: %w", name, err)
 	}
@@ -245,7 +266,7 @@ func (s *Systemd) InstallService(ctx context.Context, name string, content []byt
 }
 
 func (s *Systemd) RestartService(ctx context.Context, name string) error {
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	done := make(chan string, 1)
@@ -256,7 +277,7 @@ func (s *Systemd) RestartService(ctx context.Context, name string) error {
 }
 
 func (s *Systemd) ReloadService(ctx context.Context, name string) error {
-	if err := checkStatic(name); err != nil {
+	if err := checkStarted(name); err != nil {
 		return err
 	}
 	done := make(chan string, 1)
@@ -266,14 +287,26 @@ func (s *Systemd) ReloadService(ctx context.Context, name string) error {
 	return s.waitJob(ctx, name, "reload", done)
 }
 
+// StopService stops one of flock's static units and leaves it installed
+// and enabled (flockctl store quarantine stops the bus to move its store).
+func (s *Systemd) StopService(ctx context.Context, name string) error {
+	if err := checkStatic(name); err != nil {
+		return err
+	}
+	return s.stop(ctx, name)
+}
+
 func (s *Systemd) RemoveService(ctx context.Context, name string) error {
 	if err := checkStatic(name); err != nil {
 		return err
 	}
 	// Not Stop: an enabled unit with a file stays loaded, so waiting for
-	// systemd to forget it would wait out unloadWait every time.
-	if err := s.stop(ctx, name); err != nil {
-		return err
+	// systemd to forget it would wait out unloadWait every time. A
+	// template's instances end by themselves (RuntimeMaxSec=).
+	if !isTemplate(name) {
+		if err := s.stop(ctx, name); err != nil {
+			return err
+		}
 	}
 	if err := removeAccount(ctx, name); err != nil {
 		return err
@@ -282,8 +315,10 @@ func (s *Systemd) RemoveService(ctx context.Context, name string) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if _, err := s.conn.DisableUnitFilesContext(ctx, []string{name}, false); err != nil {
-		return fmt.Errorf("disabling %s: %w", name, err)
+	if !isTemplate(name) {
+		if _, err := s.conn.DisableUnitFilesContext(ctx, []string{name}, false); err != nil {
+			return fmt.Errorf("disabling %s: %w", name, err)
+		}
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("removing %s: %w", path, err)

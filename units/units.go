@@ -64,13 +64,15 @@ type Manager interface {
 	Properties(ctx context.Context, name string) (map[string]any, error)
 
 	// Service reports a static unit of flock's (StaticUnits: BusUnit,
-	// ProxyUnit).
+	// ProxyUnit, CountersSocket, CountersTemplate: of a template, its
+	// file alone).
 	Service(ctx context.Context, name string) (ServiceStatus, error)
 	// InstallService writes the unit's file when it differs (then
-	// reloads systemd) and enables it; for BusUnit it first makes the
-	// static account BusUser (account.go).
+	// reloads systemd) and enables it (not a template); for BusUnit it
+	// first makes the static account BusUser (account.go).
 	InstallService(ctx context.Context, name string, content []byte) error
-	// RestartService (re)starts the unit and waits until it is ready.
+	// RestartService (re)starts the unit and waits until it is ready
+	// (not a template).
 	RestartService(ctx context.Context, name string) error
 	// ReloadService runs the unit's ExecReload= and waits for it.
 	ReloadService(ctx context.Context, name string) error

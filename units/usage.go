@@ -20,8 +20,11 @@ import (
 // without the file, or a container that does not delegate the
 // controller), never a made-up zero.
 type Usage struct {
-	Restarts    uint32
-	LastExit    Exit
+	Restarts uint32
+	LastExit Exit
+	// Wall is the wall of flock's that likely made that exit (KilledBy:
+	// the unit's own level and jit say what a signal means), "" if none.
+	Wall        string
 	MemoryBytes *uint64 // MemoryCurrent
 	MemoryPeak  *uint64 // MemoryPeak (systemd 255 and later), else the cgroup's memory.peak
 	CPUNSec     *uint64 // CPUUsageNSec
@@ -55,7 +58,11 @@ func (s *Systemd) Usage(ctx context.Context, names []string) (map[string]Usage, 
 					if u.MemoryPeak == nil {
 						u.MemoryPeak = cgroupPeak(p["ControlGroup"])
 					}
+					u.Wall, err = s.wallOf(ctx, name, u.LastExit)
 					out[name] = u
+					if err != nil && !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") {
+						errs = append(errs, err)
+					}
 				case !isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit"):
 					errs = append(errs, err)
 				}
@@ -95,6 +102,39 @@ func (s *Systemd) usageProps(ctx context.Context, name string) (map[string]any, 
 		}
 	}
 	return p, nil
+}
+
+// wallOf is the wall that likely made a unit's last exit (KilledBy),
+// read from its ExecStart and Environment only when the exit may be a
+// wall's (mayBeWall): healthy agents cost a scrape no more reads.
+func (s *Systemd) wallOf(ctx context.Context, name string, e Exit) (string, error) {
+	if !mayBeWall(e) {
+		return "", nil
+	}
+	var v [2]any
+	for i, prop := range []string{"ExecStart", "Environment"} {
+		p, err := s.conn.GetUnitTypePropertyContext(ctx, name, "Service", prop)
+		if err != nil {
+			return "", fmt.Errorf("Get %s Service.%s: %w", name, prop, err)
+		}
+		v[i] = p.Value.Value()
+	}
+	return wallOfUnit(v[0], v[1], e), nil
+}
+
+// wallOfUnit is KilledBy's wall for the agent a unit's ExecStart and
+// Environment describe; "" if none, or if the unit is not one ForAgent
+// made.
+func wallOfUnit(execStart, environment any, e Exit) string {
+	a, err := agentOfUnit(execStart, environment)
+	if err != nil {
+		return ""
+	}
+	d, ok := KilledBy(a, e)
+	if !ok {
+		return ""
+	}
+	return d.Wall
 }
 
 // usageOf reads Usage from a Service interface's properties.

@@ -113,9 +113,31 @@ type Event struct {
 
 // BusStatus is the bus's answer on StatusSubject.
 type BusStatus struct {
-	Started time.Time          `json:"started"`
-	Config  string             `json:"config"` // the digest of the config in force (bus.Config.Digest)
-	Agents  map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+	Started time.Time `json:"started"`
+	Config  string    `json:"config"` // the digest of the config in force (bus.Config.Digest)
+	// Sync is how JetStream brings what it stores to the disk, as the
+	// spec's bus.sync says it: "always", or an interval. "" is a bus from
+	// before the field, which synced every 2m.
+	Sync string `json:"sync,omitempty"`
+	// Store is what the bus found unproven in its store when it started,
+	// and what it did; empty when the store proved itself.
+	Store  []StoreProblem     `json:"store,omitempty"`
+	Agents map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+}
+
+// StoreProblem is one part of the bus's store that did not prove itself
+// at its start (a torn or flipped record, a state file it could not read),
+// or a store the operator set aside.
+type StoreProblem struct {
+	Stream string `json:"stream"`
+	File   string `json:"file,omitempty"` // in the store
+	What   string `json:"what"`
+	// PutBack: messages that proved themselves past the damage (or in a
+	// store set aside) and are in the streams again; LostBytes prove
+	// nothing and are gone.
+	PutBack   int    `json:"put_back,omitempty"`
+	LostBytes int    `json:"lost_bytes,omitempty"`
+	Aside     string `json:"aside,omitempty"` // where the damaged files are kept
 }
 
 // AgentOnBus is what the bus knows of one agent.

@@ -15,6 +15,9 @@ const (
 	modeProbe mode = "probe"
 	// modeVersion prints the build (internal/version) and exits.
 	modeVersion mode = "--version"
+	// modeMan prints the man page (man.go) and exits. Not in the usage:
+	// make deb runs it, as it runs flockctl's hidden man.
+	modeMan mode = "--man"
 )
 
 const usage = "usage: flock-agent [task -- COMMAND ARGS... | exec -- COMMAND ARGS... | --version]"
@@ -31,8 +34,8 @@ func parseArgs(args []string) (invocation, error) {
 	switch {
 	case len(args) == 0:
 		return invocation{mode: modeDefault}, nil
-	case args[0] == string(modeVersion) && len(args) == 1:
-		return invocation{mode: modeVersion}, nil
+	case (args[0] == string(modeVersion) || args[0] == string(modeMan)) && len(args) == 1:
+		return invocation{mode: mode(args[0])}, nil
 	case args[0] == "--" && len(args) > 1:
 		return invocation{mode: modeExec, argv: args[1:]}, nil
 	case args[0] == string(modeProbe) && len(args) == 2:

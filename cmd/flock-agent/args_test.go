@@ -29,6 +29,8 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"-v"}, "", nil, true},
 		{[]string{"--version"}, modeVersion, nil, false},
 		{[]string{"--version", "x"}, "", nil, true},
+		{[]string{"--man"}, modeMan, nil, false},
+		{[]string{"--man", "x"}, "", nil, true},
 	} {
 		inv, err := parseArgs(tc.args)
 		switch {

@@ -8,6 +8,7 @@
 //	flock-agent exec -- ARGV...    exec ARGV, the agent's own program
 //	flock-agent -- ARGV...         the same as exec
 //	flock-agent --version          print the build (version, commit, date)
+//	flock-agent --man              print the man page, flock-agent(1)
 //	flock-agent sandbox FLAGS -- [ARGS]
 //	                               (root) run flock-agent ARGS in the agent's
 //	                               container (a contained level: sandbox.Launcher)
@@ -56,9 +57,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if inv.mode == modeVersion {
+	switch inv.mode {
+	case modeVersion:
 		fmt.Println(version.Get("flock-agent"))
 		return nil
+	case modeMan:
+		return writeMan(os.Stdout, version.Get("flock-agent"))
 	}
 	env, err := agent.FromEnv()
 	if err != nil {

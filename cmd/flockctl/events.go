@@ -155,15 +155,15 @@ func kernelLogInJournal(ctx context.Context) bool {
 }
 
 // wallOf names the wall that likely killed an agent of f as status and
-// logs say it (units.Diagnose, from its exit alone: its level and jit
-// decide what a signal means).
+// logs say it (units.KilledBy, from its exit alone: its level and jit
+// decide what a signal means), as /metrics does.
 func wallOf(f *spec.Flock) events.WallOf {
 	return func(agent int, code string, status int) (string, bool) {
 		a, ok := f.Agent(agent)
 		if !ok {
 			return "", false
 		}
-		d, ok := units.Diagnose(a, units.Status{ActiveState: "failed", LastExit: units.Exit{Code: code, Status: status}}, "")
+		d, ok := units.KilledBy(a, units.Exit{Code: code, Status: status})
 		if !ok {
 			return "", false
 		}

@@ -45,7 +45,7 @@ The spec's format and every verb are described in the README
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit(), newEvents(), newVersion(), newCluster(), newMan())
+	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newAudit(), newEvents(), newVersion(), newCluster(), newStore(), newMan(), newCounters())
 	return root
 }
 

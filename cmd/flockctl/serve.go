@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/counters"
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/metrics"
 	"github.com/flockrun/flock/units"
@@ -34,8 +35,9 @@ bus accepts connections and its streams are in place (Type=notify). SIGHUP,
 or the operator's request on flock.bus.reload, re-reads the config without
 dropping connections. When the config names a metrics address
 (the spec's bus.metrics, by default 127.0.0.1:8223), it serves Prometheus
-metrics on /metrics there: the bus's figures and the agents' units as
-systemd has them, read over the system bus when scraped.`,
+metrics on /metrics there: the bus's figures, the agents' units as
+systemd has them, read over the system bus, and the firewall's refused
+packets per agent, asked of flock-counters.socket, when scraped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), o)
@@ -101,7 +103,9 @@ func runServe(ctx context.Context, o serveOpts) error {
 // (bus.Config.NeedsRestart): it is bound once, here.
 func serveMetrics(addr string, srv *bus.Server, obs *units.Observer) (stop func(), err error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
-	ms, err := metrics.Listen(addr, metrics.Handler(metrics.New(srv, obs, logf)))
+	// The firewall's counters come from flock-counters.socket's reader:
+	// the bus has no capability to read nftables with.
+	ms, err := metrics.Listen(addr, metrics.Handler(metrics.New(srv, obs, counters.Client{}, logf)))
 	if err != nil {
 		return nil, err
 	}

@@ -156,7 +156,17 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier}
+var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier, PackageTier}
+
+// PackageTier builds the Debian package (make deb: Go, and nfpm and
+// go-licenses through the Go module proxy) and checks it as Debian does
+// (lintian) and its licenses (go-licenses, on fixtures too).
+var PackageTier = Tier{Name: "package (make deb, lintian)", Needs: []tier.Need{
+	goNeed,
+	tier.Program("make", "make"),
+	tier.Program("dpkg-deb", "dpkg"),
+	tier.Program("lintian", "lintian"),
+}}
 
 // FreshTier is a fresh machine (fresh.go): the tree is made by
 // debootstrap, the repository copied by what git tracks.

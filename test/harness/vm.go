@@ -42,6 +42,12 @@ type VMOptions struct {
 	// BootTimeout bounds each boot until `systemctl is-system-running`
 	// says running or degraded; default 5 minutes (software emulation).
 	BootTimeout time.Duration
+	// PowerCuts gives the VM a disk that keeps what the guest flushed and
+	// no more, for PowerCut: qemu's cache=writeback on the qcow2 overlay
+	// (guest flushes reach the host file with its metadata; the rest
+	// waits in qemu). Without it the disk ignores flushes (cache=unsafe:
+	// faster, and nothing is lost while qemu runs).
+	PowerCuts bool
 }
 
 // SSHTarget is how to reach a VM with ssh (or Ansible) as root.
@@ -128,7 +134,8 @@ func (v *VM) start(ctx context.Context) error {
 }
 
 // install copies the binaries into /usr/local/bin, each renamed into
-// place so a running one is never overwritten in the middle.
+// place so a running one is never overwritten in the middle, and syncs
+// them: a power cut (PowerCut) must not take them back.
 func (v *VM) install(ctx context.Context, bins map[string]string) error {
 	for name, src := range bins {
 		if strings.Contains(name, "/") {
@@ -144,6 +151,9 @@ func (v *VM) install(ctx context.Context, bins map[string]string) error {
 		if err != nil {
 			return fmt.Errorf("install %s as %s: %w", src, dst, err)
 		}
+	}
+	if _, _, err := v.runIn(ctx, nil, "sync"); err != nil {
+		return fmt.Errorf("sync after installing the binaries: %w", err)
 	}
 	return nil
 }

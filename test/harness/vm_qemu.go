@@ -78,9 +78,7 @@ func (v *VM) startQemu() error {
 		"-accel", accel(), "-cpu", "max", "-m", v.o.Memory, "-smp", strconv.Itoa(v.o.CPUs),
 		"-kernel", v.img.Kernel, "-initrd", v.img.Initrd,
 		"-append", kernelCmdline + " systemd.hostname=" + v.name,
-		// cache=unsafe: the overlay is thrown away with the VM; a guest
-		// reboot keeps qemu, so nothing written is lost across it.
-		"-drive", "file=" + filepath.Join(v.dir, "overlay.qcow2") + ",format=qcow2,if=virtio,cache=unsafe",
+		"-drive", "file=" + filepath.Join(v.dir, "overlay.qcow2") + ",format=qcow2,if=virtio,cache=" + v.diskCache(),
 		"-serial", "file:" + v.consolePath(),
 		// restrict=on: the guest reaches nothing outside; the forward in
 		// still works (QEMU's documentation).
@@ -97,6 +95,19 @@ func (v *VM) startQemu() error {
 	v.q = &booting{tied: t, console: v.consolePath(), output: v.qemuLogPath()}
 	v.mu.Unlock()
 	return nil
+}
+
+// diskCache is qemu's cache mode for the overlay. unsafe: the overlay is
+// thrown away with the VM, and a guest reboot keeps qemu, so nothing
+// written is lost across it. writeback, for power cuts: a guest flush
+// makes qemu write its qcow2 metadata and fdatasync the overlay, so what
+// the guest flushed is on the host; what it wrote since may still be in
+// qemu (a new cluster's mapping), and is lost with it (PowerCut).
+func (v *VM) diskCache() string {
+	if v.o.PowerCuts {
+		return "writeback"
+	}
+	return "unsafe"
 }
 
 // freePort asks the kernel for a free loopback port.
@@ -167,6 +178,39 @@ func (v *VM) Reboot(ctx context.Context) error {
 	v.startMaster()
 	v.logf("vm %s: rebooted in %v", v.name, time.Since(t0).Round(time.Millisecond))
 	return nil
+}
+
+// PowerCut cuts the VM's power and turns it on again: qemu is killed by
+// its pid (SIGKILL: no shutdown, no flush), then started again on the
+// same disk, and PowerCut returns once ssh answers and systemd is up. The
+// guest loses its memory, so every write its kernel had not yet sent to
+// the disk (the page cache); with VMOptions.PowerCuts the disk also
+// loses what the guest had not flushed (see diskCache). That is a power
+// cut for the guest's file systems and programs: what was fsynced is
+// kept, the rest may not be. The host's own page cache is not dropped
+// (qemu's writes to the overlay outlive qemu), which is a disk whose own
+// cache had written back: a cut loses at most what a real one may.
+// booted is how long the new boot took, from the kill.
+func (v *VM) PowerCut(ctx context.Context) (booted time.Duration, err error) {
+	q := v.takeQemu()
+	if q == nil {
+		return 0, fmt.Errorf("harness: power cut of VM %s: not running", v.name)
+	}
+	t0 := time.Now()
+	if err := q.kill(); err != nil {
+		return 0, fmt.Errorf("harness: power cut of VM %s: %w", v.name, err)
+	}
+	v.mu.Lock()
+	m := v.master
+	v.master = nil
+	v.mu.Unlock()
+	m.stop()
+	if err := v.boot(ctx); err != nil {
+		return 0, fmt.Errorf("harness: power cut of VM %s: booting again: %w", v.name, err)
+	}
+	booted = time.Since(t0)
+	v.logf("vm %s: power cut (qemu pid %d killed), booted again in %v (qemu pid %d)", v.name, q.id.pid, booted.Round(time.Millisecond), v.qemu().id.pid)
+	return booted, nil
 }
 
 // powerOffWait is how long the guest gets to shut down in order.

@@ -5,6 +5,7 @@ package harness
 // (ControlMaster): a new ssh handshake costs the emulated guest a lot.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -143,6 +144,41 @@ func (v *VM) runSSH(ctx context.Context, opts []string, stdin io.Reader, argv ..
 	err := cmd.Run()
 	err = runError(ctx, v.name, argv, err, errOut.String())
 	return out.Bytes(), errOut.String(), err
+}
+
+// Stream runs argv in the VM as Run does, but hands each line of its
+// stdout to lines as it comes. lines is closed when the command's stdout
+// ends: it exited, ctx ended (ssh is killed), or the VM's power was cut.
+// wait then says how it ended, with its stderr.
+func (v *VM) Stream(ctx context.Context, argv ...string) (lines <-chan string, wait func() error, err error) {
+	if v.qemu() == nil {
+		return nil, nil, &RunError{Machine: v.name, Argv: argv, ExitCode: -1, Err: errors.New("VM not running")}
+	}
+	remote := "exec env -i " + shellJoin(runEnv) + " " + shellJoin(argv)
+	cmd := exec.CommandContext(ctx, "ssh", append(v.sshArgs("no"), "127.0.0.1", remote)...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, &RunError{Machine: v.name, Argv: argv, ExitCode: -1, Err: err}
+	}
+	ch := make(chan string, 4096)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch, func() error {
+		<-done
+		return runError(ctx, v.name, argv, cmd.Wait(), errOut.String())
+	}, nil
 }
 
 // shellSafe needs no quoting in a POSIX shell.

@@ -52,6 +52,24 @@ WantedBy=multi-user.target
 `, gen)
 }
 
+// counterSocket and counterTemplate stand in for the firewall counters'
+// pair: a socket with a template behind it (Accept=yes).
+var (
+	counterSocket = []byte(`# flock conformance stand-in for the counters socket
+[Socket]
+ListenStream=/run/flock-conformance.sock
+Accept=yes
+
+[Install]
+WantedBy=sockets.target
+`)
+	counterTemplate = []byte(`# flock conformance stand-in for the counters reader
+[Service]
+ExecStart=/bin/echo conformance
+StandardInput=socket
+`)
+)
+
 // Hashes of the suite's units, as HashFromDescription reads them back.
 const (
 	hashA = "aaaaaaaaaaaa"
@@ -86,8 +104,10 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
-		if err := m.RemoveService(ctx, units.BusUnit); err != nil {
-			t.Errorf("cleanup: %v", err)
+		for _, name := range []string{units.BusUnit, units.CountersSocket, units.CountersTemplate} {
+			if err := m.RemoveService(ctx, name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
 		}
 	})
 	u1, u2 := spec.UnitName(1), spec.UnitName(2)
@@ -145,6 +165,34 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 		{name: "RestartService starts it; List still shows agents only", do: restart, units: map[string]string{u2: hashC}, service: installed(1, "active")},
 		{name: "InstallService of a new file leaves it running", do: install(2), units: map[string]string{u2: hashC}, service: installed(2, "active")},
 		{name: "RestartService of a running flock.service", do: restart, units: map[string]string{u2: hashC}, service: installed(2, "active")},
+		{name: "a template is a file: written, read back, never enabled or started", units: map[string]string{u2: hashC}, service: installed(2, "active"),
+			do: func(ctx context.Context, m units.Manager) error {
+				return m.InstallService(ctx, units.CountersTemplate, counterTemplate)
+			},
+			check: func(t *testing.T, ctx context.Context, m units.Manager) {
+				checkStatic(t, ctx, m, units.CountersTemplate, units.ServiceStatus{File: counterTemplate})
+				if err := m.RestartService(ctx, units.CountersTemplate); err == nil {
+					t.Errorf("RestartService of a template: no error")
+				}
+			}},
+		{name: "a socket is enabled and started as a service is", units: map[string]string{u2: hashC}, service: installed(2, "active"),
+			do: func(ctx context.Context, m units.Manager) error {
+				if err := m.InstallService(ctx, units.CountersSocket, counterSocket); err != nil {
+					return err
+				}
+				return m.RestartService(ctx, units.CountersSocket)
+			},
+			check: func(t *testing.T, ctx context.Context, m units.Manager) {
+				checkStatic(t, ctx, m, units.CountersSocket, units.ServiceStatus{File: counterSocket, Enabled: "enabled", ActiveState: "active"})
+			}},
+		{name: "RemoveService of the socket and the template", units: map[string]string{u2: hashC}, service: installed(2, "active"),
+			do: func(ctx context.Context, m units.Manager) error {
+				return errors.Join(m.RemoveService(ctx, units.CountersSocket), m.RemoveService(ctx, units.CountersTemplate))
+			},
+			check: func(t *testing.T, ctx context.Context, m units.Manager) {
+				checkStatic(t, ctx, m, units.CountersSocket, none)
+				checkStatic(t, ctx, m, units.CountersTemplate, units.ServiceStatus{})
+			}},
 		{name: "RemoveService stops, disables and deletes it", do: remove, units: map[string]string{u2: hashC}, service: none},
 		{name: "RemoveService when there is none is not an error", do: remove, units: map[string]string{u2: hashC}, service: none},
 		{name: "Stop of the last unit leaves none", do: stop(u2), units: map[string]string{}, service: none},
@@ -198,13 +246,18 @@ func checkList(t *testing.T, ctx context.Context, m units.Manager, want map[stri
 
 func checkService(t *testing.T, ctx context.Context, m units.Manager, want units.ServiceStatus) {
 	t.Helper()
-	got, err := m.Service(ctx, units.BusUnit)
+	checkStatic(t, ctx, m, units.BusUnit, want)
+}
+
+func checkStatic(t *testing.T, ctx context.Context, m units.Manager, name string, want units.ServiceStatus) {
+	t.Helper()
+	got, err := m.Service(ctx, name)
 	if err != nil {
-		t.Fatalf("Service: %v", err)
+		t.Fatalf("Service(%s): %v", name, err)
 	}
 	if !bytes.Equal(got.File, want.File) || (got.File == nil) != (want.File == nil) ||
 		got.Enabled != want.Enabled || got.ActiveState != want.ActiveState {
-		t.Errorf("Service = {File: %q, Enabled: %q, ActiveState: %q}, want {File: %q, Enabled: %q, ActiveState: %q}",
-			got.File, got.Enabled, got.ActiveState, want.File, want.Enabled, want.ActiveState)
+		t.Errorf("Service(%s) = {File: %q, Enabled: %q, ActiveState: %q}, want {File: %q, Enabled: %q, ActiveState: %q}",
+			name, got.File, got.Enabled, got.ActiveState, want.File, want.Enabled, want.ActiveState)
 	}
 }
