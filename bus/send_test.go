@@ -133,6 +133,35 @@ func TestTaskShareOutlivesARestart(t *testing.T) {
 	}
 }
 
+// Tasks a damaged store lost from the server and the bus put back
+// (storecheck.go) count against their sender's share as before.
+func TestTaskShareOutlivesADamagedStore(t *testing.T) {
+	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
+	dir := t.TempDir()
+	c := ForFlock(twoSenders(), ids.keys())
+	s := startBus(t, c, Options{StoreDir: dir})
+	send(t, connect(t, s, ids, creds.OperatorName).Conn, wire.RoleTasks("worker"), "op", "the operator's: no share")
+	o1 := connect(t, s, ids, "flock-1")
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := sendAs(t, o1, 1, wire.RoleTasks("worker"), id, []byte("task")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Shutdown()
+	damageRecord(t, dir, wire.TasksStream, 1) // the server cuts the block there: a, b and c are put back
+	s = startBus(t, c, Options{StoreDir: dir})
+	if st := s.Status().Store; len(st) != 1 || st[0].PutBack != 3 {
+		t.Fatalf("the store's problems: %+v, want 3 tasks put back", st)
+	}
+	if u := s.shares.of(1); u.n != 3 || u.bytes != s.sharesBytesOf(t, 1) {
+		t.Fatalf("after the tasks were put back agent 1 holds %+v", u)
+	}
+	o1 = connect(t, s, ids, "flock-1")
+	if _, err := sendAs(t, o1, 1, wire.RoleTasks("worker"), "d", []byte("task")); refusalOf(err) != wire.RefusedOverShare {
+		t.Fatalf("the 4th task after the put-back: %v", err)
+	}
+}
+
 // sharesBytesOf is agent's bytes in TASKS, summed from the stream.
 func (s *Server) sharesBytesOf(t *testing.T, agent int) int64 {
 	seqs, err := s.readTaskShares(context.Background())
