@@ -74,7 +74,7 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
 			1: {HeartbeatAt: scrapeTime.Add(-2500 * time.Millisecond), Connections: 1, TasksOK: 7, TasksFailed: 1,
-				Violations: map[string]uint64{"publish": 3, "forged-lease": 1}, Egress: map[string]uint64{"allow": 4, "deny": 12}},
+				Violations: map[string]uint64{"publish": 3, "forged-lease": 1, "connections": 2}, Egress: map[string]uint64{"allow": 4, "deny": 12}},
 			2: {HeartbeatAt: scrapeTime.Add(-time.Minute)},
 			3: {},
 		},
