@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/wire"
@@ -75,19 +75,15 @@ func TestClusterMinorityRefusesTasks(t *testing.T) {
 	if st := tc.servers[0].Status(); st.NoQuorum == "" {
 		t.Errorf("a's status does not say it refuses tasks")
 	}
-	// An agent's own client (the orchestrator, nats.go's JetStream API as
-	// the README shows it) gets the same words, as an API error.
+	// An orchestrator sends through the desk (agent.SendTask) and gets the
+	// same words in the desk's refusal.
 	orch := connect(t, tc.servers[0], tc.ids, "flock-1")
-	ojs, err := jetstream.New(orch.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err = ojs.Publish(ctx, wire.AgentTasks(2), []byte("from the orchestrator"))
+	_, err = agent.SendTask(ctx, orch.Conn, 1, wire.AgentTasks(2), "", []byte("from the orchestrator"))
 	cancel()
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.Code != 503 || apiErr.ErrorCode != wire.NoQuorumCode || !strings.Contains(apiErr.Description, "host a cannot store tasks now") {
-		t.Errorf("the orchestrator's publish on a alone: %v, want the bus's refusal as an API error", err)
+	var deskRefusal *wire.Refusal
+	if !errors.As(err, &deskRefusal) || !strings.Contains(deskRefusal.Reason, "host a cannot store tasks now") {
+		t.Errorf("the orchestrator's send on a alone: %v, want the desk's refusal with the bus's reason", err)
 	}
 
 	tc.start(1)

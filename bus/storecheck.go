@@ -127,6 +127,19 @@ func (s *Server) putBack(ctx context.Context) {
 		}
 		s.tellSalvage(aside, out)
 	}
+	if len(pending) == 0 {
+		return
+	}
+	// The tasks put back carry their senders (wire.SenderHeader): they
+	// count against their shares as before the damage.
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	seqs, err := s.readTaskShares(ctx)
+	if err != nil {
+		s.log.Errorf("counting the shares of the tasks put back: %v", err)
+		return
+	}
+	s.shares.load(seqs)
 }
 
 func (s *Server) salvage(ctx context.Context, aside string) (salvage, error) {

@@ -26,7 +26,7 @@ const MaxUIDBase = 4294967293 - MaxID
 const MinMemory = 16 << 20
 
 // agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models"}
+var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
 
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {
@@ -114,13 +114,15 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	}
 	f.Agents = w.agents(n, defaults)
 	w.settle(f)
+	w.shareTotals(f)
 	return f
 }
 
 func defaultBus() Bus {
 	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor,
 		MetricsHost: DefaultBusHost, MetricsPort: DefaultMetrics,
-		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries}
+		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries,
+		MaxSubscriptions: DefaultMaxSubscriptions, MaxPending: DefaultMaxPending}
 }
 
 func builtinDefaults() Agent {
@@ -132,6 +134,7 @@ func builtinDefaults() Agent {
 		TaskTimeout: DefaultTimeout,
 		MaxOutput:   DefaultMaxOutput,
 		Heartbeat:   DefaultHeartbeat,
+		Shares:      defaultShares(),
 	}
 }
 
