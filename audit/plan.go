@@ -110,9 +110,9 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 		}
 		add("bus", "publish as another agent", probe.Request{Op: "nats-pub", Name: wire.Heartbeat(b)})
 		add("bus", "subscribe to another agent's inbox", probe.Request{Op: "nats-sub", Name: wire.Inbox(b) + ".>"})
-		if a.Role != spec.RoleOrchestrator { // an orchestrator's job
-			add("bus", "send another agent a task", probe.Request{Op: "nats-pub", Name: wire.AgentTasks(b)})
-		}
+		// Past the desk: no agent stores a task itself, so none escapes
+		// its share of TASKS (an orchestrator sends through the desk).
+		add("bus", "store a task for another agent past the desk", probe.Request{Op: "nats-pub", Name: wire.AgentTasks(b)})
 	}
 	add("files", "read the operator's credential", probe.Request{Op: "read-file", Path: spec.CredPath(creds.OperatorName)})
 	add("files", "list the credentials", probe.Request{Op: "list-dir", Path: spec.CredDir})
@@ -223,7 +223,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 		// as systemd-nspawn drops CAP_SYS_TIME and CAP_SYS_MODULE).
 		add("kernel", k.name, probe.Request{Op: k.op}).Optional = true
 	}
-	return ps
+	return append(ps, sharesProbes(f, a)...)
 }
 
 // Requests are the agent's side of ps, for one batch.

@@ -98,6 +98,10 @@ func Run(ctx context.Context, h Host, f *spec.Flock, ids []int, c Colluder) Repo
 		go func() { defer wg.Done(); out[i] = auditAgent(ctx, h, f, a, c) }()
 	}
 	wg.Wait()
+	// The orchestrators' floods left tasks no worker takes.
+	if res := h.Control([]probe.Request{Purge(f)}); !res[0].OK && len(out) > 0 {
+		out[0].Unread = append(out[0].Unread, "purging the audit's tasks ("+AuditTasks+".>) from TASKS: "+res[0].Err)
+	}
 	r := Report{Agents: out}
 	for _, a := range out {
 		r.Drift += len(a.Drift)

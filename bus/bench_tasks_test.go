@@ -80,7 +80,9 @@ func flockTasks(b *testing.B, sync time.Duration) *taskBench {
 	}
 	tb := &taskBench{}
 	tb.watchAcks(b, connect(b, s, ids, creds.OperatorName).Conn)
-	js, err := jetstream.New(connect(b, s, ids, "flock-1").Conn)
+	// The operator sends, as flockctl send does (an orchestrator's tasks
+	// go through the desk: BenchmarkShares measures that path).
+	js, err := jetstream.New(connect(b, s, ids, creds.OperatorName).Conn)
 	if err != nil {
 		b.Fatal(err)
 	}

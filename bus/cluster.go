@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/flockrun/flock/store"
 )
 
 // A multi-host flock: each host's bus is one nats-server of a cluster
 // (routes with mutual TLS and a password), JetStream replicated across
 // them. See docs/design.md and Config.Cluster.
+
+// routePing is how often a route is pinged (see loadCluster).
+const routePing = 5 * time.Second
 
 // routeUser is the one user routes authenticate as; the password is the
 // flock's (derived from its secret), the certificate the host's.
@@ -72,9 +77,20 @@ func loadCluster(cl *Cluster, dir string) (*clusterSetup, error) {
 		Name: cl.Name, Host: host, Port: port,
 		Username: routeUser, Password: password,
 		TLSConfig: tc, TLSTimeout: 5,
-		// A host away (rebooting, its machine stopped) is tried again
-		// and again: explicit routes never give up, these back off.
-		ConnectBackoff: true,
+		// A host away (rebooting, its machine stopped, cut off) is tried
+		// again every second, so that hosts meet again within a second or
+		// two of a split's end: backing off (to 30 s, nats-server's
+		// ConnectBackoff) kept a host cut off for 30 s from storing tasks
+		// 11-16 s after the network healed. Each attempt's failure would
+		// be logged: see apply.
+		// A route across a split is never closed by the other side:
+		// nats-server's default (a ping every 30 s, two unanswered) keeps
+		// it, and the interest it carries, up to 90 s, and publishes
+		// across it go nowhere unanswered. Pinged every 5 s, it is
+		// closed within 15-20 s, and a side cut off from the stream's
+		// leader says so (quorum.go).
+		PingInterval: routePing,
+		MaxPingsOut:  3,
 	}}
 	for _, r := range cl.Routes {
 		cs.routes = append(cs.routes, &url.URL{Scheme: "nats-route", User: url.UserPassword(routeUser, password), Host: r})
@@ -89,6 +105,42 @@ func (cs *clusterSetup) apply(o *server.Options, name string) {
 	o.ServerName = name
 	o.Cluster = cs.opts
 	o.Routes = cs.routes
+	// A route that keeps failing is logged at its first failed attempt
+	// and then once a minute, not every second.
+	o.ReconnectErrorReports = routeErrorsEvery
+}
+
+// routeErrorsEvery: one in this many failed attempts to reach a host
+// again is logged.
+const routeErrorsEvery = 60
+
+// joinWithStore runs before a clustered server starts: a store this
+// host's bus made alone (a flock on one host, now on several) would be
+// read by the clustered server and its streams, which the cluster's
+// metadata does not know, deleted as orphans 30 s later, queued tasks and
+// all (nats-server's checkForOrphans; and until then they hold the
+// store's space, so the cluster cannot place its own streams here). So
+// the whole store is set aside (store.SetAsideUnclustered) and the server
+// starts on an empty one; once the cluster's streams exist, putBack puts
+// every task, result and dead letter of it into them (keepEnsured), and
+// the tree stays where it is, marked done.
+// Started on it, the server would delete its streams: when the store
+// cannot be set aside the bus does not start (systemd tries again).
+func (s *Server) joinWithStore(now time.Time) error {
+	alone, err := store.Unclustered(s.opts.StoreDir)
+	if err != nil {
+		return fmt.Errorf("looking whether the store was made without a cluster: %w", err)
+	}
+	if !alone {
+		return nil
+	}
+	aside, err := store.SetAsideUnclustered(s.opts.StoreDir, store.Stamp(now))
+	if err != nil {
+		return fmt.Errorf("setting aside the store this host's bus made alone, before it joined the cluster (started on it, the cluster would delete its streams): %w", err)
+	}
+	s.log.Noticef("store: this host's bus made its store alone, before it joined the cluster: set aside in %s; "+
+		"its tasks, results and dead letters go into the cluster's streams once they exist", aside)
+	return nil
 }
 
 // server is this bus's name in a cluster, "" on one host.
@@ -170,6 +222,9 @@ func (s *Server) keepEnsured(ctx context.Context) {
 					s.log.Noticef("the streams and consumers are in place (%d copies each), after %d attempts", c.replicas(), attempt)
 				}
 				s.ready.Store(true)
+				// What a store set aside holds goes into the cluster's
+				// streams now that they exist (joinWithStore).
+				s.putBack(ctx)
 				break
 			}
 			if ctx.Err() != nil {

@@ -64,7 +64,9 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send(t, orch.Conn, wire.AgentTasks(4), "from-orchestrator", "hello c")
+	if _, err := agent.SendTask(context.Background(), orch.Conn, 1, wire.AgentTasks(4), "from-orchestrator", []byte("hello c")); err != nil {
+		t.Fatalf("the orchestrator on a sends a task through a's desk: %v", err)
+	}
 	for {
 		m, err := results.NextMsg(20 * time.Second)
 		if err != nil {
@@ -77,6 +79,9 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 			break
 		}
 	}
+	// Done on c, the task's place in the orchestrator's share on a is
+	// given back: c's bus told every bus.
+	waitFor(t, "a's count of agent 1's tasks back to none", func() bool { return tc.servers[0].shares.of(1).n == 0 })
 
 	// /metrics on each host: its own agents only (another host's would
 	// show as down there).

@@ -41,6 +41,10 @@ type Config struct {
 	// Cluster joins this host's bus to the other hosts' (a multi-host
 	// flock); nil on one host.
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// MaxSubscriptions and MaxPending bound every connection (nats-server
+	// applies them per connection, to any user); 0: the default.
+	MaxSubscriptions int   `json:"max_subscriptions,omitempty"`
+	MaxPending       int64 `json:"max_pending,omitempty"`
 }
 
 // Cluster is how this host's bus meets the others': NATS routes with
@@ -75,6 +79,11 @@ type User struct {
 	Publish     []string      `json:"publish"`
 	Subscribe   []string      `json:"subscribe"`
 	ResponseTTL time.Duration `json:"response_ttl,omitempty"` // may answer requests it received for this long (allow_responses, max 1 msg); 0 = not at all
+	// Its shares (spec.Shares): connections open at once, and what it
+	// sent into TASKS waiting or running; 0: no share (the operator).
+	Connections int   `json:"connections,omitempty"`
+	Tasks       int   `json:"tasks,omitempty"`
+	TaskBytes   int64 `json:"task_bytes,omitempty"`
 }
 
 // Equal reports whether c and o configure the same bus. A nil and an empty
@@ -94,9 +103,9 @@ func (c Config) Digest() string {
 		}
 		h.Write([]byte{1}) // ends a list: ["a", "b"] is not ["a"], ["b"]
 	}
-	field(c.Listen, c.Monitor, c.Metrics, strconv.Itoa(len(c.Users)))
+	field(c.Listen, c.Monitor, c.Metrics, strconv.Itoa(len(c.Users)), fmt.Sprint(c.maxSubscriptions(), c.maxPending()))
 	for _, u := range c.Users {
-		field(u.Name, strconv.Itoa(u.Agent), u.Nkey, u.ResponseTTL.String())
+		field(u.Name, strconv.Itoa(u.Agent), u.Nkey, u.ResponseTTL.String(), fmt.Sprint(u.Connections, u.Tasks, u.TaskBytes))
 		field(u.Publish...)
 		field(u.Subscribe...)
 	}
@@ -131,7 +140,24 @@ func (c Config) Digest() string {
 func (c Config) NeedsRestart(old Config) bool {
 	n, o := c.Tasks.withDefaults(), old.Tasks.withDefaults()
 	return c.Listen != old.Listen || c.Monitor != old.Monitor || c.Metrics != old.Metrics ||
-		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || n.Sync != o.Sync || !sameCluster(c.Cluster, old.Cluster)
+		n.StoreMax != o.StoreMax || n.MemoryMax != o.MemoryMax || n.Sync != o.Sync || !sameCluster(c.Cluster, old.Cluster) ||
+		c.maxSubscriptions() != old.maxSubscriptions() || c.maxPending() != old.maxPending()
+}
+
+// maxSubscriptions and maxPending are the bounds of every connection,
+// defaults applied. nats-server takes neither at a reload.
+func (c Config) maxSubscriptions() int {
+	if c.MaxSubscriptions == 0 {
+		return spec.DefaultMaxSubscriptions
+	}
+	return c.MaxSubscriptions
+}
+
+func (c Config) maxPending() int64 {
+	if c.MaxPending == 0 {
+		return spec.DefaultMaxPending
+	}
+	return c.MaxPending
 }
 
 // sameCluster compares a and b but for Hosts.
@@ -175,11 +201,16 @@ func (c Config) validate() error {
 			return fmt.Errorf("users[%d]: name %s does not go with agent %d", i, u.Name, u.Agent)
 		case u.ResponseTTL < 0:
 			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)
+		case u.Connections < 0 || u.Tasks < 0 || u.TaskBytes < 0:
+			return fmt.Errorf("users[%d] (%s): a negative share (connections %d, tasks %d, task_bytes %d)", i, u.Name, u.Connections, u.Tasks, u.TaskBytes)
 		}
 		names[u.Name], keys[u.Nkey] = true, true
 	}
 	if err := c.Tasks.validate(); err != nil {
 		return fmt.Errorf("tasks: %w", err)
+	}
+	if (c.MaxSubscriptions != 0 && c.MaxSubscriptions < spec.MinMaxSubscriptions) || (c.MaxPending != 0 && c.MaxPending < spec.MinMaxPending) {
+		return fmt.Errorf("max_subscriptions %d, max_pending %d: give at least %d subscriptions and %d bytes (0: the defaults)", c.MaxSubscriptions, c.MaxPending, spec.MinMaxSubscriptions, int64(spec.MinMaxPending))
 	}
 	if c.Cluster != nil {
 		if err := c.Cluster.validate(); err != nil {

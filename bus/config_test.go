@@ -33,12 +33,18 @@ func fixedKeys(t testing.TB, names ...string) map[string]string {
 	return keys
 }
 
-// goldenFlock is testFlock on the default ports, monitoring and metrics on.
+// goldenFlock is testFlock on the default ports, monitoring and metrics
+// on, every agent with the default shares.
 func goldenFlock() *spec.Flock {
 	f := testFlock()
 	f.Bus = spec.Bus{Host: spec.DefaultBusHost, Port: spec.DefaultBusPort, MonitorHost: spec.DefaultBusHost, MonitorPort: spec.DefaultMonitor,
-		MetricsHost: spec.DefaultBusHost, MetricsPort: spec.DefaultMetrics}
+		MetricsHost: spec.DefaultBusHost, MetricsPort: spec.DefaultMetrics,
+		MaxSubscriptions: spec.DefaultMaxSubscriptions, MaxPending: spec.DefaultMaxPending}
 	f.UIDBase = spec.DefaultUIDBase
+	for i := range f.Agents {
+		f.Agents[i].Shares = spec.Shares{Connections: spec.DefaultConnections, Tasks: spec.DefaultTaskShare, TaskBytes: spec.DefaultTaskBytes,
+			Tunnels: spec.DefaultTunnels, Handshakes: spec.DefaultHandshakes}
+	}
 	return f
 }
 

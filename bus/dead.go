@@ -134,6 +134,7 @@ func (s *Server) deadLetter(ctx context.Context, consumer string, seq uint64, de
 	if err := tasks.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("deleting task %s from %s: %w", id, wire.TasksStream, err)
 	}
+	s.taskGone(seq)
 	msg := fmt.Sprintf("task %s (%s) dead-lettered after %d deliveries", id, raw.Subject, deliveries)
 	s.log.record("[WRN]", msg, events.Record{Kind: events.DeadLettered, Agent: consumerAgent(consumer), Detail: msg,
 		Extra: map[string]string{"TASK_ID": id, "DELIVERIES": strconv.FormatUint(deliveries, 10)}})

@@ -64,6 +64,11 @@ type desk struct {
 	token   uint64
 	pruned  time.Time
 	stopped bool // the bus is shutting down
+	// sending are the tasks sent through the desk that JetStream has not
+	// confirmed yet, by token (send.go); recounted is when the desk last
+	// looked at TASKS for tasks removed without it.
+	sending   map[string]*sending
+	recounted time.Time
 }
 
 // waiter is an agent's ask for a task, not answered yet.
@@ -101,7 +106,7 @@ const (
 
 func newDesk(s *Server, key []byte, report Violation) *desk {
 	return &desk{s: s, key: key, report: report,
-		pulls: map[string]map[string]time.Time{}, spares: map[string][]*spare{}, held: map[uint64]*holding{}}
+		pulls: map[string]map[string]time.Time{}, spares: map[string][]*spare{}, held: map[uint64]*holding{}, sending: map[string]*sending{}}
 }
 
 // start subscribes the bus's own client to the desk's subjects: one
@@ -114,7 +119,9 @@ func (d *desk) start(nc *nats.Conn) error {
 		"agent.*.task." + wire.DeskProgress:               d.onLeased,
 		"agent.*.task." + wire.DeskResult:                 d.onLeased,
 		"agent.*.task." + wire.DeskRelease:                d.onLeased,
+		"agent.*.task." + wire.DeskSend:                   d.onSend,
 		d.deskPulls() + ">":                               d.onPulled,
+		d.deskSent() + ">":                                d.onSent,
 		wire.OnServer(wire.HeldSubject, d.s.cfg.server()): d.onHeld,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
@@ -141,7 +148,7 @@ func (d *desk) ownReply(agent int, m *nats.Msg) bool {
 // refuse answers m with a refusal, reporting it as a violation if it is one.
 func (d *desk) refuse(agent int, m *nats.Msg, kind, reason string) {
 	switch kind {
-	case wire.RefusedForged, wire.RefusedStale, wire.RefusedMalformed:
+	case wire.RefusedForged, wire.RefusedStale, wire.RefusedMalformed, wire.RefusedOverShare:
 		d.report(agent, kind, m.Subject+": "+reason)
 	}
 	d.answer(m.Reply, wire.RefusalMessage(wire.Refusal{Kind: kind, Reason: reason}), nil)
@@ -500,6 +507,7 @@ func (d *desk) onLeased(m *nats.Msg) {
 		}
 		d.ackWith(ack, "+ACK")
 		d.mark(dl.seq, h, resulted)
+		d.s.taskGone(dl.seq)
 	}
 	d.answer(m.Reply, nil, nil)
 }

@@ -18,7 +18,8 @@ import (
 // identity is not created yet), so ForFlock never invents an identity.
 func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), UIDBase: f.UIDBase, Users: []User{}, Tasks: Tasks{
-		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Sync: f.Bus.Sync, Workers: []int{}}}
+		StoreMax: int64(f.Bus.StoreMax), MaxDeliveries: f.Bus.MaxDeliveries, Sync: f.Bus.Sync, Workers: []int{}},
+		MaxSubscriptions: f.Bus.MaxSubscriptions, MaxPending: int64(f.Bus.MaxPending)}
 	c.Tasks = c.Tasks.withDefaults()
 	agents := slices.Clone(f.Agents)
 	slices.SortFunc(agents, func(a, b spec.Agent) int { return a.ID - b.ID })
@@ -39,7 +40,8 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
 	if key, ok := keys[creds.ProxyName]; ok {
-		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{}})
+		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{},
+			Connections: proxyConnections})
 	}
 	if key, ok := keys[creds.OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: creds.OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
@@ -47,16 +49,21 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	return c
 }
 
+// proxyConnections is the egress proxy's share of connections: it keeps
+// one, and may overlap it with a reconnect.
+const proxyConnections = 4
+
 // agentUser grants what a's role needs: every agent speaks under its own
 // name and hears its own inbox (where JetStream's answers come too); the
 // role adds the task flow.
 func agentUser(a spec.Agent, name, key string) User {
 	u := User{
-		Name:      name,
-		Agent:     a.ID,
-		Nkey:      key,
-		Publish:   []string{wire.AgentSubjects(a.ID)},
-		Subscribe: []string{wire.Inbox(a.ID) + ".>"},
+		Name:        name,
+		Agent:       a.ID,
+		Nkey:        key,
+		Publish:     []string{wire.AgentSubjects(a.ID)},
+		Subscribe:   []string{wire.Inbox(a.ID) + ".>"},
+		Connections: a.Shares.Connections,
 	}
 	switch a.Role {
 	case spec.RoleWorker:
@@ -65,7 +72,10 @@ func agentUser(a spec.Agent, name, key string) User {
 		// touches no JetStream subject at all (desk.go).
 		u.Subscribe = append(u.Subscribe, wire.Broadcast)
 	case spec.RoleOrchestrator:
-		u.Publish = append(u.Publish, wire.TasksAll, wire.Broadcast)
+		// Tasks go through the desk too (agent.N.task.send), which
+		// stores them within the orchestrator's share of TASKS.
+		u.Publish = append(u.Publish, wire.Broadcast)
+		u.Tasks, u.TaskBytes = a.Shares.Tasks, int64(a.Shares.TaskBytes)
 		u.Subscribe = append(u.Subscribe, wire.ResultSubject, wire.AllEvents)
 	case spec.RoleMonitor:
 		// Monitors hear every decision of the egress proxy too.

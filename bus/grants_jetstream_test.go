@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/wire"
 )
@@ -32,18 +33,10 @@ func TestJetStreamAttacks(t *testing.T) {
 	orch, w2, w4, mon := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-4"), connect(t, s, ids, "flock-3")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	jsOf := func(c *client) jetstream.JetStream {
-		js, err := jetstream.New(c.Conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
-
 	// Controls: the orchestrator stores two tasks for agent 4 and one for
 	// any worker; agent 4 takes the first of its own from the desk.
 	for _, subj := range []string{wire.AgentTasks(4), wire.AgentTasks(4), wire.RoleTasks("worker")} {
-		if _, err := jsOf(orch).Publish(ctx, subj, []byte("task")); err != nil {
+		if _, err := agent.SendTask(ctx, orch.Conn, 1, subj, "", []byte("task")); err != nil {
 			t.Fatalf("control: the orchestrator stores a task on %s: %v", subj, err)
 		}
 	}

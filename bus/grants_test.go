@@ -69,8 +69,10 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "monitor hears heartbeats", agent: 3, sub: wire.AllHeartbeats, probe: "agent.2.heartbeat"},
 		{name: "monitor hears events", agent: 3, sub: wire.AllEvents, probe: "agent.1.events"},
 		{name: "monitor hears tasks", agent: 3, sub: "tasks.>", probe: "tasks.worker", want: refused + `Subscription to "tasks.>"`},
-		{name: "orchestrator hands out tasks", agent: 1, pub: "tasks.worker"},
-		{name: "orchestrator addresses one agent", agent: 1, pub: "tasks.agent.2"},
+		// Tasks go through the desk, within the orchestrator's share.
+		{name: "orchestrator stores a task itself", agent: 1, pub: "tasks.worker", want: refused + `Publish to "tasks.worker"`},
+		{name: "orchestrator addresses one agent itself", agent: 1, pub: "tasks.agent.2", want: refused + `Publish to "tasks.agent.2"`},
+		{name: "orchestrator sends a task through the desk", agent: 1, pub: "agent.1.task.send"},
 		{name: "orchestrator broadcasts", agent: 1, pub: wire.Broadcast},
 		{name: "orchestrator publishes a result", agent: 1, pub: wire.ResultSubject, want: refused + `Publish to "task.result"`},
 		{name: "orchestrator speaks as a worker", agent: 1, pub: "agent.2.events", want: refused + `Publish to "agent.2.events"`},

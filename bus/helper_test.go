@@ -19,13 +19,15 @@ import (
 	"github.com/flockrun/flock/wire"
 )
 
-// testFlock is orchestrator 1, worker 2 (granted reports.>) and monitor 3
-// on a free port.
+// testFlock is orchestrator 1 (with the default share of TASKS), worker 2
+// (granted reports.>) and monitor 3 on a free port; no share of
+// connections.
 func testFlock() *spec.Flock {
 	return &spec.Flock{
 		Bus: spec.Bus{Host: "127.0.0.1", Port: -1},
 		Agents: []spec.Agent{
-			{ID: 1, Role: spec.RoleOrchestrator, TaskTimeout: spec.DefaultTimeout},
+			{ID: 1, Role: spec.RoleOrchestrator, TaskTimeout: spec.DefaultTimeout,
+				Shares: spec.Shares{Tasks: spec.DefaultTaskShare, TaskBytes: spec.DefaultTaskBytes}},
 			{ID: 2, Role: spec.RoleWorker, TaskTimeout: spec.DefaultTimeout, Subjects: spec.Subjects{Publish: []string{"reports.>"}}},
 			{ID: 3, Role: spec.RoleMonitor, TaskTimeout: spec.DefaultTimeout},
 		},

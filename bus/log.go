@@ -29,6 +29,12 @@ type logger struct {
 	now      func() time.Time
 	fatal    chan struct{} // closed at the first Fatalf
 	fatalMsg string
+	// refused, if set, says whether the gate refused connection cid over
+	// its share: the gate logged that itself, under the agent's name, so
+	// the server's own line about it (anonymous, before the client was
+	// in) is left out rather than fill the unauthenticated clients'
+	// window (gate.go).
+	refused func(cid uint64) bool
 	// rec, if set, gets the lines about an agent's violations as
 	// structured records (the journal's FLOCK_EVENT=bus-violation, read
 	// by flockctl events) instead of w: the same line, with fields.
@@ -89,7 +95,17 @@ func (l *logger) fatalError() string {
 var serverKinds = []struct{ prefix, kind string }{
 	{"Publish Violation - ", wire.ViolationPublish},
 	{"Subscription Violation - ", wire.ViolationSubscribe},
+	// nats-server logs this at most once every 2 s in the whole account
+	// (Account.shouldLogMaxSubErr): the refusals are exact, their count
+	// is not.
+	{"maximum subscriptions exceeded", wire.ViolationSubscriptions},
+	{"Slow Consumer Detected", wire.ViolationSlowConsumer},
+	{"Slow Consumer %s: WriteDeadline", wire.ViolationSlowConsumer},
 }
+
+// payloadFormat is how nats-server words an oversized message, its first
+// argument "maximum payload exceeded" (server.ErrMaxPayload).
+const payloadFormat = "%s: %d vs %d"
 
 func (l *logger) line(level, format string, v []any) {
 	l.mu.Lock()
@@ -105,6 +121,11 @@ func (l *logger) line(level, format string, v []any) {
 		run := format[:len(format)-len(rest)]
 		format = run[:strings.Index(run, " - cid:")] + " - cid:" + strings.ReplaceAll(run[strings.Index(run, " - cid:")+len(" - cid:"):], "%", "%%") + rest
 	}
+	if isClient && rest == "%v - %s" && len(v) > 0 && l.refused != nil {
+		if err, ok := v[0].(error); ok && err.Error() == authError && l.refused(cidOf(cf)) {
+			return
+		}
+	}
 	var key *limitKey
 	if isClient {
 		k := limitKey{who: anonymous, kind: otherKind}
@@ -119,6 +140,9 @@ func (l *logger) line(level, format string, v []any) {
 			if strings.HasPrefix(rest, sk.prefix) {
 				k.kind = sk.kind
 			}
+		}
+		if rest == payloadFormat && len(v) == 3 && v[0] == "maximum payload exceeded" {
+			k.kind = wire.ViolationPayload
 		}
 		if k.agent > 0 && k.kind != otherKind {
 			l.count(k.agent, k.kind)
@@ -223,6 +247,20 @@ func clientFormat(format string, v []any) string {
 		}
 	}
 	return format
+}
+
+// authError is nats-server's ErrAuthentication, which it logs for every
+// refused connection.
+const authError = "authentication error"
+
+// cidOf is the connection id in a client line's format (0: none).
+func cidOf(format string) uint64 {
+	_, s, ok := strings.Cut(format, " - cid:")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseUint(s[:len(s)-len(strings.TrimLeft(s, "0123456789"))], 10, 64)
+	return n
 }
 
 // clientLine reads the client the server's line is about:

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -116,6 +117,10 @@ func (s *Server) onEgress(m *nats.Msg) {
 		n += uint64(e.Suppressed)
 	}
 	s.tally.decision(id, e.Decision, n)
+	if kind := wire.EgressViolation(e.Reason); kind != "" && e.Decision == "deny" {
+		s.ledger.addN(id, kind, n)
+		s.log.agentLine(id, kind, "[WRN]", "%s (agent %d): %s violation: the egress proxy refused %d connection(s) to %s:%d over its share", spec.UserName(id), id, kind, n, e.Name, e.Port)
+	}
 }
 
 // Snapshot reads the bus's figures now: its own counts, the server's

@@ -37,6 +37,10 @@ func TestSnapshotCounts(t *testing.T) {
 		{Agent: 1, Decision: "deny", Suppressed: 2},
 		{Agent: 2, Decision: "deny"},
 		{Agent: 0, Decision: "deny"}, // not an agent: not counted
+		// Over its shares of the proxy: violations too, held-back ones
+		// with the next (the proxy holds back per agent and reason).
+		{Agent: 4, Decision: "deny", Reason: wire.EgressOverTunnels, Suppressed: 4},
+		{Agent: 4, Decision: "deny", Reason: wire.EgressOverHandshakes},
 	} {
 		b, err := wire.EncodeEgress(e)
 		if err != nil {
@@ -69,6 +73,9 @@ func TestSnapshotCounts(t *testing.T) {
 	}
 	if _, ok := snap.Agents[0]; ok || len(snap.Agents) != 4 {
 		t.Errorf("agents %v, want the config's 1-4", snap.Agents)
+	}
+	if v := s.Status().Agents[4].Violations; v[wire.ViolationTunnels] != 5 || v[wire.ViolationHandshakes] != 1 {
+		t.Errorf("agent 4's violations %v, want 5 tunnels and 1 handshakes", v)
 	}
 	if snap.TasksPending != 1 || snap.TasksRunning != 0 || snap.TasksDead != 0 {
 		t.Errorf("tasks pending %d running %d dead %d, want 1 0 0", snap.TasksPending, snap.TasksRunning, snap.TasksDead)

@@ -45,6 +45,7 @@ func (s *Server) connectSelf() error {
 		wire.OnServer(wire.PermissionsSubject, server): s.onPermissions,
 		wire.EgressSubjects:                            s.onEgress,
 		wire.UsageSubjects:                             s.onUsage,
+		wire.TaskGoneSubject:                           s.onTaskGone,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the bus's own client to %s: %w", subj, err)

@@ -15,16 +15,22 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/flockrun/flock/events"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
 
-// MaxPayload is the largest message the bus carries: a task result may hold
-// 1 MiB of output and as much stderr, JSON-escaped.
-const MaxPayload = 8 << 20
+// MaxPayload is the largest message the bus carries (spec.MaxMessage).
+const MaxPayload = spec.MaxMessage
+
+// maxConnections is nats-server's own bound on all connections, the
+// backstop under the agents' shares: the file limit less what JetStream's
+// files and the listeners need (spec.BusOwnFiles holds those and the
+// operator's and the proxy's connections).
+const maxConnections = spec.BusFiles - 1024
 
 // ErrRestartNeeded is Reload's answer to a moved listener: a running
 // server cannot rebind, serve must restart.
-var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, its sync or its cluster")
+var ErrRestartNeeded = errors.New("the bus must restart to change its listen, monitor or metrics address, its store_max, its sync, max_subscriptions or max_pending, or its cluster")
 
 // readyTimeout bounds how long Start waits for the listener.
 const readyTimeout = 10 * time.Second
@@ -81,6 +87,13 @@ type Server struct {
 	ensureKick chan struct{}
 	ensureDone chan struct{}
 	stopEnsure context.CancelFunc
+	// In a cluster: the refusal of tasks this side cannot store
+	// (quorum.go): this server's copy of TASKS as last read, and why
+	// tasks are refused ("" while they are not), guarded by mu.
+	stopQuorum chan struct{}
+	quorumDone chan struct{}
+	view       copyView
+	noQuorum   string
 
 	// ledger counts violations per agent and kind (violations.go);
 	// keepLedger writes it until stopLedger is closed.
@@ -91,6 +104,8 @@ type Server struct {
 
 	tally  *tally       // results and egress decisions per agent, for /metrics
 	models modelReports // the model gateway's counts per agent (models.go)
+	gate   *gate        // authentication, and each identity's share of connections (gate.go)
+	shares *taskShares  // what each agent sent into TASKS (taskshares.go)
 
 	storeProblems []wire.StoreProblem // what the store did not prove at the start (storecheck.go); under mu
 
@@ -114,7 +129,7 @@ func Start(c Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the bus: creating its own nkey: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(),
+	s := &Server{log: newLogger(o.Log), opts: o, self: kp, selfPub: pub, cfg: c, beats: map[int]heartbeat{}, rates: map[int]rate{}, tally: newTally(), shares: newTaskShares(),
 		storeLimit: c.Tasks.withDefaults().StoreMax, inbox: wire.OnServer(selfInbox, c.server())}
 	if c.Cluster != nil {
 		if s.cluster, err = loadCluster(c.Cluster, o.CredentialsDir); err != nil {
@@ -122,6 +137,9 @@ func Start(c Config, o Options) (*Server, error) {
 		}
 	}
 	s.log.learn(s.users(c))
+	s.gate = newGate(func(cid uint64) bool { return s.ns.GetClient(cid) != nil }, s.overConnections)
+	s.gate.set(s.gateUsers(c))
+	s.log.refused = s.gate.wasRefused
 	key, err := loadLeaseKey(o.StoreDir)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
@@ -144,6 +162,11 @@ func Start(c Config, o Options) (*Server, error) {
 	so, err := s.serverOptions(c)
 	if err != nil {
 		return nil, fmt.Errorf("starting the bus: %w", err)
+	}
+	if c.Cluster != nil {
+		if err := s.joinWithStore(time.Now()); err != nil {
+			return nil, fmt.Errorf("starting the bus: %w", err)
+		}
 	}
 	s.lookAtStore(time.Now())
 	ns, err := server.NewServer(so)
@@ -175,6 +198,8 @@ func Start(c Config, o Options) (*Server, error) {
 		s.stopEnsure, s.ensureKick, s.ensureDone = cancel, make(chan struct{}, 1), make(chan struct{})
 		go s.keepEnsured(ctx)
 		s.ensureLater()
+		s.stopQuorum, s.quorumDone = make(chan struct{}), make(chan struct{})
+		go s.watchQuorum(s.stopQuorum, s.quorumDone)
 		return s, nil
 	}
 	if err := s.startTasks(context.Background(), c); err != nil {
@@ -201,8 +226,16 @@ func (s *Server) serverOptions(c Config) (*server.Options, error) {
 		MaxPayload: MaxPayload,
 		NoSigs:     true, // serve handles signals
 		Debug:      s.opts.Debug,
-		// No NoAuthUser: a connection without a known nkey is refused.
-		Nkeys: s.nkeyUsers(c),
+		// A connection without a known nkey is refused: the gate checks
+		// each client's signature of the nonce, as nats-server does with
+		// nkeys, and counts its share of connections (gate.go).
+		CustomClientAuthentication: s.gate,
+		AlwaysEnableNonce:          true,
+		// Each connection's subscriptions and what it may leave unread;
+		// times an agent's connections, its share of both.
+		MaxSubs:    c.maxSubscriptions(),
+		MaxPending: c.maxPending(),
+		MaxConn:    maxConnections,
 		// Tasks and results are kept on disk, bounded: a full store
 		// refuses new tasks rather than dropping queued ones.
 		JetStream:          true,
@@ -252,14 +285,15 @@ const selfInbox = "_INBOX.flock-bus"
 // API), hears when a task ran out of deliveries, and moves such a task to
 // the dead letters with a failed result. As the task desk it hears the
 // workers' requests, pulls and acknowledges tasks for them and stores
-// their results. It puts back the tasks and results that proved
-// themselves in a damaged store (storecheck.go). It hears the egress proxy's decisions, to count them
+// their results, and stores the orchestrators' tasks. It puts back the
+// tasks and results that proved themselves in a damaged store
+// (storecheck.go). It hears the egress proxy's decisions, to count them
 // for /metrics.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
-			wire.DeadSubject, wire.ResultSubject, wire.TasksAll},
-		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects},
+			wire.DeadSubject, wire.ResultSubject, wire.TasksAll, wire.TaskGoneSubject},
+		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects, wire.TasksAll, wire.TaskGoneSubject},
 		ResponseTTL: time.Minute}
 }
 
@@ -272,12 +306,11 @@ func (s *Server) users(c Config) map[string]user {
 	return m
 }
 
-// Reload applies c's users and permissions, keeping every connection of a
-// user that stays; a removed user's connections are closed. It then makes
-// the streams and consumers match c: a new worker's consumer is created, a
-// removed one's deleted. nats-server forgets, for every client, the
-// requests it may still answer; so a Reload that changes nothing does not
-// touch the server.
+// Reload applies c's users, permissions and shares, keeping every
+// connection of a user that stays as it was; the connections of a user
+// removed, or whose permissions changed, are closed (its client
+// reconnects under the new ones). It then makes the streams and consumers
+// match c: a new worker's consumer is created, a removed one's deleted.
 func (s *Server) Reload(c Config) error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("reloading the bus: %w", err)
@@ -291,20 +324,18 @@ func (s *Server) Reload(c Config) error {
 		return fmt.Errorf("reloading the bus (its cluster changed: %s): %w", describeCluster(old.Cluster, c.Cluster), ErrRestartNeeded)
 	}
 	if c.NeedsRestart(old) {
-		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, sync %s -> %s): %w",
+		return fmt.Errorf("reloading the bus (listen %s -> %s, monitor %q -> %q, metrics %q -> %q, store_max %d -> %d, sync %s -> %s, max_subscriptions %d -> %d, max_pending %d -> %d): %w",
 			old.Listen, c.Listen, old.Monitor, c.Monitor, old.Metrics, c.Metrics, old.Tasks.withDefaults().StoreMax, c.Tasks.withDefaults().StoreMax,
-			SyncName(old.Tasks.Sync), SyncName(c.Tasks.Sync), ErrRestartNeeded)
+			SyncName(old.Tasks.Sync), SyncName(c.Tasks.Sync), old.maxSubscriptions(), c.maxSubscriptions(), old.maxPending(), c.maxPending(), ErrRestartNeeded)
 	}
 	if c.Equal(old) {
 		return nil
 	}
-	so, err := s.serverOptions(c)
-	if err != nil {
-		return fmt.Errorf("reloading the bus: %w", err)
-	}
+	// The users are the gate's, not nats-server's (gate.go): nothing of
+	// the server's own options changes at a reload.
 	s.log.learn(s.users(c))
-	if err := s.ns.ReloadOptions(so); err != nil {
-		return fmt.Errorf("reloading the bus's users: %w", err)
+	for _, cid := range s.gate.set(s.gateUsers(c)) {
+		_ = s.ns.DisconnectClientByID(cid) // gone already is as good
 	}
 	if c.Cluster != nil {
 		// The streams follow in the background, as at Start: a cluster
@@ -338,6 +369,11 @@ func (s *Server) Shutdown() {
 	if s.stopEnsure != nil {
 		s.stopEnsure()
 		<-s.ensureDone
+	}
+	if s.stopQuorum != nil {
+		close(s.stopQuorum)
+		<-s.quorumDone
+		s.stopQuorum = nil
 	}
 	if s.givenUp != nil {
 		s.givenUp.Stop()

@@ -17,6 +17,7 @@ func (s *Server) Status() wire.BusStatus {
 	s.mu.Lock()
 	cfg := s.cfg
 	st.Config = cfg.Digest()
+	st.NoQuorum = s.noQuorum
 	st.Sync = s.syncing()
 	st.Store = slices.Clone(s.storeProblems)
 	for id, hb := range s.beats {

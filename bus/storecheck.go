@@ -127,6 +127,19 @@ func (s *Server) putBack(ctx context.Context) {
 		}
 		s.tellSalvage(aside, out)
 	}
+	if len(pending) == 0 {
+		return
+	}
+	// The tasks put back carry their senders (wire.SenderHeader): they
+	// count against their shares as before the damage.
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	seqs, err := s.readTaskShares(ctx)
+	if err != nil {
+		s.log.Errorf("counting the shares of the tasks put back: %v", err)
+		return
+	}
+	s.shares.load(seqs)
 }
 
 func (s *Server) salvage(ctx context.Context, aside string) (salvage, error) {
@@ -242,6 +255,17 @@ func (s *Server) tellSalvage(aside string, out salvage) {
 	var r store.Report
 	if b, err := os.ReadFile(filepath.Join(aside, store.ReportFile)); err == nil {
 		_ = json.Unmarshal(b, &r)
+	}
+	if r.Why == store.WhyUnclustered { // nothing is damaged: told as moved
+		var n []string
+		for _, name := range salvaged {
+			if o := out.Streams[name]; o != nil {
+				n = append(n, fmt.Sprintf("%d of %d %s", len(o.PutBack), o.Proven, name))
+			}
+		}
+		s.log.Noticef("store: the store this host's bus made alone (kept in %s) is in the cluster's streams: put there %s (the rest were there, or done)",
+			aside, strings.Join(n, ", "))
+		return
 	}
 	problems := r.Problems()
 	if len(problems) == 0 { // a store set aside whole, by the operator

@@ -180,16 +180,12 @@ func TestDamagedResultsAndQuarantine(t *testing.T) {
 	e := newEcho()
 	w := startWorker(t, s.ClientURL(), ids, 2, e.handler(2))
 	done := taskIDs("d", 10)
-	for _, id := range done {
-		send(t, op.Conn, wire.RoleTasks("worker"), id, id)
-	}
+	sendEach(t, op.Conn, wire.RoleTasks("worker"), done)
 	waitResults(t, op.Conn, 10*time.Second, done...)
 	waitEmpty(t, op.Conn)
 	w.stop(t)
 	pending := taskIDs("p", 5)
-	for _, id := range pending {
-		send(t, op.Conn, wire.RoleTasks("worker"), id, id)
-	}
+	sendEach(t, op.Conn, wire.RoleTasks("worker"), pending)
 	op.Close()
 	s.Shutdown()
 

@@ -31,6 +31,11 @@ func (s *Server) startTasks(ctx context.Context, c Config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
+	seqs, err := s.readTaskShares(ctx)
+	if err != nil {
+		return err
+	}
+	s.shares.load(seqs)
 	return s.watchGivenUp(ctx)
 }
 
@@ -39,7 +44,10 @@ func (s *Server) startTasks(ctx context.Context, c Config) error {
 // than the server's bound, and a running server's bound may grow but not
 // shrink: so the bound is raised to what they reserve, they shrink to
 // store_max between them (ensureTasks), and the server keeps the larger
-// bound until its next start, where it is store_max again.
+// bound until its next start, where it is store_max again. nats-server's
+// reload closes every connection of a custom authentication (gate.go),
+// the bus's own too, which reconnects: so only here, once, at the start
+// after store_max was lowered.
 func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -65,8 +73,20 @@ func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	before, _ := s.nc.GetClientID()
 	if err := s.ns.ReloadOptions(so); err != nil {
 		return fmt.Errorf("raising the store's bound to %d bytes for the streams to shrink: %w", reserved, err)
+	}
+	// A request sent before the bus's own client saw its connection go
+	// would be lost: go on once it is back.
+	for s.ns.GetClient(before) == nil {
+		if now, err := s.nc.GetClientID(); err == nil && now != before && s.nc.IsConnected() {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the bus's own client after raising the store's bound: %w", ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
 }

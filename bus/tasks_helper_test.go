@@ -135,6 +135,14 @@ func send(t testing.TB, nc *nats.Conn, subject, id, payload string) operator.Sen
 	return sent
 }
 
+// sendEach stores a task per id on subject, its payload its id.
+func sendEach(t testing.TB, nc *nats.Conn, subject string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		send(t, nc, subject, id, id)
+	}
+}
+
 // stored is every result in RESULTS by task id, in order.
 func stored(t testing.TB, nc *nats.Conn) map[string][]wire.Result {
 	t.Helper()

@@ -67,7 +67,10 @@ func loadLedger(path string, keep map[int]bool) (*ledger, error) {
 	return l, nil
 }
 
-func (l *ledger) add(agent int, kind string) {
+func (l *ledger) add(agent int, kind string) { l.addN(agent, kind, 1) }
+
+// addN counts n violations of agent's of kind.
+func (l *ledger) addN(agent int, kind string, n uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.known[agent] {
@@ -78,7 +81,7 @@ func (l *ledger) add(agent int, kind string) {
 		m = map[string]uint64{}
 		l.counts[agent] = m
 	}
-	m[kind]++
+	m[kind] += n
 	l.dirty = true
 }
 

@@ -19,6 +19,25 @@ type Sent struct {
 	At        time.Time
 }
 
+// NotStoredError is the bus's refusal of a task it could not keep: this
+// host's side of a split cluster has no majority of the tasks' stream
+// (wire.NoQuorumReply).
+type NotStoredError struct {
+	ID, Why string
+	// Unsure: a leader that lost its majority took it (or the send was
+	// not answered, and the bus said why only after), and may still
+	// store it once the hosts are back; sent again with the same id it
+	// is stored once.
+	Unsure bool
+}
+
+func (e *NotStoredError) Error() string {
+	if e.Unsure {
+		return fmt.Sprintf("task %s may not be stored: %s", e.ID, e.Why)
+	}
+	return fmt.Sprintf("task %s was not stored: %s", e.ID, e.Why)
+}
+
 // SendTask stores a task on subject with id as its task id and
 // deduplication id, and returns once the bus confirmed it.
 func SendTask(ctx context.Context, nc *nats.Conn, subject, id string, payload []byte) (Sent, error) {
@@ -32,6 +51,12 @@ func SendTask(ctx context.Context, nc *nats.Conn, subject, id string, payload []
 	msg.Data = payload
 	at := time.Now()
 	ack, err := js.PublishMsg(ctx, msg)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		if why, maybe, ok := wire.ParseNoQuorum(int(apiErr.ErrorCode), apiErr.Description); ok {
+			return Sent{}, &NotStoredError{ID: id, Why: why, Unsure: maybe}
+		}
+	}
 	if err != nil {
 		return Sent{}, fmt.Errorf("task %s on %s: the bus did not store it: %w", id, subject, err)
 	}

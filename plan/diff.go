@@ -308,6 +308,8 @@ func Diff(d Desired, c Current) Plan {
 			add(RestartUnit, u.Name, "its user's uid changed")
 		case newID[user]:
 			add(RestartUnit, u.Name, "its bus credential is new")
+		case st.Hash != u.Hash && st.Build != "" && u.Build != "" && st.Build != u.Build:
+			add(RestartUnit, u.Name, fmt.Sprintf("it runs flock-agent build %s, the installed one is build %s", st.Build, u.Build))
 		case st.Hash != u.Hash:
 			add(RestartUnit, u.Name, "configuration changed")
 		// deactivating: a stop in flight (an earlier run killed half-way,
@@ -369,7 +371,13 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		add(WriteBusConfig, bus.ConfigPath, changed)
 	}
 	fileChanged := !bytes.Equal(c.Service.File, d.Service)
+	fileWhy := "unit file changed"
+	if was, now := units.BusBuild(c.Service.File), units.BusBuild(d.Service); fileChanged && was != "" && now != "" && was != now {
+		fileWhy = fmt.Sprintf("it runs flockctl build %s, the installed one is build %s", was, now)
+	}
 	switch {
+	case fileChanged && c.Service.File != nil && c.Service.Enabled == "enabled":
+		add(InstallBus, units.BusUnit, fileWhy)
 	case fileChanged || c.Service.Enabled != "enabled":
 		add(InstallBus, units.BusUnit, "unit file missing, changed or not enabled")
 	case c.Service.NoAccount:
@@ -380,7 +388,7 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 	case c.Service.ActiveState != "active":
 		add(StartBus, units.BusUnit, "not running")
 	case fileChanged:
-		add(StartBus, units.BusUnit, "unit file changed")
+		add(StartBus, units.BusUnit, fileWhy)
 	case c.Service.NoAccount:
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")

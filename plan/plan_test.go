@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -519,5 +520,45 @@ func TestProxyFollowsNames(t *testing.T) {
 	}
 	if keys, _ := fk.bus.Keys(ctx); keys[creds.ProxyName] != "" {
 		t.Error("the proxy's bus identity outlived the proxy")
+	}
+}
+
+// TestAnUpgradeSaysWhichProgramChanged: programs of another build
+// restart the bus and every agent once, and the plan says why: the build
+// each runs and the one installed, not "configuration changed".
+func TestAnUpgradeSaysWhichProgramChanged(t *testing.T) {
+	h, _ := newFakes()
+	f := mustParse(t, threeAgents)
+	ctx := context.Background()
+	apply := func(o units.Options) Plan {
+		t.Helper()
+		d := Build(f, Site{}, o)
+		cur, err := Observe(ctx, h, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := Diff(d, cur)
+		if err := Apply(ctx, h, d, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	apply(units.Options{AgentBuild: "aaaaaaaaaaaa", FlockctlBuild: "bbbbbbbbbbbb"})
+	p := apply(units.Options{AgentBuild: "cccccccccccc", FlockctlBuild: "dddddddddddd"})
+	want := map[string]string{units.BusUnit: "it runs flockctl build bbbbbbbbbbbb, the installed one is build dddddddddddd"}
+	for _, id := range []int{1, 2, 3} {
+		want[spec.UnitName(id)] = "it runs flock-agent build aaaaaaaaaaaa, the installed one is build cccccccccccc"
+	}
+	got := map[string]string{}
+	for _, c := range p.Changes {
+		if c.Kind == RestartUnit || c.Kind == StartBus {
+			got[c.Target] = c.Why
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("restarts: %v\nwant %v\n%s", got, want, p)
+	}
+	if again := apply(units.Options{AgentBuild: "cccccccccccc", FlockctlBuild: "dddddddddddd"}); !again.Empty() {
+		t.Errorf("the same programs again: %s", again)
 	}
 }

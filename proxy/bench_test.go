@@ -7,14 +7,58 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/benchrow"
 )
+
+// byClient says the clients from 127.0.0.2 are uid 1002 (the flooder),
+// every other uid 1001.
+type byClient struct{}
+
+func (byClient) UID(client, _ netip.AddrPort) (uint32, error) {
+	if client.Addr() == netip.MustParseAddr("127.0.0.2") {
+		return 1002, nil
+	}
+	return 1001, nil
+}
+
+// holdHandshakes is an agent at its share of handshakes: 8 connections
+// that never finish their request, and one more tried (and refused) as
+// fast as it can, until stop.
+func holdHandshakes(addr string, stop <-chan struct{}) {
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		io.WriteString(c, "CONNECT exa")
+		if len(held) < spec.DefaultHandshakes {
+			held = append(held, c)
+			continue
+		}
+		io.Copy(io.Discard, c) // the 403, at once
+		c.Close()
+	}
+}
 
 // BenchmarkEgressProxy is make bench's rows for the proxy: a 100 MB HTTPS
 // download's throughput and a new connection's time to first byte (TCP,
@@ -34,13 +78,29 @@ func BenchmarkEgressProxy(b *testing.B) {
 		}
 	}))
 	defer srv.Close()
-	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443")}}})
-	r.srv.Record = nil
-	r.srv.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, srv.Listener.Addr().String())
+	// Two proxies for the same agent: with its shares (tunnels,
+	// handshakes, the idle watch), and without them (the caps' floor).
+	mkRig := func(a AgentRules, idle time.Duration) *rig {
+		a.ID, a.Rules = 1, rules(t, "example.com:443")
+		flood := a
+		flood.ID = 2
+		r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: a, 1002: flood}})
+		r.srv.UIDs = byClient{}
+		r.srv.Record, r.srv.Idle = nil, idle
+		r.srv.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, srv.Listener.Addr().String())
+		}
+		return r
 	}
+	r := mkRig(AgentRules{Tunnels: spec.DefaultTunnels, Handshakes: spec.DefaultHandshakes}, 0)
+	bare := mkRig(AgentRules{}, -1)
 	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	clientOf := func(via *rig) *http.Client {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
+		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: via.addr})
+		return &http.Client{Transport: tr}
+	}
 	client := func(proxied bool) *http.Client {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
 		if proxied {
@@ -83,7 +143,55 @@ func BenchmarkEgressProxy(b *testing.B) {
 			p50[i] = append(p50[i], ttfb[len(ttfb)/2])
 		}
 	}
+	// The caps' cost: the same agent through a proxy without its shares,
+	// in the same run.
+	var capped, uncapped []float64
+	for range benchrow.Reps(5) {
+		for i, via := range []*rig{bare, r} {
+			c := clientOf(via)
+			var ttfb []float64
+			for range 100 {
+				d, _ := get(c, "/")
+				ttfb = append(ttfb, float64(d.Microseconds())/1000)
+			}
+			sort.Float64s(ttfb)
+			if i == 0 {
+				uncapped = append(uncapped, ttfb[len(ttfb)/2])
+			} else {
+				capped = append(capped, ttfb[len(ttfb)/2])
+			}
+		}
+	}
+	// Another agent at its shares: its handshakes held open, its next
+	// connections refused, over and over; the bystander's connections go
+	// on at their quiet pace.
+	var quiet, flooded []float64
+	for range benchrow.Reps(5) {
+		for i := range 2 {
+			stop := make(chan struct{})
+			if i == 1 {
+				go holdHandshakes(r.addr, stop)
+			}
+			c := clientOf(r)
+			var ttfb []float64
+			for range 100 {
+				d, _ := get(c, "/")
+				ttfb = append(ttfb, float64(d.Microseconds())/1000)
+			}
+			close(stop)
+			sort.Float64s(ttfb)
+			if i == 0 {
+				quiet = append(quiet, ttfb[len(ttfb)*99/100])
+			} else {
+				flooded = append(flooded, ttfb[len(ttfb)*99/100])
+			}
+		}
+	}
 	note := "client, proxy and server on loopback, sharing the cores"
+	benchrow.Print(t, benchrow.Row{Group: "egress", What: "new connection + TLS + GET, p50 of 100, with the agent's shares", Floor: "the same proxy without them",
+		Unit: "ms", Flock: capped, Base: uncapped, Goal: "within noise", Note: note})
+	benchrow.Print(t, benchrow.Row{Group: "egress", What: "new connection + TLS + GET, p99 of 100, while another agent floods its handshakes", Floor: "the same, quiet",
+		Unit: "ms", Flock: flooded, Base: quiet, Goal: "≤ 2x", Note: "the flooder (another uid) holds its 8 handshakes on the same proxy and is refused more, as fast as it can"})
 	benchrow.Print(t, benchrow.Row{Group: "egress", What: "100 MB HTTPS download through flock-proxy", Floor: "the same download direct",
 		Unit: "MB/s", Higher: true, Flock: mbps[1], Base: mbps[0], Goal: "≥ 0.9x", Note: note})
 	benchrow.Print(t, benchrow.Row{Group: "egress", What: "new connection + TLS + GET, p50 of 100, through flock-proxy", Floor: "the same direct",

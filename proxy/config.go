@@ -36,10 +36,12 @@ type configFile struct {
 }
 
 type agentEntry struct {
-	UID    uint32               `json:"uid"`
-	ID     int                  `json:"id"`
-	Egress []string             `json:"egress"`
-	Models []gateway.GrantEntry `json:"models,omitempty"`
+	UID        uint32               `json:"uid"`
+	ID         int                  `json:"id"`
+	Egress     []string             `json:"egress"`
+	Models     []gateway.GrantEntry `json:"models,omitempty"`
+	Tunnels    int                  `json:"tunnels,omitempty"`
+	Handshakes int                  `json:"handshakes,omitempty"`
 }
 
 // ConfigFor is the proxy's config for a spec. Pure.
@@ -53,7 +55,7 @@ func (c Config) Encode() ([]byte, error) {
 	providers, grants := c.Gateway.Entries()
 	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}}
 	for uid, a := range c.Policy.Agents {
-		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: grants[uid]}
+		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: grants[uid], Tunnels: a.Tunnels, Handshakes: a.Handshakes}
 		for _, r := range a.Rules {
 			e.Egress = append(e.Egress, r.String())
 		}
@@ -81,7 +83,10 @@ func DecodeConfig(b []byte) (Config, error) {
 		if _, dup := c.Policy.Agents[a.UID]; dup {
 			return Config{}, fmt.Errorf("proxy config: uid %d twice", a.UID)
 		}
-		rules := AgentRules{ID: a.ID}
+		if a.Tunnels < 0 || a.Handshakes < 0 {
+			return Config{}, fmt.Errorf("proxy config: agent %d: a negative share (tunnels %d, handshakes %d)", a.ID, a.Tunnels, a.Handshakes)
+		}
+		rules := AgentRules{ID: a.ID, Tunnels: a.Tunnels, Handshakes: a.Handshakes}
 		for _, s := range a.Egress {
 			e, err := spec.ParseEgress(s)
 			if err != nil {

@@ -10,9 +10,11 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// denyBurst denials of one agent are logged per denyWindow; the rest are
-// counted and the count rides on the next one logged (SUPPRESSED=), so one
-// agent retrying in a loop cannot drown the journal.
+// denyBurst denials of one agent for one reason are logged per
+// denyWindow; the rest are counted and the count rides on the next one
+// logged for that reason (SUPPRESSED=), so one agent retrying in a loop
+// cannot drown the journal, and the bus counts each reason's exactly (a
+// denial over a share is a violation of its kind).
 const (
 	denyBurst  = 10
 	denyWindow = time.Minute
@@ -30,7 +32,13 @@ type Journal struct {
 	Also func(r Record, suppressed int)
 
 	mu     sync.Mutex
-	denied map[int]*window
+	denied map[denialKey]*window
+}
+
+// denialKey is whose denials, and why.
+type denialKey struct {
+	agent  int
+	reason string
 }
 
 type window struct {
@@ -45,7 +53,7 @@ func (j *Journal) Record(r Record) bool {
 	f := r.Fields()
 	held := 0
 	if !r.Allowed() {
-		n, ok := j.admit(r.Agent)
+		n, ok := j.admit(denialKey{r.Agent, r.Reason})
 		if !ok {
 			return false
 		}
@@ -59,7 +67,7 @@ func (j *Journal) Record(r Record) bool {
 	}
 	msg := r.Message()
 	if n := f["SUPPRESSED"]; n != "" {
-		msg += " (" + n + " more denials of this agent not logged)"
+		msg += " (" + n + " more denials of this agent for this reason not logged)"
 	}
 	send := j.Send
 	if send == nil {
@@ -84,9 +92,9 @@ func priority(r Record) journal.Priority {
 	return journal.PriNotice
 }
 
-// admit says whether agent's denial may be logged now, and how many were
-// held back before it.
-func (j *Journal) admit(agent int) (int, bool) {
+// admit says whether a denial may be logged now, and how many like it
+// were held back before it.
+func (j *Journal) admit(d denialKey) (int, bool) {
 	now := time.Now
 	if j.Now != nil {
 		now = j.Now
@@ -95,15 +103,15 @@ func (j *Journal) admit(agent int) (int, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.denied == nil {
-		j.denied = map[int]*window{}
+		j.denied = map[denialKey]*window{}
 	}
-	w := j.denied[agent]
+	w := j.denied[d]
 	if w == nil || t.Sub(w.start) >= denyWindow {
 		held := 0
 		if w != nil {
 			held = w.suppressed
 		}
-		j.denied[agent] = &window{start: t, logged: 1}
+		j.denied[d] = &window{start: t, logged: 1}
 		return held, true
 	}
 	if w.logged < denyBurst {

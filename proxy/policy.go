@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Policy is who may reach what through the proxy: each agent's uid and its
@@ -16,10 +17,13 @@ type Policy struct {
 	Agents map[uint32]AgentRules // by uid
 }
 
-// AgentRules are one agent's egress rules.
+// AgentRules are one agent's egress rules, and its shares of the proxy
+// (spec.Shares; 0: no bound).
 type AgentRules struct {
-	ID    int
-	Rules []spec.Egress
+	ID         int
+	Rules      []spec.Egress
+	Tunnels    int
+	Handshakes int
 }
 
 // ForFlock is the proxy's policy for a spec: every agent with at least one
@@ -29,7 +33,7 @@ func ForFlock(f *spec.Flock) Policy {
 	p := Policy{Agents: map[uint32]AgentRules{}}
 	for _, a := range f.Agents {
 		if a.NeedsProxy() {
-			p.Agents[f.UID(a.ID)] = AgentRules{ID: a.ID, Rules: a.Egress}
+			p.Agents[f.UID(a.ID)] = AgentRules{ID: a.ID, Rules: a.Egress, Tunnels: a.Shares.Tunnels, Handshakes: a.Shares.Handshakes}
 		}
 	}
 	return p
@@ -48,6 +52,10 @@ const (
 	ReasonSNIMismatch = "sni-mismatch"
 	ReasonNotTLS      = "not-tls"
 	ReasonDialFailed  = "dial-failed"
+	// Over a share (spec shares.tunnels, shares.handshakes): refused at
+	// once; the bus counts each as a violation of the agent's.
+	ReasonTunnels    = wire.EgressOverTunnels
+	ReasonHandshakes = wire.EgressOverHandshakes
 )
 
 // specialBlocks are what a public name must not resolve into unless one of

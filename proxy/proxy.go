@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flockrun/flock/spec"
 )
 
 // UIDOf says which uid owns the TCP socket local -> remote (SockDiag).
@@ -38,6 +40,9 @@ type Server struct {
 	Dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	Record   func(Record) // every decision; nil: none
 	Timeout  time.Duration
+	// Idle closes a tunnel that carried nothing either way for so long
+	// (0: spec.ProxyIdle; negative: never, the benchmarks' floor).
+	Idle time.Duration
 	// Local says whether an address is this host's, which a wide address
 	// rule does not cover (nil: LocalAddr, the host's interfaces).
 	Local func(netip.Addr) bool
@@ -47,6 +52,9 @@ type Server struct {
 
 	policy atomic.Pointer[Policy]
 	wg     sync.WaitGroup
+	// Each agent's connections open (tunnels) and those of them not yet
+	// carrying (handshakes), against its shares.
+	tunnels, handshakes Share
 }
 
 // SetPolicy makes p the policy of every connection accepted from now on.
@@ -108,13 +116,19 @@ func (s *Server) handle(c net.Conn) {
 		return
 	}
 	rec.UID = uid
-	if a, ok := pol.Agents[uid]; ok {
-		rec.Agent = a.ID
-	} else {
+	a, ok := pol.Agents[uid]
+	if !ok {
 		rec.Reason = ReasonNotAgent
 		deny(c, fmt.Sprintf("flock proxy: refused: uid %d is not an agent with names in its egress", uid))
 		return
 	}
+	rec.Agent = a.ID
+	done, ok := s.share(c, &rec, a)
+	if !ok {
+		return
+	}
+	defer done.tunnel()
+	defer done.handshake()
 
 	c.SetDeadline(time.Now().Add(s.timeout()))
 	// The request is capped (textproto would grow a line without end);
@@ -207,12 +221,46 @@ func (s *Server) handle(c net.Conn) {
 		return
 	}
 	defer up.Close()
+	done.handshake() // carrying now
 	rec.Reason = ReasonAllowed
 	if _, err := up.Write(hello); err != nil {
 		return
 	}
 	rec.BytesUp = int64(len(hello))
-	rec.BytesUp, rec.BytesDown = splice(c, br, up, rec.BytesUp)
+	var idle bool
+	rec.BytesUp, rec.BytesDown, idle = splice(c, br, up, rec.BytesUp, s.idle())
+	if idle {
+		rec.Detail = fmt.Sprintf("closed after %s carrying nothing", s.idle())
+	}
+}
+
+func (s *Server) idle() time.Duration {
+	if s.Idle != 0 {
+		return s.Idle
+	}
+	return spec.ProxyIdle
+}
+
+// held are the releases of a connection's places in its agent's shares.
+type held struct{ tunnel, handshake func() }
+
+// share takes a place for a new connection of agent a in its tunnels and
+// its handshakes, or refuses it at once, saying which share it is over.
+func (s *Server) share(c net.Conn, rec *Record, a AgentRules) (held, bool) {
+	tunnel, n, ok := s.tunnels.Take(rec.UID, a.Tunnels)
+	if !ok {
+		rec.Reason, rec.Detail = ReasonTunnels, fmt.Sprintf("%d open, share %d", n, a.Tunnels)
+		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy open, its share is %d (agents[id=%d].shares.tunnels)", a.ID, n, a.Tunnels, a.ID))
+		return held{}, false
+	}
+	handshake, n, ok := s.handshakes.Take(rec.UID, a.Handshakes)
+	if !ok {
+		tunnel()
+		rec.Reason, rec.Detail = ReasonHandshakes, fmt.Sprintf("%d in flight, share %d", n, a.Handshakes)
+		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy not yet carrying, its share is %d (agents[id=%d].shares.handshakes)", a.ID, n, a.Handshakes, a.ID))
+		return held{}, false
+	}
+	return held{tunnel, handshake}, true
 }
 
 // maxRequest bounds a CONNECT request with its headers.
@@ -246,9 +294,12 @@ func (s *Server) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// splice copies both ways until both are done; up counts what is already
-// sent upstream. The client's buffered bytes go first.
-func splice(c net.Conn, br *bufio.Reader, up net.Conn, sent int64) (int64, int64) {
+// splice copies both ways until both are done, or until idle passes with
+// nothing carried either way (then both are closed); up counts what is
+// already sent upstream. The client's buffered bytes go first. The
+// copies are the kernel's (splice between the two sockets): a tunnel's
+// quiet is asked of the kernel too (quiet), not counted here.
+func splice(c net.Conn, br *bufio.Reader, up net.Conn, sent int64, idle time.Duration) (int64, int64, bool) {
 	var down int64
 	done := make(chan struct{})
 	go func() {
@@ -256,10 +307,38 @@ func splice(c net.Conn, br *bufio.Reader, up net.Conn, sent int64) (int64, int64
 		closeWrite(c)
 		close(done)
 	}()
+	stop := make(chan struct{})
+	var idled atomic.Bool
+	if idle > 0 {
+		go watchIdle(c, up, idle, stop, &idled)
+	}
 	n, _ := io.Copy(up, br)
 	closeWrite(up)
 	<-done
-	return sent + n, down
+	close(stop)
+	return sent + n, down, idled.Load()
+}
+
+// watchIdle closes both ends of a tunnel once neither carried data for
+// idle, until stop.
+func watchIdle(c, up net.Conn, idle time.Duration, stop <-chan struct{}, idled *atomic.Bool) {
+	t := time.NewTicker(max(idle/8, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			qc, ok1 := quiet(c)
+			qu, ok2 := quiet(up)
+			if ok1 && ok2 && min(qc, qu) > idle {
+				idled.Store(true)
+				c.Close()
+				up.Close()
+				return
+			}
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {

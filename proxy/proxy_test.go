@@ -251,17 +251,7 @@ func TestRebindingNeedsAnAddressRule(t *testing.T) {
 func TestSNIMustBeTheConnectName(t *testing.T) {
 	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443")}}})
 	for i, sni := range []string{"other.example.org", ""} {
-		c, err := net.Dial("tcp", r.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(3 * time.Second))
-		io.WriteString(c, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("CONNECT: %v %v", resp, err)
-		}
+		c, _ := r.connected(t)
 		tc := tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
 		if err := tc.Handshake(); err == nil {
 			t.Errorf("sni %q: handshake through the tunnel succeeded", sni)

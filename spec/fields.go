@@ -75,6 +75,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	if n, ok := fs["models"]; ok {
 		a.Models = w.models(n, join(path, "models"))
 	}
+	if n, ok := fs["shares"]; ok {
+		a.Shares = w.shares(n, join(path, "shares"), a.Shares)
+	}
 	if n, ok := fs["env"]; ok {
 		for k, v := range w.env(n, join(path, "env")) {
 			if a.Env == nil {
@@ -340,6 +343,15 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 	if d, ok := fs["max_deliveries"]; ok {
 		v, _ := w.integer(d, join(path, "max_deliveries"), "a number of deliveries", 1, MaxDeliveriesLimit)
 		b.MaxDeliveries = int(v)
+	}
+	if n, ok := fs["max_subscriptions"]; ok {
+		v, _ := w.integer(n, join(path, "max_subscriptions"), "a number of subscriptions per connection", MinMaxSubscriptions, 1<<20)
+		b.MaxSubscriptions = int(v)
+	}
+	if n, ok := fs["max_pending"]; ok {
+		if v := w.size(n, join(path, "max_pending"), "16M", MinMaxPending); v >= MinMaxPending {
+			b.MaxPending = v
+		}
 	}
 	if c, ok := fs["cluster_port"]; ok {
 		// Checked against the other ports once the hosts are known (settle).

@@ -6,16 +6,17 @@ package spec
 // test (reference_test.go) fails when the two differ.
 var (
 	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents"}
-	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync"}
+	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending"}
 	hostKeys = []string{"name", "address"}
 	// providerKeys are one entry of providers:.
 	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file"}
 	// agentKeys are the fields of one agent; defaults takes them all but
 	// id, and the count form (agents: {count: N}) count instead of id.
-	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models"}
+	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
 	defaultKeys  = agentKeys[1:]
 	countKeys    = append([]string{"count"}, agentKeys[1:]...)
 	limitKeys    = []string{"memory", "cpu", "tasks"}
+	shareKeys    = []string{"connections", "tasks", "task_bytes", "tunnels", "handshakes"}
 	subjectsKeys = []string{"publish", "subscribe"}
 	// grantKeys are the limits of one provider in an agent's models:.
 	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent"}
@@ -40,6 +41,7 @@ func acceptedFields() []string {
 	add("providers[].", providerKeys)
 	add("agents[].", agentKeys)
 	add("agents[].limits.", limitKeys)
+	add("agents[].shares.", shareKeys)
 	add("agents[].subjects.", subjectsKeys)
 	add("agents[].models.<provider>.", grantKeys)
 	return append(out, "agents.count")

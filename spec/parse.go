@@ -111,13 +111,15 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	}
 	f.Agents = w.agents(n, defaults)
 	w.settle(f)
+	w.shareTotals(f)
 	return f
 }
 
 func defaultBus() Bus {
 	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor,
 		MetricsHost: DefaultBusHost, MetricsPort: DefaultMetrics,
-		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries}
+		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries,
+		MaxSubscriptions: DefaultMaxSubscriptions, MaxPending: DefaultMaxPending}
 }
 
 func builtinDefaults() Agent {
@@ -129,6 +131,7 @@ func builtinDefaults() Agent {
 		TaskTimeout: DefaultTimeout,
 		MaxOutput:   DefaultMaxOutput,
 		Heartbeat:   DefaultHeartbeat,
+		Shares:      defaultShares(),
 	}
 }
 

@@ -21,13 +21,15 @@ func TestMinimalSpecGetsEveryDefault(t *testing.T) {
 	want := &Flock{
 		Root:    "/srv/flock",
 		UIDBase: 2000000000,
-		Bus:     Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5},
+		Bus: Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5,
+			MaxSubscriptions: 512, MaxPending: 16 << 20},
 	}
 	for _, id := range []int{1, 2, 3} {
 		want.Agents = append(want.Agents, Agent{
 			ID: id, Role: RoleWorker, Level: LevelProcess, Common: AccessRO,
 			Limits:      Limits{MemoryBytes: 256 << 20, CPUPercent: 50, Tasks: 50},
 			TaskTimeout: 5 * time.Minute, MaxOutput: 256 << 10, Heartbeat: 30 * time.Second,
+			Shares: Shares{Connections: 8, Tasks: 10000, TaskBytes: 64 << 20, Tunnels: 16, Handshakes: 8},
 		})
 	}
 	if !reflect.DeepEqual(f, want) {
@@ -70,8 +72,11 @@ bus:
   store_max: 2G
   max_deliveries: 3
   sync: 250ms
+  max_subscriptions: 100
+  max_pending: 9M
 defaults:
   limits: {memory: 1G, tasks: 80}
+  shares: {connections: 4, tunnels: 8}
   egress: ["10.0.0.0/8:*"]
   heartbeat: 10s
   env: {LOG_LEVEL: info, REGION: eu}
@@ -83,6 +88,7 @@ agents:
     common: rw
     egress: ["10.1.2.3:443", "192.0.2.0/24:53/udp", "[2001:db8::1]:443"]
     subjects: {publish: ["reports.>"], subscribe: ["reports.*.done"]}
+    shares: {tasks: 500, task_bytes: 16M, handshakes: 2}
     env: {LOG_LEVEL: debug, PORT: 8080}
   - id: 8
     role: monitor
@@ -94,7 +100,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 250 * time.Millisecond}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 250 * time.Millisecond, 100, 9 << 20}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {
@@ -112,7 +118,8 @@ agents:
 			{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Port: 53, Proto: "udp"},
 			{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443, Proto: "tcp"},
 		},
-		Env: map[string]string{"LOG_LEVEL": "debug", "PORT": "8080", "REGION": "eu"},
+		Env:    map[string]string{"LOG_LEVEL": "debug", "PORT": "8080", "REGION": "eu"},
+		Shares: Shares{Connections: 4, Tasks: 500, TaskBytes: 16 << 20, Tunnels: 8, Handshakes: 2},
 	}
 	if !reflect.DeepEqual(a7, want7) {
 		t.Errorf("agent 7:\n got %+v\nwant %+v", a7, want7)
@@ -124,6 +131,7 @@ agents:
 		TaskTimeout: 5 * time.Minute, MaxOutput: 256 << 10, Heartbeat: 10 * time.Second,
 		Egress: []Egress{{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Port: 0, Proto: "tcp"}},
 		Env:    map[string]string{"LOG_LEVEL": "info", "REGION": "eu"},
+		Shares: Shares{Connections: 4, Tasks: DefaultTaskShare, TaskBytes: DefaultTaskBytes, Tunnels: 8, Handshakes: DefaultHandshakes},
 	}
 	if !reflect.DeepEqual(a8, want8) {
 		t.Errorf("agent 8 (defaults):\n got %+v\nwant %+v", a8, want8)

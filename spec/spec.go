@@ -114,6 +114,10 @@ type Bus struct {
 	// (nats-server's own default, 2m), losing what it held when the
 	// power goes.
 	Sync time.Duration
+	// MaxSubscriptions and MaxPending bound each connection to the bus,
+	// any user's (shares.go).
+	MaxSubscriptions int
+	MaxPending       uint64
 }
 
 // SyncAlways is Bus.Sync's default: nothing acknowledged sits only in the
@@ -181,6 +185,8 @@ type Agent struct {
 	// Models are the model APIs it may call through flock-proxy, with
 	// their limits, in the order written; an agent's replace the defaults'.
 	Models []Grant `json:",omitempty"`
+	// Shares bound what it may hold of the bus and the proxy (shares.go).
+	Shares Shares
 }
 
 // Subjects are extra bus permissions, NATS subject patterns.

@@ -97,7 +97,8 @@ type Report struct {
 	FirewallErr error
 	IPCScoped   bool
 	// Bus is what the bus said of itself (nil: it did not answer): how it
-	// syncs and what it found unproven in its store, told below the table.
+	// syncs, what it found unproven in its store and whether its side of
+	// a split cluster refuses tasks, told below the table.
 	Bus   *wire.BusStatus
 	hosts bool // the HOST column
 }
@@ -150,6 +151,9 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 		printProxyDown(notes, r.Rows)
 		for _, d := range r.FlockWide {
 			fmt.Fprintf(notes, "drift: %s (flockctl provision repairs it)\n", d)
+		}
+		if r.Bus != nil && r.Bus.NoQuorum != "" {
+			fmt.Fprintf(notes, "note: tasks sent on this host are refused: %s\n", r.Bus.NoQuorum)
 		}
 	}()
 	if asJSON {

@@ -19,6 +19,7 @@ import (
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
+	"github.com/flockrun/flock/wire"
 )
 
 // TestRead: a provisioned flock on the fakes, then drift (a unit failed,
@@ -110,5 +111,32 @@ func TestBuild(t *testing.T) {
 		"drift: " + string(plan.Firewall) + " table inet flock: absent (flockctl provision repairs it)\n"
 	if below != want {
 		t.Errorf("below the table:\n%s\nwant:\n%s", below, want)
+	}
+}
+
+// TestBuildNoQuorum: a bus that refuses tasks because its side of the
+// cluster has no majority says so below the table, and on stderr with
+// --output json. Tier: unit.
+func TestBuildNoQuorum(t *testing.T) {
+	f, err := spec.Parse([]byte("agents:\n  - id: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Build(Observed{Flock: f, Units: []units.Status{{Name: spec.UnitName(1), ActiveState: "active", SubState: "running"}},
+		Bus: &wire.BusStatus{Sync: "always", NoQuorum: "host a cannot store tasks now: no leader"}, IPCScoped: true, Now: time.Now()})
+	const want = "note: tasks sent on this host are refused: host a cannot store tasks now: no leader\n"
+	var out, notes bytes.Buffer
+	if err := r.Write(&out, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("status:\n%s\nwant it to end with %q", out.String(), want)
+	}
+	out.Reset()
+	if err := r.Write(&out, &notes, true); err != nil {
+		t.Fatal(err)
+	}
+	if notes.String() != want || strings.Contains(out.String(), "cannot store") {
+		t.Errorf("--output json: notes %q, document %s", notes.String(), out.String())
 	}
 }

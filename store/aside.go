@@ -125,11 +125,46 @@ func SetAside(dir string, r Report, stamp string) (string, error) {
 // files) to dir/damaged/<stamp>/: the next start begins with an empty
 // store, and the bus puts back what in the old one proves itself. Run it
 // with the bus stopped.
-func Quarantine(dir, stamp string) (string, error) {
+func Quarantine(dir, stamp string) (string, error) { return moveAside(dir, stamp, "") }
+
+// Unclustered says whether the store in dir was made by a bus without a
+// cluster: it has streams, and no JetStream cluster's metadata. A server
+// started clustered on it recovers its streams, finds them in no
+// assignment of the cluster's and deletes them as orphans 30 s later
+// (nats-server's checkForOrphans), tasks and all.
+func Unclustered(dir string) (bool, error) {
+	names, err := dirNames(streamsDir(dir))
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(names) == 0) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the store %s: %w", dir, err)
+	}
+	_, err = os.Stat(filepath.Join(dir, JetStreamDir, "$SYS", "_js_", "_meta_"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
+}
+
+// WhyUnclustered is the reason a store made without a cluster is moved
+// aside when its bus joins one (Report.Why).
+const WhyUnclustered = "made by this host's bus alone, before it joined a cluster"
+
+// SetAsideUnclustered moves the whole store out of dir as Quarantine
+// does, saying why (WhyUnclustered): the clustered server starts on an
+// empty store, and the bus puts every task, result and dead letter of the
+// old one into the cluster's streams once they exist.
+func SetAsideUnclustered(dir, stamp string) (string, error) {
+	return moveAside(dir, stamp, WhyUnclustered)
+}
+
+func moveAside(dir, stamp, why string) (string, error) {
 	r, err := Check(dir)
 	if err != nil {
 		return "", err
 	}
+	r.Why = why
 	aside := filepath.Join(dir, AsideDir, stamp)
 	if err := mkdirLike(dir, aside); err != nil {
 		return "", err

@@ -83,6 +83,9 @@ type Stream struct {
 type Report struct {
 	Dir     string   `json:"dir"`
 	Streams []Stream `json:"streams"`
+	// Why a store set aside whole was (WhyUnclustered); "" when the
+	// operator did (Quarantine) or for a check.
+	Why string `json:"why,omitempty"`
 }
 
 // Problems are every stream's, in order.

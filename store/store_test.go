@@ -445,3 +445,24 @@ func zero(t *testing.T, path string, at, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnclustered: a store with streams and no cluster metadata was made
+// by a bus alone; an empty one, or a cluster's, was not. Tier: unit.
+func TestUnclustered(t *testing.T) {
+	dir := t.TempDir()
+	check := func(want bool) {
+		t.Helper()
+		if got, err := Unclustered(dir); err != nil || got != want {
+			t.Errorf("Unclustered: %v, %v; want %v", got, err, want)
+		}
+	}
+	check(false)
+	if err := os.MkdirAll(filepath.Join(dir, JetStreamDir, account, "streams", "TASKS"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	check(true)
+	if err := os.MkdirAll(filepath.Join(dir, JetStreamDir, "$SYS", "_js_", "_meta_"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	check(false)
+}

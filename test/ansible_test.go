@@ -414,12 +414,8 @@ func TestVMAnsible(t *testing.T) {
 
 	t.Run("a newer package restarts the bus and the agents, which run it", func(t *testing.T) {
 		// The same source as another version: every program is new.
-		newVersion, err := harness.DebField(deb, "Version")
-		if err != nil {
-			t.Fatal(err)
-		}
-		newVersion += "+upgrade"
-		newDeb, err := harness.BuildDeb(t.TempDir(), "VERSION="+newVersion)
+		newDeb := harness.NextDeb(t)
+		newVersion, err := harness.DebField(newDeb, "Version")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,12 @@
 package test
 
 // Tier: root + nspawn + ansible. A flock on three hosts (issue 20): three
-// booted systemd machines on a private network, each with sshd, provisioned
-// by one run of ansible/site.yml from the network's controller, as an
-// operator would; tasks sent on a are done on b and c; b's machine stopped
+// booted systemd machines on a private network, each with sshd; a flock on
+// a alone with tasks queued becomes one on all three by one run of
+// ansible/site.yml from the network's controller, as an operator would,
+// and its queued tasks are done on b and c; tasks sent on a are done on b
+// and c; splits of the network, a bus killed in one and a host's power
+// cut lose nothing (cluster_split_test.go); b's machine stopped
 // while tasks flow loses none and doubles none, and catches up when it is
 // back; a second run changes nothing; an agent reaches no other host; an
 // agent moves to another host with a spec change and a run.
@@ -50,6 +53,16 @@ agents:
 `, h.Addr("a"), h.Addr("b"), h.Addr("c"), clusterWorker, host3, clusterWorker)
 }
 
+// oneHostSpec is clusterSpec's flock on one host, before hosts were added.
+const oneHostSpec = `defaults:
+  heartbeat: 1s
+agents:
+  - {id: 1, role: orchestrator}
+  - {id: 2, command: ` + clusterWorker + `}
+  - {id: 3, command: ` + clusterWorker + `}
+  - {id: 4, role: monitor, exec: ["/usr/local/bin/probe", "serve"]}
+`
+
 // singleSpec is the same worker alone on one host: the latency's baseline.
 const singleSpec = `agents:
   - {id: 2, command: ` + clusterWorker + `}
@@ -88,6 +101,21 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	}
+
+	// A flock on a alone first, as it was before the operator added
+	// hosts: two results stored, its workers stopped and 20 tasks
+	// queued, which must all be done once each on b and c after the
+	// three-host run.
+	alone := p.Play(t, map[string]any{"flock_spec": oneHostSpec}, "--limit", "a")
+	alone.MustSucceed(t)
+	clusterWaitUnits(t, a, time.Minute, 1, 2, 3, 4)
+	done := []string{"alone-1", "alone-2"}
+	for _, id := range done {
+		mustRun(t, a, "flockctl", "send", "--to", "2", "--id", id, "--timeout", "1m", "fast "+id)
+	}
+	mustRun(t, a, "systemctl", "stop", unitName(2), unitName(3))
+	queued := taskIDs("queued", 20)
+	sendTasks(t, a, "worker", queued)
 
 	// One run provisions the three hosts. The cluster's state is polled
 	// meanwhile, so its formation is timed from the buses' starts.
@@ -153,6 +181,20 @@ func TestCluster(t *testing.T) {
 	for name, ids := range clusterAgents {
 		clusterWaitUnits(t, h.Machine(name), time.Minute, ids...)
 	}
+
+	t.Run("the tasks queued on a alone are done on b and c, each once", func(t *testing.T) {
+		t0 := time.Now()
+		got := waitAllDone(t, a, append(queued, done...), 3*time.Minute)
+		by := map[int]int{}
+		for _, id := range queued {
+			by[got[id].Agent]++
+		}
+		if by[2]+by[3] != len(queued) {
+			t.Errorf("the queued tasks were done by %v, want agents 2 and 3", by)
+		}
+		t.Logf("FIGURE one host to three: %d tasks queued on a alone, all done once on b and c (by agent: %v) %v after the play; its %d results kept",
+			len(queued), by, time.Since(t0).Round(time.Millisecond), len(done))
+	})
 
 	t.Run("each host has its own cluster files and only the first the CA's key", func(t *testing.T) {
 		for _, name := range h.Names() {
@@ -323,6 +365,8 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("splits, a bus killed and a power cut lose nothing", func(t *testing.T) { splits(t, h) })
 
 	t.Run("a second run changes nothing", func(t *testing.T) {
 		// --diff: what provision did, if anything, is in the play.

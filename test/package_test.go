@@ -116,6 +116,10 @@ func TestVMPackage(t *testing.T) {
 		vmWaitActive(t, v, time.Minute, 1, 2, 3)
 	})
 
+	t.Run("the next package over a running flock loses no task and restarts each agent once", func(t *testing.T) {
+		upgradeUnderLoad(t, v, deb)
+	})
+
 	t.Run("deprovision and purge leave nothing", func(t *testing.T) {
 		mustRun(t, v, "flockctl", "deprovision", "--all", "--purge")
 		mustRun(t, v, "dpkg", "--purge", "flock")

@@ -1,9 +1,11 @@
 package test
 
-// The history of a power-cut run and the checker that reads it whole
-// (TestVMPowerCutsLoseNothing): every send the test saw confirmed, every
-// result a sender saw, and what `flockctl tasks` said after each boot.
-// The checker judges the history, not a count.
+// The history of a run with faults and the checker that reads it whole:
+// every send the test saw confirmed, every result a sender saw, and what
+// `flockctl tasks` said after each fault, on each host. Power cuts
+// (TestVMPowerCutsLoseNothing), an upgrade (TestVMPackage), splits of a
+// flock on three hosts (TestCluster, cluster_split_test.go). The checker
+// judges the history, not a count.
 
 import (
 	"fmt"
@@ -130,6 +132,51 @@ func (h *cutHistory) check(entries []operator.TaskEntry, final bool) []string {
 	return bad
 }
 
+// checkHosts judges what each host of a flock listed after a fault
+// (views, by host): each listing as check does, and the listings against
+// each other: a result is one message of a replicated stream, so every
+// host lists the same result for a task, by the same agent. Each problem
+// names its host. The views join the history (seen).
+func (h *cutHistory) checkHosts(views map[string][]operator.TaskEntry, final bool) []string {
+	var bad []string
+	done := map[string]map[string]int{} // task -> host -> agent of its result
+	for _, host := range slices.Sorted(maps.Keys(views)) {
+		for _, b := range h.check(views[host], final) {
+			bad = append(bad, "on "+host+": "+b)
+		}
+		for _, e := range views[host] {
+			if e.State == operator.Done {
+				if done[e.ID] == nil {
+					done[e.ID] = map[string]int{}
+				}
+				done[e.ID][host] = e.Agent
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(done)) {
+		by := done[id]
+		agents := map[int]bool{}
+		for _, a := range by {
+			agents[a] = true
+		}
+		if len(by) != len(views) || len(agents) > 1 {
+			var s []string
+			for _, host := range slices.Sorted(maps.Keys(views)) {
+				if a, ok := by[host]; ok {
+					s = append(s, fmt.Sprintf("done by agent %d on %s", a, host))
+				} else {
+					s = append(s, "not done on "+host)
+				}
+			}
+			bad = append(bad, fmt.Sprintf("task %s: the hosts disagree: %s", id, strings.Join(s, ", ")))
+		}
+	}
+	for _, host := range slices.Sorted(maps.Keys(views)) {
+		h.seen = append(h.seen, views[host])
+	}
+	return bad
+}
+
 func describe(es []operator.TaskEntry) string {
 	if len(es) == 0 {
 		return "not listed"
@@ -191,6 +238,46 @@ func TestPowerCutChecker(t *testing.T) {
 				t.Errorf("problems in a good history: %q", bad)
 			case tc.want != "" && !strings.Contains(strings.Join(bad, "\n"), tc.want):
 				t.Errorf("problems %q, want one saying %q", bad, tc.want)
+			}
+		})
+	}
+}
+
+// Tier: unit. On several hosts the checker also finds hosts that list a
+// task's result differently, and names the host of each problem.
+func TestCutHistoryHosts(t *testing.T) {
+	yes := true
+	done := func(id string, agent int) operator.TaskEntry {
+		return operator.TaskEntry{ID: id, State: operator.Done, Agent: agent, OK: &yes}
+	}
+	for _, tc := range []struct {
+		name  string
+		views map[string][]operator.TaskEntry
+		want  []string
+	}{
+		{"agree", map[string][]operator.TaskEntry{"a": {done("a-1", 2)}, "b": {done("a-1", 2)}}, nil},
+		{"one has it, one not", map[string][]operator.TaskEntry{"a": {done("a-1", 2)}, "b": {{ID: "a-1", State: operator.Pending}}},
+			[]string{"task a-1: the hosts disagree: done by agent 2 on a, not done on b"}},
+		{"by other agents", map[string][]operator.TaskEntry{"a": {done("a-1", 2)}, "b": {done("a-1", 3)}},
+			[]string{"task a-1: the hosts disagree: done by agent 2 on a, done by agent 3 on b"}},
+		{"gone on one", map[string][]operator.TaskEntry{"a": {done("a-1", 2)}, "b": nil},
+			[]string{"on b: task a-1 (stored before cut 1) is gone", "task a-1: the hosts disagree: done by agent 2 on a, not done on b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newCutHistory(2, 3)
+			h.sender("a")
+			h.stored("a-1", 1)
+			bad := h.checkHosts(tc.views, false)
+			for _, w := range tc.want {
+				if !strings.Contains(strings.Join(bad, "\n"), w) {
+					t.Errorf("problems %q, want one saying %q", bad, w)
+				}
+			}
+			if len(tc.want) == 0 && len(bad) > 0 {
+				t.Errorf("problems in a good history: %q", bad)
+			}
+			if len(h.seen) != len(tc.views) {
+				t.Errorf("%d views joined the history, want %d", len(h.seen), len(tc.views))
 			}
 		})
 	}

@@ -154,6 +154,31 @@ func TestRealAgents(t *testing.T) {
 		}
 	})
 
+	t.Run("the npm client under the default shares: it reconnects after a bus restart", func(t *testing.T) {
+		// The bus restarts; the Node agents (the npm nats client, with
+		// flock-agent's connection beside it) reconnect within their share
+		// of connections and take tasks again, refused nothing.
+		before := byID()
+		restart := time.Now()
+		mustRun(t, m, "systemctl", "restart", "flock.service")
+		waitBus(t, m, restart, 3, 8, 9)
+		t.Logf("the Node agents back on the bus %s after the restart began", time.Since(restart).Round(time.Millisecond))
+		for _, tc := range []struct{ to, payload, want string }{{"3", "after restart", "AFTER RESTART"}, {"8", "podman again", "PODMAN AGAIN"}, {"9", "gvisor again", "GVISOR AGAIN"}} {
+			if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", tc.to, tc.payload)); out != tc.want {
+				t.Errorf("flockctl send --to %s after the restart: %q, want %q", tc.to, out, tc.want)
+			}
+		}
+		after := byID()
+		for _, id := range []int{3, 8, 9} {
+			if n := after[id].ByKind["connections"]; n != before[id].ByKind["connections"] {
+				t.Errorf("agent %d was refused connections over its share across the restart: %d -> %d", id, before[id].ByKind["connections"], n)
+			}
+			if after[id].Restarts != before[id].Restarts {
+				t.Errorf("agent %d restarted with the bus: %d -> %d restarts", id, before[id].Restarts, after[id].Restarts)
+			}
+		}
+	})
+
 	t.Run("Node reaches an allowed name through flock's proxy, and no other", func(t *testing.T) {
 		out, stderr, err := run(t, m, "flockctl", "send", "--to", "3", "fetch https://api.flock.test/")
 		if err != nil || strings.TrimSpace(out) != "200 hello from api.flock.test" {

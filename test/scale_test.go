@@ -33,6 +33,16 @@ func scaleSpec(n int, id int, edit string) string {
 	return b.String()
 }
 
+// serviceUse is a service's main process as the kernel has it: resident
+// memory now and at its peak, threads, open descriptors.
+func serviceUse(t *testing.T, m *harness.Machine, unit string) string {
+	t.Helper()
+	pid := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", unit))
+	st := mustRun(t, m, "grep", "-E", "^(VmRSS|VmHWM|Threads):", "/proc/"+pid+"/status")
+	fds := strings.TrimSpace(mustRun(t, m, "sh", "-c", "ls /proc/"+pid+"/fd | wc -l"))
+	return strings.Join(strings.Fields(st), " ") + " fds: " + fds
+}
+
 func TestThousandAgents(t *testing.T) {
 	// Tier: root + nspawn.
 	m := harness.Boot(t)
@@ -101,6 +111,12 @@ func TestThousandAgents(t *testing.T) {
 			t.Errorf("one scrape started %d readers, want at most 1", n)
 		}
 		timed("the counters reader alone at 1000 (connect, start, read, answer)", "curl", "-sS", "--http0.9", "--unix-socket", counters.SocketPath, "http://counters/")
+	})
+
+	t.Run("what the bus holds at a thousand", func(t *testing.T) {
+		// What flock.service's bounds are sized from (units/service.go):
+		// its memory, threads and descriptors with every agent connected.
+		t.Logf("flock.service at 1000 agents: %s", serviceUse(t, m, "flock.service"))
 	})
 
 	t.Run("each credential is in its own unit, none in the host's mount table", func(t *testing.T) {

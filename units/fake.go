@@ -45,7 +45,8 @@ func (f *Fake) List(ctx context.Context) ([]Status, error) {
 func (f *Fake) Start(ctx context.Context, u Unit) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.units[u.Name] = Status{Name: u.Name, ActiveState: "active", SubState: "running", Hash: HashFromDescription(u.Description)}
+	hash, build := FromDescription(u.Description)
+	f.units[u.Name] = Status{Name: u.Name, ActiveState: "active", SubState: "running", Hash: hash, Build: build}
 	f.started = append(f.started, u.Name)
 	props := map[string]any{"Id": u.Name, "Description": u.Description}
 	for _, p := range u.Properties {

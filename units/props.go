@@ -168,9 +168,14 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, lv unitLevel) Unit {
 		// the unit ends "failed" after every stop).
 		Property{"SuccessExitStatus", ExitStatusSet{Statuses: []int32{128 + 15}}})
 
-	u := Unit{Name: spec.UnitName(a.ID), Properties: props}
+	u := Unit{Name: spec.UnitName(a.ID), Properties: props, Build: o.AgentBuild}
 	u.Hash = hashOf(props, o.AgentBuild)
 	u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s]", a.ID, lv.label, u.Hash)
+	if u.Build != "" {
+		// Said apart from the hash, so that after an upgrade status
+		// says what changed: the program, not the configuration.
+		u.Description = fmt.Sprintf("flock agent %d: %s [flock:%s build:%s]", a.ID, lv.label, u.Hash, u.Build)
+	}
 	return u
 }
 
@@ -253,14 +258,21 @@ func hashOf(props []Property, build string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-var hashRe = regexp.MustCompile(`\[flock:([0-9a-f]{12})\]$`)
+var hashRe = regexp.MustCompile(`\[flock:([0-9a-f]{12})(?: build:([0-9a-f]{12}))?\]$`)
 
 // HashFromDescription reads back the hash ForAgent put in a description.
 func HashFromDescription(desc string) string {
+	h, _ := FromDescription(desc)
+	return h
+}
+
+// FromDescription reads back the hash and the flock-agent build ForAgent
+// put in a description ("" for what it does not say).
+func FromDescription(desc string) (hash, build string) {
 	if m := hashRe.FindStringSubmatch(desc); m != nil {
-		return m[1]
+		return m[1], m[2]
 	}
-	return ""
+	return "", ""
 }
 
 // specEnv is the spec's env for a, sorted by name: a unit's Environment=

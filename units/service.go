@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"text/template"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/flockrun/flock/spec"
 )
 
 // BusUnit is the static unit of the bus, `flockctl serve`. It is a file
@@ -72,7 +75,7 @@ StateDirectory=flock-bus
 {{if .Creds}}# The cluster's certificates, key and route password: root's files (0600
 # in a 0700 directory), which systemd hands the bus alone, read-only.
 {{range .Creds}}LoadCredential={{.Name}}:{{.Path}}
-{{end}}{{end}}` + ownWalls + `PrivateUsers=yes
+{{end}}{{end}}` + busBounds + ownWalls + `PrivateUsers=yes
 ProtectProc=invisible
 ` + kernelWalls + `SystemCallErrorNumber=EPERM
 RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
@@ -81,11 +84,47 @@ RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
 WantedBy=multi-user.target
 `))
 
+// The bounds of flock's services (docs/design.md, "Shares"). Their file
+// limits are spec's (the agents' shares are validated against them).
+// Memory and tasks: the bus with a thousand agents connected peaked at
+// 175 MiB resident with 9 threads (TestThousandAgents); MemoryHigh holds
+// that, JetStream's 64 MiB and four agents at their whole pending share
+// (8 connections × 16 MiB). A tunnel through the proxy measured at most
+// 104 KiB (with both TLS ends in the same process): a thousand agents at
+// 16 tunnels each fit in its MemoryMax. Threads are far above need (Go
+// dies when it cannot make one). Over MemoryHigh the kernel reclaims and
+// slows the service; at MemoryMax it kills it, and systemd starts it
+// again a second later: the bus with every stored task (on disk), its
+// agents reconnecting.
+const (
+	BusMemoryHigh   = 768 << 20
+	BusMemoryMax    = 1 << 30
+	BusTasksMax     = 1024
+	ProxyMemoryHigh = 512 << 20
+	ProxyMemoryMax  = 1 << 30
+	ProxyTasksMax   = 512
+)
+
+var (
+	busBounds   = bounds("connections", spec.BusFiles, BusMemoryHigh, BusMemoryMax, BusTasksMax)
+	proxyBounds = bounds("tunnels", spec.ProxyFiles, ProxyMemoryHigh, ProxyMemoryMax, ProxyTasksMax)
+)
+
+func bounds(share string, files, high, max, tasks int) string {
+	return fmt.Sprintf(`# Bounded: the agents' shares of %s fit in its files (provision
+# refuses a spec where they would not); memory and tasks hold a thousand
+# agents with room. At MemoryMax the kernel kills it and it starts again.
+LimitNOFILE=%d
+MemoryHigh=%dM
+MemoryMax=%dM
+TasksMax=%d
+`, share, files, high>>20, max>>20, tasks)
+}
+
 // ownWalls are the first walls of flock's own services (the bus, the
 // proxy): no capabilities, no new privileges, a read-only system, no home,
 // their own /tmp and no devices.
-const ownWalls = `LimitNOFILE=65536
-UMask=0077
+const ownWalls = `UMask=0077
 CapabilityBoundingSet=
 NoNewPrivileges=yes
 ProtectSystem=strict
@@ -111,6 +150,18 @@ MemoryDenyWriteExecute=yes
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
 `
+
+// busBuildRe finds the build busTemplate writes in its first comment.
+var busBuildRe = regexp.MustCompile(`(?m)^# flockctl build ([0-9a-f]+):`)
+
+// BusBuild is the flockctl build a flock.service file says it runs ("":
+// it does not say).
+func BusBuild(file []byte) string {
+	if m := busBuildRe.FindSubmatch(file); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
 
 // BusService is the text of flock.service for a bus reading configPath,
 // run by the flockctl of build id build ("" unknown). creds are files the

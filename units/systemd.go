@@ -64,10 +64,8 @@ func (s *Systemd) List(ctx context.Context) ([]Status, error) {
 		if u.LoadState != "loaded" {
 			continue // a name someone asked about, not a unit
 		}
-		out = append(out, Status{
-			Name: u.Name, ActiveState: u.ActiveState, SubState: u.SubState,
-			Hash: HashFromDescription(u.Description),
-		})
+		hash, build := FromDescription(u.Description)
+		out = append(out, Status{Name: u.Name, ActiveState: u.ActiveState, SubState: u.SubState, Hash: hash, Build: build})
 	}
 	return out, nil
 }

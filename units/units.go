@@ -24,6 +24,7 @@ type Unit struct {
 	Description string // ends with the hash, so drift is seen from the host
 	Properties  []Property
 	Hash        string // of Properties; equal hash, nothing to do
+	Build       string // the flock-agent it runs (BuildID; "" unknown), part of Hash
 }
 
 // Status is a flock unit as the host has it.
@@ -32,6 +33,7 @@ type Status struct {
 	ActiveState string // systemd's: active, failed, inactive, activating...
 	SubState    string
 	Hash        string // parsed from Description; "" if not ours or unknown
+	Build       string // the flock-agent build it runs, parsed from Description; "" if not said
 	// Restarts and LastExit are filled by Manager.Exit, which only the
 	// read-only verbs call (List does not: reading a unit's properties
 	// while systemd collects a stopped transient unit can load it again).

@@ -37,7 +37,7 @@ func DeskRequest(subject string) (id int, verb string, ok bool) {
 		return 0, "", false
 	}
 	switch parts[3] {
-	case DeskNext, DeskProgress, DeskResult, DeskRelease:
+	case DeskNext, DeskProgress, DeskResult, DeskRelease, DeskSend:
 		return id, parts[3], true
 	}
 	return 0, "", false

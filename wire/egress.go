@@ -14,6 +14,24 @@ const EgressSubjects = "flock.egress.>"
 // EgressSubject is where the proxy publishes agent id's decisions.
 func EgressSubject(id int) string { return "flock.egress." + strconv.Itoa(id) }
 
+// Reasons of a denial over an agent's share of the proxy (spec shares):
+// the bus counts each as a violation of that kind.
+const (
+	EgressOverTunnels    = "over-tunnels"
+	EgressOverHandshakes = "over-handshakes"
+)
+
+// EgressViolation is the violation kind of a denial's reason ("": none).
+func EgressViolation(reason string) string {
+	switch reason {
+	case EgressOverTunnels:
+		return ViolationTunnels
+	case EgressOverHandshakes:
+		return ViolationHandshakes
+	}
+	return ""
+}
+
 // EgressEvent is one decision of the egress proxy, as the journal has it.
 type EgressEvent struct {
 	Agent      int     `json:"agent"`
@@ -25,7 +43,7 @@ type EgressEvent struct {
 	BytesUp    int64   `json:"bytes_up"`
 	BytesDown  int64   `json:"bytes_down"`
 	DurationMS float64 `json:"duration_ms"`
-	Suppressed int     `json:"suppressed,omitempty"` // denials not sent before this one
+	Suppressed int     `json:"suppressed,omitempty"` // denials for the same reason not sent before this one
 }
 
 // EncodeEgress is the body of an EgressEvent.

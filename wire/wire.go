@@ -123,6 +123,9 @@ type BusStatus struct {
 	// and what it did; empty when the store proved itself.
 	Store  []StoreProblem     `json:"store,omitempty"`
 	Agents map[int]AgentOnBus `json:"agents"` // by agent id; absent: never seen
+	// NoQuorum, in a cluster, is why this host's side cannot store tasks
+	// now (the bus refuses those published here with it); "" when it can.
+	NoQuorum string `json:"no_quorum,omitempty"`
 }
 
 // StoreProblem is one part of the bus's store that did not prove itself
@@ -169,11 +172,21 @@ const (
 	ViolationForeignReply = "foreign-reply"
 	ViolationFlood        = "flood"     // messages faster than any agent needs (counted once per window)
 	ViolationMalformed    = "malformed" // a message the bus could not read
+	// Over a share (spec shares, bus.max_subscriptions, bus.max_pending):
+	// refused at once, and counted.
+	ViolationConnections   = "connections"   // a connection beyond its shares.connections
+	ViolationSubscriptions = "subscriptions" // a subscription beyond a connection's bus.max_subscriptions
+	ViolationSlowConsumer  = "slow-consumer" // a connection that read too slowly: closed at bus.max_pending
+	ViolationPayload       = "payload"       // a message larger than the bus carries
+	ViolationTasks         = "tasks"         // a task beyond its shares.tasks or shares.task_bytes
+	ViolationTunnels       = "tunnels"       // a proxy connection beyond its shares.tunnels
+	ViolationHandshakes    = "handshakes"    // a proxy connection beyond its shares.handshakes
 )
 
 // ViolationKinds is every kind, in the order status prints them.
 var ViolationKinds = []string{ViolationPublish, ViolationSubscribe, ViolationForgedLease, ViolationStaleLease,
-	ViolationForeignReply, ViolationFlood, ViolationMalformed}
+	ViolationForeignReply, ViolationFlood, ViolationMalformed, ViolationConnections, ViolationSubscriptions,
+	ViolationSlowConsumer, ViolationPayload, ViolationTasks, ViolationTunnels, ViolationHandshakes}
 
 // OnServer is subject as the bus of one host of a multi-host flock
 // answers it (flock.bus.status.<server>): every bus hears every subject

@@ -110,8 +110,12 @@ func busOp(ctx context.Context, r Request) (string, error) {
 			return "", err
 		}
 		defer nc.Close()
+		data := []byte(r.Data)
+		if r.Size > 0 {
+			data = make([]byte, r.Size)
+		}
 		for range r.Count {
-			if err := nc.Publish(r.Name, []byte(r.Data)); err != nil {
+			if err := nc.Publish(r.Name, data); err != nil {
 				return "", err
 			}
 		}

@@ -35,8 +35,17 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 	switch r.Op {
 	case "pid":
 		return strconv.Itoa(os.Getpid()), nil
+	case "sleep": // Count milliseconds: a pause in a sequence of requests
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Duration(r.Count) * time.Millisecond):
+			return "slept", nil
+		}
 	case "proxy-connect": // Addr: the CONNECT target; Name: the SNI
 		return proxyConnect(ctx, r.Addr, r.Name)
+	case "nats-connections", "nats-subscriptions", "nats-oversize", "nats-slow", "desk-send", "proxy-flood":
+		return shareOp(ctx, r)
 
 	// The colluder's side: open a channel and keep it open.
 	case "listen-tcp":

@@ -28,8 +28,20 @@ type Request struct {
 	Name string `json:"name,omitempty"` // POSIX mqueue name, e.g. /flock-collude; nats-*: the subject
 	PID  int    `json:"pid,omitempty"`
 	Sig  int    `json:"sig,omitempty"`
-	// Count is how many messages "nats-flood" publishes.
+	// Count is how many messages "nats-flood" publishes; of the share
+	// floods (shares.go), how many of the thing to try to hold.
 	Count int `json:"count,omitempty"`
+	// Size is the bytes of each message or task of a flood.
+	Size int `json:"size,omitempty"`
+	// TimeoutMS, if set, is the operation's own bound (a flood takes
+	// longer than one attempt); at most MaxTimeout.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Alone runs it after the rest of its batch, one at a time: a flood
+	// of the agent's shares would refuse the other probes' connections.
+	Alone bool `json:"alone,omitempty"`
+	// Background: the system tests' probe answers it without waiting for
+	// it to end, so the next request runs beside it.
+	Background bool `json:"background,omitempty"`
 	// Argv is the command of "exec": a program the agent brings, run as
 	// the agent, inside its unit.
 	Argv []string `json:"argv,omitempty"`
@@ -71,6 +83,17 @@ const Timeout = 10 * time.Second
 // slow, and a slow proof is still a proof.
 const ControlTimeout = 20 * time.Second
 
+// MaxTimeout bounds a request's own TimeoutMS.
+const MaxTimeout = time.Minute
+
+// Within is req's bound: its own, else def.
+func (r Request) Within(def time.Duration) time.Duration {
+	if r.TimeoutMS > 0 {
+		return min(time.Duration(r.TimeoutMS)*time.Millisecond, MaxTimeout)
+	}
+	return def
+}
+
 // Run executes req within timeout. An operation that outlives it keeps
 // its goroutine (the process is a throw-away probe) but is reported
 // failed and TimedOut.
@@ -83,7 +106,7 @@ func Run(req Request, timeout time.Duration) Result {
 		detail, err := dispatch(ctx, req)
 		r := Result{OK: err == nil, Detail: detail}
 		if err != nil {
-			r.Err, r.TimedOut = err.Error(), ctx.Err() != nil || isTimeout(err)
+			r.Err, r.TimedOut = err.Error(), ctx.Err() != nil || isTimeout(err) || errors.Is(err, ErrBeforeTheShare)
 		}
 		done <- r
 	}()
@@ -105,16 +128,24 @@ func isTimeout(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
-// RunAll runs a batch concurrently (each op is bounded by timeout, so
-// the batch is too) and answers in the order asked.
+// RunAll runs a batch concurrently, then those Alone one at a time
+// (each op is bounded by timeout or its own, so the batch is too), and
+// answers in the order asked.
 func RunAll(reqs []Request, timeout time.Duration) []Result {
 	out := make([]Result, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
-		wg.Add(1)
-		go func() { defer wg.Done(); out[i] = Run(r, timeout) }()
+		if !r.Alone {
+			wg.Add(1)
+			go func() { defer wg.Done(); out[i] = Run(r, r.Within(timeout)) }()
+		}
 	}
 	wg.Wait()
+	for i, r := range reqs {
+		if r.Alone {
+			out[i] = Run(r, r.Within(timeout))
+		}
+	}
 	return out
 }
 

@@ -33,6 +33,13 @@ func proxyConnect(ctx context.Context, target, sni string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
+	return connectOn(ctx, c, target, sni, true)
+}
+
+// connectOn is CONNECT target and TLS with sni on c, a connection to the
+// proxy; with get, then GET / and the first line of the body. Without, the
+// tunnel is left open.
+func connectOn(ctx context.Context, c net.Conn, target, sni string, get bool) (string, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
@@ -49,6 +56,9 @@ func proxyConnect(ctx context.Context, target, sni string) (string, error) {
 	tc := tls.Client(&bufConn{c, br}, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return "", fmt.Errorf("TLS through the tunnel: %w", err)
+	}
+	if !get {
+		return "tunnel open", nil
 	}
 	fmt.Fprintf(tc, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", sni)
 	r, err := http.ReadResponse(bufio.NewReader(tc), nil)

@@ -154,11 +154,15 @@ func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte,
 		return err
 	}
 	defer nc.Close()
-	// Asked before sending: once sent, the worker waiting takes it.
-	idle, idleErr := operator.Idle(ctx, nc, t.consumer)
+	// Asked before sending: once sent, the worker waiting takes it. A
+	// hint only: not worth more than a moment (a side of a split cluster
+	// does not answer it at all).
+	ictx, cancel := context.WithTimeout(ctx, idleWait)
+	idle, idleErr := operator.Idle(ictx, nc, t.consumer)
+	cancel()
 	sent, err := operator.SendTask(ctx, nc, t.subject, id, payload)
 	if err != nil {
-		return err
+		return whyNotStored(ctx, id, err)
 	}
 	if sent.Duplicate {
 		fmt.Fprintf(o.errOut, "task %s was already sent in the last %s; it is not sent again\n", id, wire.TaskDedupWindow)
@@ -183,6 +187,33 @@ func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte,
 		return err
 	}
 	return printResult(o, res, output)
+}
+
+// idleWait bounds asking whether a worker waits for the task.
+const idleWait = 2 * time.Second
+
+// whyNotStored is err, the failure of sending task id, or, when the bus
+// did not answer the send itself but says this host's side of the
+// cluster cannot store tasks, that reason.
+func whyNotStored(ctx context.Context, id string, err error) error {
+	var refused *operator.NotStoredError
+	if errors.As(err, &refused) {
+		return err
+	}
+	if why := noQuorum(ctx); why != "" {
+		return &operator.NotStoredError{ID: id, Why: why, Unsure: true}
+	}
+	return err
+}
+
+// noQuorum is why this host's bus says its side of the cluster cannot
+// store tasks now, "" when it does not say so (or does not answer).
+func noQuorum(ctx context.Context) string {
+	st, err := bus.NewSystem().Status(ctx)
+	if err != nil {
+		return ""
+	}
+	return st.NoQuorum
 }
 
 // operatorConn connects to the bus as the operator; only root can read

@@ -68,6 +68,9 @@ func runTasks(ctx context.Context, o tasksOpts) error {
 	}
 	entries, err := operator.ListTasks(ctx, nc, o.limit, desks...)
 	if err != nil {
+		if why := noQuorum(ctx); why != "" {
+			return fmt.Errorf("%w; the bus says: %s", err, why)
+		}
 		return err
 	}
 	notes := o.out

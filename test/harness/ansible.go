@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,7 +197,7 @@ func (p *AnsiblePlayer) Play(t testing.TB, vars map[string]any, args ...string) 
 	t.Logf("ansible-playbook %s: %v in %v", strings.Join(args, " "), err, time.Since(t0).Round(time.Second))
 	r := AnsibleRun{Out: out, Err: err, Recaps: map[string]AnsibleRecap{}, HostTasks: parseHostTasks(out)}
 	r.Tasks = mergeTasks(r.HostTasks)
-	for _, h := range p.hosts {
+	for _, h := range limited(p.hosts, args) {
 		rc, ok := parseRecap(out, h)
 		if !ok {
 			t.Fatalf("ansible-playbook printed no PLAY RECAP for %s (%v):\n%s", h, err, out)
@@ -205,6 +206,30 @@ func (p *AnsiblePlayer) Play(t testing.TB, vars map[string]any, args ...string) 
 		r.Recap = r.Recap.add(rc)
 	}
 	return r
+}
+
+// limited are the hosts a play with args runs on: all, or those its
+// --limit (-l) names (a comma-separated list of host names).
+func limited(hosts, args []string) []string {
+	for i, a := range args {
+		var list string
+		switch {
+		case (a == "--limit" || a == "-l") && i+1 < len(args):
+			list = args[i+1]
+		case strings.HasPrefix(a, "--limit="):
+			list = strings.TrimPrefix(a, "--limit=")
+		default:
+			continue
+		}
+		var out []string
+		for _, h := range hosts {
+			if slices.Contains(strings.Split(list, ","), h) {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	return hosts
 }
 
 func (a AnsibleRecap) add(b AnsibleRecap) AnsibleRecap {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,24 @@ skipping: [c]
 	}
 	if got := parseTasks(out)["Install this host's cluster files"]; got != "changed" {
 		t.Errorf("merged: %q, want changed", got)
+	}
+}
+
+// TestLimited: a play's --limit names the hosts whose recap it prints.
+func TestLimited(t *testing.T) {
+	hosts := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, hosts},
+		{[]string{"--check"}, hosts},
+		{[]string{"--limit", "a"}, []string{"a"}},
+		{[]string{"-l", "c,a"}, []string{"a", "c"}},
+		{[]string{"--diff", "--limit=b"}, []string{"b"}},
+	} {
+		if got := limited(hosts, tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("limited(%v): %v, want %v", tc.args, got, tc.want)
+		}
 	}
 }

@@ -14,11 +14,13 @@ import (
 	"time"
 )
 
-var debBuild struct {
+type debOnce struct {
 	once sync.Once
 	path string
 	err  error
 }
+
+var debBuild, nextBuild debOnce
 
 // Deb is the package make deb builds from this checkout (built once per
 // test process, under the harness's directory).
@@ -36,6 +38,32 @@ func Deb(t testing.TB) string {
 		t.Fatal(debBuild.err)
 	}
 	return debBuild.path
+}
+
+// NextDeb is the package of the release after Deb's: the same source
+// built as version Deb's+"+next", which dpkg sorts after it, so every
+// program in it is another build (the version is linked in, and so the
+// build id differs). Built once per test process.
+func NextDeb(t testing.TB) string {
+	t.Helper()
+	deb := Deb(t)
+	nextBuild.once.Do(func() {
+		v, err := DebField(deb, "Version")
+		if err != nil {
+			nextBuild.err = err
+			return
+		}
+		dir := filepath.Join(parentDir, fmt.Sprintf("deb-next-%d", os.Getpid()))
+		if err := machineDirs.claim(dir, func(string, ...any) {}); err != nil {
+			nextBuild.err = err
+			return
+		}
+		nextBuild.path, nextBuild.err = BuildDeb(dir, "VERSION="+v+"+next")
+	})
+	if nextBuild.err != nil {
+		t.Fatal(nextBuild.err)
+	}
+	return nextBuild.path
 }
 
 // BuildDeb runs make deb DEBDIR=dir and more make variables (VERSION=...),

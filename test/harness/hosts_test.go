@@ -16,7 +16,8 @@ import (
 
 // TestHosts boots two machines on a private network and checks what a
 // multi-host test relies on: each has its address and only it, the
-// controller reaches both with ssh, one reaches the other, a machine
+// controller reaches both with ssh, one reaches the other, a cut between
+// them holds and heals, a machine
 // powered off is down for as long as the test wants and comes back with
 // the same address and host key, and Close leaves no namespace behind.
 func TestHosts(t *testing.T) {
@@ -74,6 +75,39 @@ func TestHosts(t *testing.T) {
 		args := append(sshOptions(other.File, h.KnownHosts), h.Addr("a").String(), "true")
 		if out, err := h.Net.Command(ctx, append([]string{"ssh"}, args...)...).CombinedOutput(); err == nil {
 			t.Errorf("another key logged in to a: %s", out)
+		}
+	})
+
+	t.Run("a cut stops the two hosts reaching each other, not the controller; heal undoes it", func(t *testing.T) {
+		reach := func() error {
+			_, errOut, err := a.Run(context.Background(), "timeout", "3", "bash", "-c", "exec 3<>/dev/tcp/"+h.Addr("b").String()+"/22")
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, errOut)
+			}
+			return nil
+		}
+		if err := h.Net.Split([]string{"a"}, []string{"b"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(); err == nil {
+			t.Errorf("a reached b's port 22 across the cut")
+		}
+		for _, name := range h.Names() {
+			if _, err := ssh(name, "true"); err != nil {
+				t.Errorf("the controller lost host %s to the cut: %v", name, err)
+			}
+		}
+		if err := h.Net.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(); err != nil {
+			t.Errorf("a does not reach b after the heal: %v", err)
+		}
+		if err := h.Net.Heal(); err != nil {
+			t.Errorf("a second heal: %v", err)
+		}
+		if err := h.Net.Cut([2]string{"a", "x"}); err == nil {
+			t.Errorf("a cut to a host not on the net succeeded")
 		}
 	})
 

@@ -116,7 +116,7 @@ func (n *Net) Attach(host string, addr netip.Addr) (string, error) {
 		}
 	}
 	ns := n.name + "-" + host
-	veth := fmt.Sprintf("v%d", len(n.order)+1) // in the net's namespace; 15 bytes at most
+	veth := vethName(len(n.order)) // in the net's namespace; 15 bytes at most
 	err := n.ipRun(
 		[]string{"netns", "add", ns},
 		[]string{"-n", ns, "link", "set", "lo", "up"},
