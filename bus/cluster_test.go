@@ -441,6 +441,13 @@ func TestClusterStartsWithoutQuorum(t *testing.T) {
 	if r := waitResults(t, op.Conn, 20*time.Second, "late")["late"]; len(r) != 1 || r[0].Agent != 5 {
 		t.Errorf("result: %+v", r)
 	}
+	// The streams were made for this store_max: no bus may raise its bound
+	// (a reload, which closes every client) as the cluster forms.
+	for i, l := range tc.logs {
+		if strings.Contains(l.String(), "store_max is now") {
+			t.Errorf("bus %s raised its store's bound as the cluster formed (and closed its clients)", hostName(i))
+		}
+	}
 }
 
 // TestClusterWaitResultAcrossHosts: the operator on a waits for each of

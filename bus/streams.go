@@ -51,15 +51,23 @@ func (s *Server) startTasks(ctx context.Context, c Config) error {
 func (s *Server) raiseStoreLimit(ctx context.Context, c Config) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	var reserved int64
+	// In a cluster forming, the listing may name a stream more than once
+	// (the server gathers it from every copy): each counts once. Counted
+	// twice, it would raise the bound for nothing, and the reload closes
+	// every client.
+	bounds := map[string]int64{}
 	streams := s.js.ListStreams(ctx)
 	for si := range streams.Info() {
 		if si.Config.Storage == jetstream.FileStorage && si.Config.MaxBytes > 0 {
-			reserved += si.Config.MaxBytes
+			bounds[si.Config.Name] = si.Config.MaxBytes
 		}
 	}
 	if err := streams.Err(); err != nil {
 		return fmt.Errorf("listing the streams: %w", err)
+	}
+	var reserved int64
+	for _, b := range bounds {
+		reserved += b
 	}
 	// In a cluster this runs beside Reload, which reads storeLimit too.
 	s.reloadMu.Lock()

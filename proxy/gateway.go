@@ -3,7 +3,10 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"time"
 )
 
@@ -30,10 +33,53 @@ func (s *Server) dispatch(c net.Conn) {
 	c.SetReadDeadline(time.Time{})
 	pc := &peeked{Conn: c, r: br}
 	if err == nil && !bytes.Equal(head, connectMethod) {
-		s.Gateway.Handoff(pc)
+		if sc, ok := s.gatewayShare(pc); ok {
+			s.Gateway.Handoff(sc)
+		}
 		return
 	}
 	s.handle(pc)
+}
+
+// gatewayShare holds a place in its agent's share of tunnels for a
+// gateway connection while it is open (an SDK's pool keeps several): an
+// agent granted a model may hold no more of the proxy's files than one
+// tunnelling by name. Over the share the client gets a 429 at once, and
+// the refusal is recorded as a tunnel's is. A uid that is no agent of the
+// proxy's goes on to the gateway, which refuses it in its own words.
+func (s *Server) gatewayShare(c *peeked) (net.Conn, bool) {
+	uid, err := s.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
+	if err != nil {
+		return c, true
+	}
+	a, ok := s.Policy().Agents[uid]
+	if !ok {
+		return c, true
+	}
+	release, n, ok := s.tunnels.Take(uid, a.Tunnels)
+	if !ok {
+		rec := Record{Agent: a.ID, UID: uid, Reason: ReasonTunnels, Detail: fmt.Sprintf("%d open, share %d (model gateway)", n, a.Tunnels)}
+		if s.Record != nil {
+			s.Record(rec)
+		}
+		body := fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy open, its share is %d (agents[id=%d].shares.tunnels); close idle ones, or raise the share\n", a.ID, n, a.Tunnels, a.ID)
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+		c.Close()
+		return nil, false
+	}
+	return &sharedConn{peeked: c, release: release}, true
+}
+
+// sharedConn gives its place in the agent's share back once closed.
+type sharedConn struct {
+	*peeked
+	release func()
+}
+
+func (c *sharedConn) Close() error {
+	c.release()
+	return c.peeked.Close()
 }
 
 // peeked is a connection whose first bytes were read into r.

@@ -3,11 +3,13 @@ package proxy
 // Tier: unit.
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flockrun/flock/gateway"
 )
@@ -53,5 +55,70 @@ func TestDispatchHandsPlainHTTPToTheGateway(t *testing.T) {
 	}
 	if got, err := r.get("example.com"); err != nil || got != "hello from upstream" {
 		t.Errorf("a tunnel beside the gateway: %q %v", got, err)
+	}
+}
+
+// A gateway connection holds a place in its agent's share of tunnels
+// while it is open: the one beyond is answered 429 at once, recorded as a
+// tunnel over its share is, and a closed one frees its place. A uid the
+// proxy does not know goes on to the gateway, which refuses it itself.
+func TestGatewayConnectionsAreInTheTunnelShare(t *testing.T) {
+	ln := gateway.NewListener(&net.TCPAddr{})
+	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443"), Tunnels: 2, Handshakes: 2}}},
+		func(s *Server) { s.Gateway = ln })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	defer ln.Close()
+
+	// open sends one request on a new connection and keeps it open, as an
+	// SDK's pool does; it returns the connection and the answer.
+	open := func() (net.Conn, *http.Response) {
+		t.Helper()
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		io.WriteString(c, "GET /anthropic/v1/models HTTP/1.1\r\nHost: proxy\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			t.Fatalf("a request to the gateway: %v", err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Cleanup(func() { c.Close() })
+		return c, resp
+	}
+	first, resp := open()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the first connection: %d", resp.StatusCode)
+	}
+	if _, resp = open(); resp.StatusCode != 200 {
+		t.Fatalf("the second connection: %d", resp.StatusCode)
+	}
+	if _, resp = open(); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third connection at a share of 2: %d %v, want 429 with Retry-After", resp.StatusCode, resp.Header)
+	}
+	if rec := r.last(t, 1); rec.Reason != ReasonTunnels || rec.Agent != 1 {
+		t.Errorf("record %+v, want the tunnels share's refusal", rec)
+	}
+	first.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for r.srv.tunnels.Held(1001) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent 1 holds %d after one connection closed", r.srv.tunnels.Held(1001))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, resp = open(); resp.StatusCode != 200 {
+		t.Errorf("a connection after one closed: %d", resp.StatusCode)
+	}
+	r.uids.uid = 1005
+	for i := 0; i < 3; i++ {
+		if _, resp = open(); resp.StatusCode != 200 {
+			t.Errorf("a uid the proxy does not know, connection %d: %d, want it handed to the gateway", i+1, resp.StatusCode)
+		}
 	}
 }

@@ -152,16 +152,28 @@ func (w *walker) rootRules(a Agent, path string) {
 	}
 }
 
-func (w *walker) rootfs(n *yaml.Node, path string) string {
-	s, ok := w.str(n, path, rootfsExample)
-	if !ok {
-		return ""
-	}
+// absPath reads an absolute, clean path; ok is false once it failed.
+func (w *walker) absPath(n *yaml.Node, path, example string) (string, bool) {
+	s, ok := w.str(n, path, example)
 	switch {
+	case !ok:
+		return "", false
 	case !filepath.IsAbs(s):
-		w.fail(path, "%q is not an absolute path; write e.g. %s", s, rootfsExample)
+		w.fail(path, "%q is not an absolute path; write e.g. %s", s, example)
 	case filepath.Clean(s) != s:
 		w.fail(path, "%q is not a clean path; write %s", s, filepath.Clean(s))
+	default:
+		return s, true
+	}
+	return s, false
+}
+
+func (w *walker) rootfs(n *yaml.Node, path string) string {
+	s, ok := w.absPath(n, path, rootfsExample)
+	if !ok {
+		return s
+	}
+	switch {
 	case s == "/":
 		w.fail(path, "is the host's own root; give a directory holding the agent's root file system, e.g. %s", rootfsExample)
 	case s == StateDir || strings.HasPrefix(s, StateDir+"/"):

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -206,15 +205,11 @@ func (w *walker) providerURL(n *yaml.Node, path string) (string, bool) {
 // secretPath reads the path of a file only root reads (a key): absolute,
 // clean, outside the flock's root, where agents' files are.
 func (w *walker) secretPath(n *yaml.Node, path, root, example string) string {
-	s, ok := w.str(n, path, example)
+	s, ok := w.absPath(n, path, example)
 	if !ok {
-		return ""
+		return s
 	}
 	switch {
-	case !filepath.IsAbs(s):
-		w.fail(path, "%q is not an absolute path; write e.g. %s", s, example)
-	case filepath.Clean(s) != s:
-		w.fail(path, "%q is not a clean path; write %s", s, filepath.Clean(s))
 	case s == root || strings.HasPrefix(s, root+"/"):
 		w.fail(path, "%q is inside the flock's root %s, where agents' files are; keep it where only root reads it, e.g. %s", s, root, example)
 	case strings.ContainsAny(s, " \t\n\\%$\"':"):

@@ -141,7 +141,7 @@ func (w *walker) shareTotals(f *Flock) {
 		conns, tunnels := newSum[int]("agents"), newSum[int]("agents")
 		for _, a := range f.On(h) {
 			conns.add(a.Shares.Connections)
-			if a.HasNames() {
+			if a.NeedsProxy() {
 				tunnels.add(a.Shares.Tunnels)
 			}
 		}
@@ -150,7 +150,7 @@ func (w *walker) shareTotals(f *Flock) {
 				conns.total, where, conns, room, BusFiles, BusOwnFiles)
 		}
 		if room := (ProxyFiles - ProxyOwnFiles) / FilesPerTunnel; tunnels.total > room {
-			w.fail("agents", "the proxy tunnels of the agents with names in their egress add up to %d on %s (shares.tunnels: %s), beyond the %d flock-proxy.service holds (LimitNOFILE %d less %d of its own, %d files a tunnel); lower shares.tunnels",
+			w.fail("agents", "the proxy connections of the agents with names in their egress or models add up to %d on %s (shares.tunnels: %s), beyond the %d flock-proxy.service holds (LimitNOFILE %d less %d of its own, %d files a tunnel); lower shares.tunnels",
 				tunnels.total, where, tunnels, room, ProxyFiles, ProxyOwnFiles, FilesPerTunnel)
 		}
 	}

@@ -29,6 +29,7 @@ func TestShareTotals(t *testing.T) {
 		{"two hosts hold twice as many", two + "agents:\n" + list(12000, "", ""), ""},
 		{"but not on one of them", two + "agents:\n" + list(7681, "a", ""), "add up to 61448 on host a"},
 		{"agents without names do not count against the proxy", "agents: {count: 5000}\n", ""},
+		{"agents granted a model do: the gateway's connections are in their tunnels", "providers: [{name: ollama, kind: openai, url: \"http://127.0.0.1:11434/v1\"}]\nagents: {count: 3000, models: {ollama: }}\n", "add up to 48000 on this host"},
 		{"eight orchestrators fill TASKS exactly at the defaults", "agents: {count: 8, role: orchestrator}\n", ""},
 		{"nine do not fit", "agents: {count: 9, role: orchestrator}\n", "add up to 576M (9 orchestrators × 64M), beyond TASKS' 512M"},
 		{"a larger store holds more", "bus: {store_max: 2G}\nagents: {count: 16, role: orchestrator}\n", ""},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/test/harness"
 )
 
@@ -138,6 +139,53 @@ func TestVMEnforcesLimits(t *testing.T) {
 	t.Run("/metrics has the cgroup figures nspawn lacks, and the OOM kills", func(t *testing.T) {
 		checkMetrics(t, v)
 	})
+	t.Run("flock.service at its MemoryMax is killed, starts again and keeps its stored tasks", func(t *testing.T) {
+		checkBusAtItsBound(t, v)
+	})
+}
+
+// checkBusAtItsBound brings flock.service to its memory bound the
+// kernel's way (MemoryMax below what it uses: the kernel reclaims, then
+// OOM-kills in the cgroup) with tasks stored that no worker takes, then
+// gives the bound back: the bus was killed, systemd started it again by
+// itself, and every task it had confirmed is still pending.
+func checkBusAtItsBound(t *testing.T, v *harness.VM) {
+	const unit, tasks = "flock.service", 10
+	for i := 1; i <= tasks; i++ {
+		// Agent 1 runs the memory hog, which takes no tasks.
+		mustRun(t, v, "flockctl", "send", "--no-wait", "--to", strconv.Itoa(memHogID), "--id", fmt.Sprintf("bound-%d", i), "kept")
+	}
+	before := vmProps(t, v, unit, "NRestarts", "MemoryMax")
+	since := strings.TrimSpace(mustRun(t, v, "date", "+%Y-%m-%d %H:%M:%S"))
+	mustRun(t, v, "systemctl", "set-property", "--runtime", unit, "MemoryMax=4M")
+	v.Eventually(t, time.Minute, func() error {
+		if log := mustRun(t, v, "journalctl", "--no-pager", "-o", "cat", "-u", unit, "--since", since); !strings.Contains(log, "Failed with result 'oom-kill'") {
+			return fmt.Errorf("%s not yet killed at MemoryMax=4M", unit)
+		}
+		return nil
+	})
+	mustRun(t, v, "systemctl", "set-property", "--runtime", unit, "MemoryMax="+before["MemoryMax"])
+	vmWaitActive(t, v, 2*time.Minute, neighbourID)
+	v.Eventually(t, 2*time.Minute, func() error {
+		if out, _, err := run(t, v, "systemctl", "is-active", unit); err != nil {
+			return fmt.Errorf("%s is %s", unit, strings.TrimSpace(out))
+		}
+		return nil
+	})
+	after := vmProps(t, v, unit, "NRestarts")
+	if b, _ := strconv.Atoi(before["NRestarts"]); func() bool { a, _ := strconv.Atoi(after["NRestarts"]); return a <= b }() {
+		t.Errorf("%s NRestarts %s before, %s after: systemd did not start it again", unit, before["NRestarts"], after["NRestarts"])
+	}
+	pending := 0
+	for _, e := range vmTasks(t, v) {
+		if strings.HasPrefix(e.ID, "bound-") && e.State == operator.Pending {
+			pending++
+		}
+	}
+	if pending != tasks {
+		t.Errorf("%d of the %d tasks the bus confirmed are pending after it was killed at its bound", pending, tasks)
+	}
+	t.Logf("FIGURE bus at its bound: OOM-killed, NRestarts %s -> %s, %d of %d stored tasks pending after", before["NRestarts"], after["NRestarts"], pending, tasks)
 }
 
 // checkMetrics scrapes /metrics in the VM (full cgroup v2, unlike an
