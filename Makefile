@@ -72,7 +72,7 @@ LICENSED     ?= ./cmd/flockctl ./cmd/flock-agent
 # looked at it.
 LICENSES_DENY := forbidden,restricted,unknown
 
-.PHONY: all build deb install deps deps-demo deps-sshd runsc demo test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean licenses-check
+.PHONY: all build deb install deps deps-demo deps-sshd runsc demo docs test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean licenses-check
 
 all: build
 
@@ -84,7 +84,7 @@ build:
 
 # The Debian package (packaging/nfpm.yaml): the two programs for
 # linux/amd64 in /usr/bin, bash and zsh completions and man pages that
-# the programs themselves generate, the README, the example spec, the
+# the programs themselves generate, the README and docs/, the example spec, the
 # copyright file, a changelog entry for this version, and the licenses of
 # every Go package compiled in (checked first: make licenses-check).
 deb: licenses-check
@@ -222,6 +222,11 @@ bench: deps
 	@{ for p in ./bus/ ./proxy/ ./gateway/ ./test/; do \
 		FLOCK_BENCH_QUICK=$(QUICK) $(GO) test -count=1 -timeout 6h -run '^$$' -bench . -benchtime 1x $$p; \
 	done; } 2>&1 | FLOCK_BENCH_QUICK=$(QUICK) bin/benchtable
+
+# The CLI reference, docs/cli: a page per verb from the same text as
+# --help (TestCLIReferenceIsGenerated fails when it is stale).
+docs:
+	$(GO) run ./cmd/flockctl man --markdown docs/cli
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -56,7 +56,7 @@ type AgentReport struct {
 	Elapsed float64  `json:"elapsed_ms"`
 }
 
-// Report is `flockctl audit --output json` (README, "flockctl audit").
+// Report is `flockctl audit --output json` (docs/security.md, "flockctl audit").
 type Report struct {
 	Agents   []AgentReport `json:"agents"`
 	Probes   int           `json:"probes"`

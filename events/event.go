@@ -23,7 +23,7 @@ import (
 // Kind is what happened.
 type Kind string
 
-// The kinds, as the README's "Events" explains them.
+// The kinds, as docs/events.md explains them.
 const (
 	Started         Kind = "started"          // systemd started the agent's unit
 	Stopped         Kind = "stopped"          // systemd stopped it (not as part of a restart)
@@ -41,7 +41,7 @@ const (
 	LimitReached    Kind = "limit-reached"    // the model gateway refused it over a limit of its grant (once per crossing)
 )
 
-// Kinds are every kind, in the README's order.
+// Kinds are every kind, in docs/events.md's order.
 var Kinds = []Kind{Started, Stopped, Restarted, OOMKilled, Failed, WallKilled, BusViolation,
 	FirewallRefused, EgressDenied, DriftFound, DriftRepaired, DeadLettered, StoreDamaged, LimitReached}
 

@@ -14,7 +14,7 @@ import (
 )
 
 // Report is `flockctl explain ID --output json`. Its fields are a stable
-// contract (README, "explain"): new fields may be added, none renamed.
+// contract (docs/security.md, "explain ID"): new fields may be added, none renamed.
 type Report struct {
 	Agent int `json:"agent"`
 	// Host is where it runs in a flock on several hosts; nil on one host.

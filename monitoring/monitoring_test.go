@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/flockrun/flock/internal/markdown"
 	"github.com/flockrun/flock/internal/tier"
 )
 
@@ -152,27 +153,14 @@ func TestRunbooks(t *testing.T) {
 }
 
 // headingAnchors are the anchors GitHub makes of a Markdown file's
-// headings: lower case, punctuation but hyphens dropped, spaces hyphens.
+// headings.
 func headingAnchors(t *testing.T, path string) map[string]bool {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
-	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
-	inCode := false
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "```") {
-			inCode = !inCode
-		}
-		if inCode || !strings.HasPrefix(l, "#") {
-			continue
-		}
-		h := strings.TrimSpace(strings.TrimLeft(l, "#"))
-		out[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
-	}
-	return out
+	return markdown.Anchors(string(b))
 }
 
 // query is one PromQL expression and where it is.

@@ -222,7 +222,7 @@ func (w *walker) command(n *yaml.Node, path, what string) []string {
 }
 
 func (w *walker) limits(n *yaml.Node, path string, base Limits) Limits {
-	fs, ok := w.fields(n, path, "memory", "cpu", "tasks")
+	fs, ok := w.fields(n, path, limitKeys...)
 	if !ok {
 		return base
 	}
@@ -328,7 +328,7 @@ func (w *walker) egress(n *yaml.Node, path string) []Egress {
 // reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending")
+	fs, ok := w.fields(n, path, busKeys...)
 	if !ok {
 		return b
 	}
@@ -482,7 +482,7 @@ func (w *walker) maxOutput(n *yaml.Node, path string) uint64 {
 
 func (w *walker) subjects(n *yaml.Node, path string) Subjects {
 	var s Subjects
-	fs, ok := w.fields(n, path, "publish", "subscribe")
+	fs, ok := w.fields(n, path, subjectsKeys...)
 	if !ok {
 		return s
 	}

@@ -35,7 +35,7 @@ func (w *walker) hosts(n *yaml.Node, path string) []Host {
 	names, addrs := map[string]int{}, map[netip.Addr]int{}
 	for i, item := range n.Content {
 		p := index(path, i)
-		fs, ok := w.fields(item, p, "name", "address")
+		fs, ok := w.fields(item, p, hostKeys...)
 		if !ok {
 			w.hostsIncomplete = true
 			continue

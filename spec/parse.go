@@ -25,9 +25,6 @@ const MaxUIDBase = 4294967293 - MaxID
 // program) needs about 10 MiB.
 const MinMemory = 16 << 20
 
-// agentKeys are the fields of one agent; defaultKeys and countKeys reuse them.
-var agentKeys = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
-
 // Load reads and validates the spec at path.
 func Load(path string) (*Flock, error) {
 	data, err := os.ReadFile(path)
@@ -79,7 +76,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		w.fail("agents", "missing; list the agents (agents: [{id: 1}, {id: 2}]) or give a count (agents: {count: 3})")
 		return f
 	}
-	top, ok := w.fields(doc.Content[0], "", "root", "uid_base", "bus", "hosts", "providers", "defaults", "agents")
+	top, ok := w.fields(doc.Content[0], "", topKeys...)
 	if !ok {
 		return f
 	}
@@ -103,7 +100,7 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	}
 	defaults := builtinDefaults()
 	if n, ok := top["defaults"]; ok {
-		if fs, ok := w.fields(n, "defaults", agentKeys[1:]...); ok {
+		if fs, ok := w.fields(n, "defaults", defaultKeys...); ok {
 			defaults = w.agentFields(fs, "defaults", defaults)
 		}
 	}
@@ -172,8 +169,7 @@ func underSystemDir(p string) bool {
 // agents reads the list form or the {count: N} form.
 func (w *walker) agents(n *yaml.Node, defaults Agent) []Agent {
 	if n.Kind == yaml.MappingNode {
-		keys := append([]string{"count"}, agentKeys[1:]...)
-		fs, ok := w.fields(n, "agents", keys...)
+		fs, ok := w.fields(n, "agents", countKeys...)
 		if !ok {
 			return nil
 		}

@@ -101,7 +101,7 @@ func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
 	w.providerKinds = map[string]ProviderKind{}
 	for i, item := range n.Content {
 		p := index(path, i)
-		fs, ok := w.fields(item, p, "name", "kind", "url", "key_file", "ca_file")
+		fs, ok := w.fields(item, p, providerKeys...)
 		if !ok {
 			continue
 		}
@@ -240,7 +240,7 @@ func (w *walker) models(n *yaml.Node, path string) []Grant {
 		w.providerRef(name, p)
 		g := Grant{Provider: name}
 		if !isNull(v) {
-			fs, ok := w.fields(v, p, "requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent")
+			fs, ok := w.fields(v, p, grantKeys...)
 			if !ok {
 				continue
 			}

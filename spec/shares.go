@@ -12,7 +12,7 @@ import (
 // at once, with an error that names it, and the refusal is counted; no
 // other agent notices. The defaults suit a real client (a NATS client
 // that reconnects while the server still holds its old connection, an
-// HTTP client's pool of keep-alive connections); see README, "Shares".
+// HTTP client's pool of keep-alive connections); see docs/shares.md.
 type Shares struct {
 	// Connections are its bus connections open at once: flock-agent's
 	// own, its program's, and a reconnect overlapping each.
@@ -81,7 +81,7 @@ func defaultShares() Shares {
 
 // shares reads an agent's shares over base, field by field.
 func (w *walker) shares(n *yaml.Node, path string, base Shares) Shares {
-	fs, ok := w.fields(n, path, "connections", "tasks", "task_bytes", "tunnels", "handshakes")
+	fs, ok := w.fields(n, path, shareKeys...)
 	if !ok {
 		return base
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
 
 // busSpec: agent 1 is the hostile probe, holding the widest allowance an
@@ -310,6 +311,15 @@ func TestBus(t *testing.T) {
 		} else {
 			t.Logf("curl to a name not allowed: %s", r)
 		}
+		// What the operator reads of these refusals (docs/troubleshooting.md).
+		denied := transcript.New(t, "proxy-403")
+		denied.Until(m, "flockctl events --agent 1 --since 10m | grep egress-denied", 10*time.Second, func(out string) error {
+			if n := strings.Count(out, "egress-denied"); n != 7 {
+				return fmt.Errorf("%d egress-denied events of agent 1, want 7 (six refused CONNECTs and curl's):\n%s", n, out)
+			}
+			return nil
+		})
+		denied.Want(m, "flockctl explain 1 | grep -E '^(egress|# names)'", "api.flock.test:443")
 
 		// DNS from the agent fails: a query (UDP, or TCP) to the machine's
 		// resolvers is refused at once, while the proxy resolved
@@ -470,6 +480,11 @@ func TestBus(t *testing.T) {
 				t.Errorf("flockctl status counts %d violations for agent 1, want at least 3", s.Violations)
 			}
 		}
+		// What the operator reads of them (docs/troubleshooting.md).
+		v := transcript.New(t, "bus-violation")
+		v.Want(m, "flockctl status", "violations: agent 1: ")
+		v.Want(m, "flockctl events --agent 1 --since 10m | grep bus-violation", "forged-lease", "Publish Violation", "Subscription Violation")
+		v.Want(m, "flockctl explain 1 | sed -n '/^## bus/,/^$/p'", "publish:   allow agent.1.>")
 	})
 
 	const flood = 10000
@@ -555,10 +570,9 @@ func TestBus(t *testing.T) {
 			}
 			return nil
 		})
-		out := mustRun(t, m, "flockctl", "status")
-		if !strings.Contains(out, "note: the bus did not answer") {
-			t.Errorf("flockctl status with the bus stopped does not say so:\n%s", out)
-		}
+		down := transcript.New(t, "bus-down")
+		down.Want(m, "flockctl status", "note: the bus did not answer", "drift: (re)start bus flock.service")
+		down.Want(m, "systemctl status flock.service | head -n 3", "inactive (dead)")
 		waitActive(t, m, 1, 2, 3, 4)
 		restarted := time.Now()
 		mustRun(t, m, "systemctl", "start", "flock.service")
@@ -567,6 +581,40 @@ func TestBus(t *testing.T) {
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "after the restart")); out != "AFTER THE RESTART" {
 			t.Errorf("flockctl send after the restart: %q", out)
 		}
+	})
+
+	// A bus that cannot start (another program holds its port) says why,
+	// keeps trying, and is back by itself once the port is free.
+	t.Run("a bus that cannot start says why and comes back by itself", func(t *testing.T) {
+		mustRun(t, m, "systemctl", "stop", "flock.service")
+		mustRun(t, m, "systemd-run", "--unit=flock-test-squatter", "--collect", probeBin, "echo-serve", "127.0.0.1:4222")
+		defer run(t, m, "systemctl", "stop", "flock-test-squatter.service")
+		m.Eventually(t, 10*time.Second, func() error {
+			out, _, _ := run(t, m, probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:4222"}`)
+			if !strings.Contains(out, `"ok":true`) {
+				return fmt.Errorf("the squatter does not hold 127.0.0.1:4222 yet: %s", out)
+			}
+			return nil
+		})
+		mustRun(t, m, "systemctl", "start", "--no-block", "flock.service") // it fails: the port is taken
+		stuck := transcript.New(t, "bus-not-starting", transcript.R(`restart counter is at \d+`, "restart counter is at <n>"))
+		stuck.Until(m, "systemctl status flock.service | head -n 3", 30*time.Second, func(out string) error {
+			if !strings.Contains(out, "auto-restart") {
+				return fmt.Errorf("flock.service is not waiting to restart:\n%s", out)
+			}
+			return nil
+		})
+		stuck.Until(m, "journalctl -u flock.service -o cat | grep -m1 'address already in use'", 30*time.Second, func(out string) error {
+			if !strings.Contains(out, "127.0.0.1:4222") {
+				return fmt.Errorf("the bus's journal does not say its port is taken:\n%s", out)
+			}
+			return nil
+		})
+		stuck.Want(m, "ss -Hltnp 'sport = :4222'", `"probe"`)
+		freed := time.Now()
+		mustRun(t, m, "systemctl", "stop", "flock-test-squatter.service")
+		back := waitBus(t, m, freed, 2, 3, 4)
+		t.Logf("the bus started by itself and all agents were back %s after its port was free", back.Sub(freed).Round(time.Millisecond))
 	})
 
 	t.Run("violations are kept across the bus's restart", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -324,6 +325,10 @@ func TestCluster(t *testing.T) {
 		}
 		// a's /metrics says so too (FlockClusterHostDown's series).
 		waitHostsUp(t, a, map[string]int{"b": 0, "c": 1})
+		// What the operator reads on a (docs/troubleshooting.md).
+		down := transcript.New(t, "host-down")
+		down.Want(a, "flockctl status", "unknown (host b did not answer)")
+		down.Want(a, "curl -s http://127.0.0.1:8223/metrics | grep '^flock_cluster_host_up'", `flock_cluster_host_up{host="b"} 0`)
 		done := waitAllDone(t, a, ids, 5*time.Minute)
 		by, lost := map[int]int{}, 0
 		for _, id := range ids {

@@ -23,8 +23,8 @@ func TestDebManifest(t *testing.T) {
 
 // debManifest is what a reviewer checks of a package: its control fields
 // but the version and size, and each file's mode, owner and path, but the
-// man page of each verb (one per verb of the command tree, TestManPages:
-// a new verb needs no change here) and the license files of each Go
+// man page and the CLI reference page of each verb (one per verb of the
+// command tree, TestManPages: a new verb needs no change here) and the license files of each Go
 // package (a new dependency neither: make licenses-check judges it, and
 // licenses/report.csv, listed, names them all).
 func debManifest(t *testing.T, deb string) string {
@@ -45,7 +45,7 @@ func debManifest(t *testing.T, deb string) string {
 	const licenses = "./usr/share/doc/flock/licenses/"
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(l) // mode owner size date time path
-		if len(f) != 6 || strings.HasPrefix(f[5], "./usr/share/man/man1/flockctl-") ||
+		if len(f) != 6 || strings.HasPrefix(f[5], "./usr/share/man/man1/flockctl-") || strings.HasPrefix(f[5], "./usr/share/doc/flock/docs/cli/flockctl_") ||
 			strings.HasPrefix(f[5], licenses) && f[5] != licenses && f[5] != licenses+"report.csv" && f[5] != licenses+"go/LICENSE" {
 			continue
 		}

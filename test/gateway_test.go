@@ -17,6 +17,7 @@ import (
 
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
 
 // gatewaySpec: agents 1-3 are Claude Code at each level, 4-6 the SDK
@@ -209,8 +210,17 @@ func TestModelGateway(t *testing.T) {
 	t.Run("over tokens_per_day: a 429 with the line, one event, a new limit without a restart", func(t *testing.T) {
 		since := time.Now()
 		refused := 0
+		// What the operator sees of it (docs/troubleshooting.md): the last
+		// send, refused, then usage and events.
+		limit := transcript.New(t, "model-429")
 		for i := 0; i < 6; i++ {
-			_, stderr, err := run(t, m, "flockctl", "send", "--to", "8", "anthropic: "+twentyWords)
+			var stderr string
+			var err error
+			if i < 5 {
+				_, stderr, err = run(t, m, "flockctl", "send", "--to", "8", "anthropic: "+twentyWords)
+			} else {
+				stderr, err = limit.Run(m, "flockctl send --to 8 'anthropic: "+twentyWords+"'")
+			}
 			if err == nil {
 				if refused > 0 {
 					t.Fatalf("request %d went through after a refusal", i)
@@ -240,6 +250,10 @@ func TestModelGateway(t *testing.T) {
 			}
 			return fmt.Errorf("flockctl usage 8: %+v", usageOf(t, m, "8"))
 		})
+		limit.Want(m, "flockctl usage 8", "tokens_per_day: 4")
+		if out, _ := limit.Run(m, "flockctl events --agent 8 --since 10m | grep limit-reached"); strings.Count(out, "limit-reached") != 1 {
+			t.Errorf("flockctl events --agent 8: want one limit-reached event:\n%s", out)
+		}
 		agentRun := mustRun(t, m, "systemctl", "show", "-p", "InvocationID", "--value", unitName(8))
 		proxyPID := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock-proxy.service")
 		provision(t, m, gatewaySpec(100000))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
 
 // probeSpec runs the probe as agents 1 and 2; only agent 2 may write the
@@ -155,6 +156,11 @@ func TestIsolation(t *testing.T) {
 			t.Fatalf("agent 1 connected to agent 2's tcp port: %s", r)
 		}
 		after := status(t, m)
+		// What the operator reads of it (docs/troubleshooting.md).
+		refused := transcript.New(t, "refused-packets")
+		refused.Want(m, "flockctl status | grep '^refused:'", "refused: agent 1: ")
+		refused.Want(m, "flockctl events --agent 1 --since 10m | grep firewall-refused", "refused by table inet flock")
+		refused.Want(m, "flockctl explain 1 | sed -n '/^## firewall/,/^$/p'", "meta skuid")
 		for i, row := range after {
 			t.Logf("agent %d: refused %d -> %d, logged %d -> %d", row.ID, before[i].Refused, row.Refused, before[i].RefusedLogged, row.RefusedLogged)
 			switch {

@@ -5,7 +5,7 @@ package test
 // and promtool finds nothing to lint, an agent cannot reach it, an agent's
 // refused packets are counted on it alone (through the counters socket,
 // which no agent can connect to), a real Prometheus scrapes it with the
-// README's config and answers queries, and a change of bus.metrics takes
+// config docs/metrics.md shows and answers queries, and a change of bus.metrics takes
 // effect on the next provision.
 
 import (
@@ -317,7 +317,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // startPrometheus runs Debian's prometheus in the machine with the job of
-// examples/prometheus.yml (which the README shows), scraping every second,
+// examples/prometheus.yml (which docs/metrics.md shows), scraping every second,
 // its storage in a fresh directory; stopped with the machine.
 func startPrometheus(t *testing.T, m *harness.Machine) {
 	t.Helper()

@@ -83,7 +83,7 @@ func TestVMPackage(t *testing.T) {
 				t.Errorf("man page %s:\n%s", page, out)
 			}
 		}
-		if out := mustRun(t, v, "ls", "/usr/share/doc/flock"); out != "README.md\nchangelog.gz\ncopyright\nexamples\nlicenses\nmonitoring\n" {
+		if out := mustRun(t, v, "ls", "/usr/share/doc/flock"); out != "README.md\nchangelog.gz\ncopyright\ndocs\nexamples\nlicenses\nmonitoring\n" {
 			t.Errorf("/usr/share/doc/flock holds %q", out)
 		}
 	})

@@ -20,7 +20,12 @@ import (
 
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
+
+// restartCount: how often an agent in a restart loop has died by the time
+// a transcript reads it depends on the machine's speed.
+var restartCount = transcript.R(`\(\d+ restarts`, "(<n> restarts")
 
 const (
 	examplesDir = "/opt/flock-examples" // where the spec's programs live, in the machine and in the rootfs
@@ -210,7 +215,10 @@ func TestRealAgents(t *testing.T) {
 		if !strings.Contains(rows[2].LastExit, "SIGTRAP") || !strings.Contains(rows[6].LastExit, "exited 1") {
 			t.Errorf("last exits: node %q, JVM %q; want SIGTRAP and exited 1 (as measured)", rows[2].LastExit, rows[6].LastExit)
 		}
-		table := mustRun(t, m, "flockctl", "status")
+		// docs/troubleshooting.md shows what the operator sees of both:
+		// status's diagnosis, then agent 2's events, logs and /metrics.
+		loop := transcript.New(t, "restart-loop", restartCount)
+		table, _ := loop.Run(m, "flockctl status | grep -A1 'keeps dying'")
 		for _, want := range []string{"agent 2 keeps dying", "agent 6 keeps dying", "fix: set jit: true on agent 2"} {
 			if !strings.Contains(table, want) {
 				t.Errorf("flockctl status lacks %q:\n%s", want, table)
@@ -219,8 +227,12 @@ func TestRealAgents(t *testing.T) {
 		if strings.Contains(table, "agent 3 keeps dying") || strings.Contains(table, "agent 9 keeps dying") {
 			t.Errorf("a working agent is diagnosed:\n%s", table)
 		}
-		if out := mustRun(t, m, "flockctl", "logs", "2"); !strings.Contains(out, "Likely wall: MemoryDenyWriteExecute") {
+		wall := transcript.New(t, "wall-killed", restartCount)
+		if out, _ := wall.Run(m, "flockctl logs 2 | tail -n 3"); !strings.Contains(out, "Likely wall: MemoryDenyWriteExecute") {
 			t.Errorf("flockctl logs 2 does not name the wall:\n%s", harness.TailLines(out, 20))
+		}
+		if out, _ := wall.Run(m, "flockctl events --agent 2 --since 1h | grep -m1 wall-killed"); !strings.Contains(out, "likely MemoryDenyWriteExecute") {
+			t.Errorf("flockctl events --agent 2 shows no wall-killed event:\n%s", out)
 		}
 		// flockctl events says the same of each death: a wall's kill.
 		evs := eventsOf(t, m, "--since", "1h", "--agent", "2")
@@ -232,15 +244,9 @@ func TestRealAgents(t *testing.T) {
 		// flock.service, which has no spec: while its unit waits to
 		// restart, its last exit is there. The JVM's exit 1 is no signal:
 		// only its log says it met the wall, which /metrics does not read.
-		var expo string
-		m.Eventually(t, 60*time.Second, func() error {
-			out, errOut, err := run(t, m, "curl", "-fsS", metricsURL)
-			if err != nil {
-				return fmt.Errorf("curl %s: %v %s", metricsURL, err, errOut)
-			}
-			expo = out
+		expo := wall.Until(m, "curl -fsS "+metricsURL+" | grep '^flock_agent_wall_killed'", 60*time.Second, func(out string) error {
 			if want := `flock_agent_wall_killed{agent="2",wall="MemoryDenyWriteExecute"} 1`; !strings.Contains(out, want) {
-				return fmt.Errorf("no %q in /metrics", want)
+				return fmt.Errorf("no %q in /metrics: %s", want, out)
 			}
 			return nil
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/transcript"
 )
 
 // storeSpec: agent 2 takes a task and sits on it, so the rest stay queued.
@@ -63,8 +64,10 @@ func TestStoreDamageIsShown(t *testing.T) {
 	if got := queuedIDs(t, m); !slices.Equal(got, kept) {
 		t.Errorf("flockctl tasks after the start: %v, want %v (t-4's record proves nothing)", got, kept)
 	}
-	out := mustRun(t, m, "flockctl", "status")
-	if !strings.Contains(out, "store: TASKS, jetstream/$G/streams/TASKS/msgs/1.blk: ") || !strings.Contains(out, "fail their checksums") ||
+	// What the operator reads of it (docs/troubleshooting.md).
+	damaged := transcript.New(t, "store-damaged")
+	out, err := damaged.Run(m, "flockctl status")
+	if err != nil || !strings.Contains(out, "store: TASKS, jetstream/$G/streams/TASKS/msgs/1.blk: ") || !strings.Contains(out, "fail their checksums") ||
 		!strings.Contains(out, "6 messages that proved themselves put back; kept in /var/lib/flock-bus/damaged/") {
 		t.Errorf("flockctl status does not name the damage and what was put back:\n%s", out)
 	}
@@ -72,19 +75,20 @@ func TestStoreDamageIsShown(t *testing.T) {
 	if n := count(evs, events.StoreDamaged, 0, "6 messages that proved themselves are put back"); n != 1 {
 		t.Errorf("%d store-damaged events saying what was put back, want 1:\n%s", n, texts(evs))
 	}
+	damaged.Run(m, "flockctl events --since 10m | grep store-damaged")
 	if out := mustRun(t, m, "journalctl", "-u", "flock.service", "--since", "@"+fmt.Sprint(before.Unix()), "--no-pager", "-o", "cat"); !strings.Contains(out, "store: stream TASKS") {
 		t.Errorf("the journal does not name the damage:\n%s", out)
 	}
 	// The server cut the block; what it holds now proves itself, and the
 	// damaged copy is listed as put back.
-	out = mustRun(t, m, "flockctl", "store", "check")
-	if !strings.Contains(out, "TASKS ") || !strings.Contains(out, ": proves itself") || !strings.Contains(out, "put back by the bus") {
-		t.Errorf("flockctl store check after the start:\n%s", out)
+	out, err = damaged.Run(m, "flockctl store check")
+	if err != nil || !strings.Contains(out, "TASKS ") || !strings.Contains(out, ": proves itself") || !strings.Contains(out, "put back by the bus") {
+		t.Errorf("flockctl store check after the start: %v\n%s", err, out)
 	}
 
-	out = mustRun(t, m, "flockctl", "store", "quarantine")
-	if !strings.Contains(out, "moved the store to /var/lib/private/flock-bus/damaged/") || !strings.Contains(out, "9 messages put back") {
-		t.Errorf("flockctl store quarantine:\n%s", out)
+	out, err = damaged.Run(m, "flockctl store quarantine")
+	if err != nil || !strings.Contains(out, "moved the store to /var/lib/private/flock-bus/damaged/") || !strings.Contains(out, "9 messages put back") {
+		t.Errorf("flockctl store quarantine: %v\n%s", err, out)
 	}
 	waitActive(t, m, 2)
 	if got := queuedIDs(t, m); !slices.Equal(got, kept) {

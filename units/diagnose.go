@@ -27,6 +27,18 @@ func (e Exit) String() string {
 	return fmt.Sprintf("%s by %s", e.Code, signalName(e.Status))
 }
 
+// Ended says how the process ended, as a sentence's verb: "exited 1",
+// "was killed by SIGTRAP", "dumped core on SIGSEGV".
+func (e Exit) Ended() string {
+	switch e.Code {
+	case "exited", "":
+		return e.String()
+	case "dumped":
+		return "dumped core on " + signalName(e.Status)
+	}
+	return "was " + e.String()
+}
+
 // Failed says whether the process ended by itself with an error or by a
 // signal.
 func (e Exit) Failed() bool { return e.Code != "" && (e.Code != "exited" || e.Status != 0) }
@@ -91,7 +103,7 @@ func Diagnose(a spec.Agent, st Status, journal string) (d Diagnosis, ok bool) {
 		signal && (sig == int(syscall.SIGTRAP) || sig == int(syscall.SIGSEGV))):
 		return Diagnosis{
 			Wall: "MemoryDenyWriteExecute",
-			Why:  fmt.Sprintf("it %s right after starting, as a JIT (Node's V8, a JVM, .NET, PyPy) does when it cannot make memory executable", st.LastExit),
+			Why:  fmt.Sprintf("it %s right after starting, as a JIT (Node's V8, a JVM, .NET, PyPy) does when it cannot make memory executable", st.LastExit.Ended()),
 			Fix:  fmt.Sprintf("set jit: true on agent %d; its unit then drops that one wall and keeps every other (flockctl explain %d shows the cost)", a.ID, a.ID),
 		}, true
 	case signal && sig == int(syscall.SIGSYS):

@@ -73,3 +73,19 @@ func TestExitString(t *testing.T) {
 		}
 	}
 }
+
+// Tier: unit. How an exit reads in a sentence of the diagnosis.
+func TestExitEnded(t *testing.T) {
+	for _, tc := range []struct {
+		e    Exit
+		want string
+	}{
+		{Exit{Code: "exited", Status: 1}, "exited 1"},
+		{Exit{Code: "killed", Status: 5}, "was killed by SIGTRAP"},
+		{Exit{Code: "dumped", Status: 11}, "dumped core on SIGSEGV"},
+	} {
+		if got := tc.e.Ended(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}

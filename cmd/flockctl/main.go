@@ -40,8 +40,9 @@ flock.service) and what its spec allows (nftables table inet flock).
   flockctl send "a task"              hand a worker a task, print its result
   flockctl deprovision --all --purge  remove everything flock made
 
-The spec's format and every verb are described in the README
-(/usr/share/doc/flock/README.md when installed from the package).`,
+The README says where to start, and docs/ has a page per topic: the spec
+(docs/spec.md), each verb (docs/cli/), troubleshooting; installed from the
+package, in /usr/share/doc/flock/.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -101,7 +101,7 @@ type target struct {
 
 // takesTasks says whether agent a takes tasks: a worker with a command
 // (flock-agent runs it per task) or with its own program, which pulls its
-// consumers itself (the README's "Your own client").
+// consumers itself (docs/agents.md, "Your own client").
 func takesTasks(a spec.Agent) bool {
 	return a.Role == spec.RoleWorker && (len(a.Command) > 0 || len(a.Exec) > 0)
 }

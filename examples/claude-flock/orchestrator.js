@@ -6,8 +6,10 @@
 //
 //   - every line of $SHARED_DIR/jobs.txt is a job: a prompt; new lines are
 //     picked up as they are added (the file is read every few seconds);
-//   - each job is a task on tasks.worker (any worker takes it), its id
-//     "job-<n>" (Flock-Task-Id, Nats-Msg-Id: the bus stores it once);
+//   - each job is a task on tasks.worker (any worker takes it), sent
+//     through the bus's task desk (agent.<AGENT_ID>.task.send, which
+//     stores it within this agent's share of the queue), its id
+//     "job-<n>" (Flock-Task-Id: the bus stores it once);
 //   - each result on task.result is written to $SHARED_DIR/results/<n>.md
 //     with the worker that did it and how long it took;
 //   - it heartbeats on agent.<AGENT_ID>.heartbeat.
@@ -55,22 +57,38 @@ async function main() {
   })();
 
   // Jobs: every line not sent yet (the bus refuses a second copy of an id
-  // anyway, so a restart sends nothing twice).
+  // anyway, so a restart sends nothing twice). A job the desk did not
+  // store (the bus restarting, the agent over its share of the queue) is
+  // sent again at the next poll.
   let sent = 0;
-  const poll = () => {
-    let lines = [];
+  let polling = false;
+  const poll = async () => {
+    if (polling) return;
+    polling = true;
     try {
-      lines = fs.readFileSync(jobsFile, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+      let lines = [];
+      try {
+        lines = fs.readFileSync(jobsFile, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+      } catch (e) {
+        if (e.code !== "ENOENT") log("cannot read jobs", { error: e.message });
+      }
+      for (; sent < lines.length; sent++) {
+        const n = String(sent + 1);
+        const h = headers();
+        h.set("Flock-Task-Subject", "tasks.worker");
+        h.set("Flock-Task-Id", `job-${n}`);
+        const ans = await nc.request(`agent.${id}.task.send`, lines[sent], { headers: h, timeout: 10000 });
+        const refused = ans.headers && ans.headers.get("Flock-Error");
+        if (refused) {
+          log("job not stored", { job: n, reason: refused });
+          break;
+        }
+        log("job sent", { job: n });
+      }
     } catch (e) {
-      if (e.code !== "ENOENT") log("cannot read jobs", { error: e.message });
-    }
-    for (; sent < lines.length; sent++) {
-      const n = String(sent + 1);
-      const h = headers();
-      h.set("Flock-Task-Id", `job-${n}`);
-      h.set("Nats-Msg-Id", `job-${n}`);
-      nc.publish("tasks.worker", lines[sent], { headers: h });
-      log("job sent", { job: n });
+      log("sending jobs", { error: e.message });
+    } finally {
+      polling = false;
     }
   };
   const beat = () => nc.publish(`agent.${id}.heartbeat`, JSON.stringify({ agent: id, time: new Date().toISOString() }));

@@ -21,12 +21,7 @@ func Update() bool { return *update }
 func Check(t testing.TB, path, got string) {
 	t.Helper()
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		Write(t, path, got)
 		return
 	}
 	want, err := os.ReadFile(path)
@@ -35,6 +30,17 @@ func Check(t testing.TB, path, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("%s differs (run with -update if the change is meant, then review the diff):\n%s", path, LineDiff(string(want), got))
+	}
+}
+
+// Write writes got to the file at path, making its directory.
+func Write(t testing.TB, path, got string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

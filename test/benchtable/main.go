@@ -2,7 +2,7 @@
 // its one table. It reads the output on stdin, copies every line but the
 // rows to stderr as it comes (the run's progress and any failure), and at
 // the end prints on stdout the table, aligned, then the same as Markdown
-// for the README. Each figure is the median of its row's values with their
+// for docs/benchmarks.md. Each figure is the median of its row's values with their
 // spread (min–max); the ratio is flock's median over the floor's.
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bus/ ./test/ 2>&1 | go run ./test/benchtable

@@ -1,0 +1,48 @@
+package spec
+
+// The fields the parser accepts, by the mapping they sit in: the one list
+// each mapping is read against (walker.fields refuses any other key and
+// names these in its fix). docs/spec.md documents exactly these, and its
+// test (reference_test.go) fails when the two differ.
+var (
+	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents"}
+	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending"}
+	hostKeys = []string{"name", "address"}
+	// providerKeys are one entry of providers:.
+	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file"}
+	// agentKeys are the fields of one agent; defaults takes them all but
+	// id, and the count form (agents: {count: N}) count instead of id.
+	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
+	defaultKeys  = agentKeys[1:]
+	countKeys    = append([]string{"count"}, agentKeys[1:]...)
+	limitKeys    = []string{"memory", "cpu", "tasks"}
+	shareKeys    = []string{"connections", "tasks", "task_bytes", "tunnels", "handshakes"}
+	subjectsKeys = []string{"publish", "subscribe"}
+	// grantKeys are the limits of one provider in an agent's models:.
+	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent"}
+)
+
+// acceptedFields lists every field the parser accepts, from the lists it
+// reads mappings against, as the spec reference names them: the path from
+// the top, "[]" for an item of a list, <provider> for a key the operator
+// chooses (env takes any name and holds strings: it has no fields of its
+// own). defaults and the count form take the agent's fields (agents[].*),
+// which the reference documents once.
+func acceptedFields() []string {
+	var out []string
+	add := func(prefix string, keys []string) {
+		for _, k := range keys {
+			out = append(out, prefix+k)
+		}
+	}
+	add("", topKeys)
+	add("bus.", busKeys)
+	add("hosts[].", hostKeys)
+	add("providers[].", providerKeys)
+	add("agents[].", agentKeys)
+	add("agents[].limits.", limitKeys)
+	add("agents[].shares.", shareKeys)
+	add("agents[].subjects.", subjectsKeys)
+	add("agents[].models.<provider>.", grantKeys)
+	return append(out, "agents.count")
+}
