@@ -316,7 +316,7 @@ func (w *walker) egress(n *yaml.Node, path string) []Egress {
 // reachable from outside the host) and how it keeps tasks.
 func (w *walker) bus(n *yaml.Node, path string) Bus {
 	b := defaultBus()
-	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending")
+	fs, ok := w.fields(n, path, "listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending", "send_rate", "connect_rate")
 	if !ok {
 		return b
 	}
@@ -352,6 +352,15 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 		if v := w.size(n, join(path, "max_pending"), "16M", MinMaxPending); v >= MinMaxPending {
 			b.MaxPending = v
 		}
+	}
+	if n, ok := fs["send_rate"]; ok {
+		if v := w.size(n, join(path, "send_rate"), "16M (bytes a second)", MinSendRate); v >= MinSendRate {
+			b.SendRate = v
+		}
+	}
+	if n, ok := fs["connect_rate"]; ok {
+		v, _ := w.integer(n, join(path, "connect_rate"), "a number of new connections a second", MinConnectRate, MaxConnectRate)
+		b.ConnectRate = int(v)
 	}
 	if c, ok := fs["cluster_port"]; ok {
 		// Checked against the other ports once the hosts are known (settle).
