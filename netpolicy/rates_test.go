@@ -50,13 +50,7 @@ func (ns *netNS) dialAs(t *testing.T, uid int, addr string) (c net.Conn, err err
 // connection sends.
 func (ns *netNS) sink(t *testing.T, addr string) *atomic.Int64 {
 	t.Helper()
-	var l net.Listener
-	var err error
-	ns.do(t, func() { l, err = net.Listen("tcp", addr) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := ns.listenTCP(t, addr)
 	var got atomic.Int64
 	go func() {
 		for {
