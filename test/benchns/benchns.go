@@ -11,12 +11,12 @@ package benchns
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -46,12 +46,10 @@ func Enter(b *testing.B, name string) bool {
 		return true
 	}
 	args := []string{"-test.run=^$", "-test.bench=^" + name + "$", "-test.benchtime=1x", "-test.timeout=2h"}
-	for _, a := range os.Args[1:] {
-		// A profile of the run that measures, beside this one's (which
-		// the test binary writes after it, of nothing).
-		if p, ok := strings.CutPrefix(a, "-test.cpuprofile="); ok {
-			args = append(args, "-test.cpuprofile="+p+".netns")
-		}
+	// A profile of the run that measures, beside this one's (which the
+	// test binary writes after it, of nothing).
+	if f := flag.Lookup("test.cpuprofile"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.cpuprofile="+f.Value.String()+".netns")
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), insideEnv+"=1")
