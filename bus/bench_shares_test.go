@@ -46,6 +46,9 @@ type floodBench struct {
 	op  *nats.Conn
 	js  jetstream.JetStream
 	res chan string // the bystander's results, by task id
+	// cpu is each flooding agent's unit's CPU quota: the floods of one
+	// agent, run at once, share it (benchns.Throttle).
+	cpu map[int]*sync.Mutex
 }
 
 func newFloodBench(b *testing.B) *floodBench {
@@ -60,7 +63,7 @@ func newFloodBench(b *testing.B) *floodBench {
 	}
 	c := ForFlock(f, ids.keys())
 	c.MaxSubscriptions, c.MaxPending = spec.DefaultMaxSubscriptions, spec.DefaultMaxPending
-	fb := &floodBench{s: startBus(b, c, Options{}), ids: ids, res: make(chan string, 1024)}
+	fb := &floodBench{s: startBus(b, c, Options{}), ids: ids, res: make(chan string, 1024), cpu: map[int]*sync.Mutex{1: {}, 3: {}}}
 	echo := func(_ context.Context, t agent.Task) wire.Result {
 		return wire.Result{OK: true, Output: string(t.Payload)}
 	}
@@ -181,7 +184,8 @@ func floodConnections(fb *floodBench, stop <-chan struct{}) {
 			c.Close()
 		}
 	}()
-	var th benchns.Throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
 		th.Step()
 		c, err := fb.dialAs(1)
@@ -203,7 +207,8 @@ func floodSubscriptions(fb *floodBench, stop <-chan struct{}) {
 	for i := range spec.DefaultMaxSubscriptions {
 		c.Subscribe(wire.Inbox(1)+".flood."+strconv.Itoa(i), func(*nats.Msg) {})
 	}
-	var th benchns.Throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
 		th.Step()
 		if sub, err := c.Subscribe(wire.Inbox(1)+".flood.more", func(*nats.Msg) {}); err == nil {
@@ -236,7 +241,8 @@ func floodSlow(fb *floodBench, stop <-chan struct{}) {
 		}
 	}()
 	big := bytes.Repeat([]byte("x"), 1<<20)
-	var th benchns.Throttle
+	th := benchns.Throttle{Agent: fb.cpu[3]}
+	defer th.Stop()
 	for !stopped(stop) {
 		th.Step()
 		pub.Publish("collude.slow", big)
@@ -277,7 +283,8 @@ func floodBig(fb *floodBench, stop <-chan struct{}) {
 	sub.Subscribe("collude.big", func(*nats.Msg) {})
 	sub.Flush()
 	big := bytes.Repeat([]byte("x"), MaxPayload-1024)
-	var th benchns.Throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
 		th.Step()
 		pub.Publish("collude.big", big)
@@ -293,7 +300,8 @@ func floodTasks(fb *floodBench, stop <-chan struct{}) {
 	}
 	defer c.Close()
 	payload := make([]byte, 4096)
-	var th benchns.Throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
 		th.Step()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -361,7 +369,7 @@ func BenchmarkShares(b *testing.B) {
 			fg.reconnect = append(fg.reconnect, float64(back.Microseconds())/1000)
 		}
 	}
-	note := "one process: the bus, the bystander (flock-agent's task loop), the flooders, each held to half a core as its unit's default CPUQuota holds it; the operator sends one task at a time, as flockctl send"
+	note := "one process: the bus, the bystander (flock-agent's task loop), the flooders, each flooding agent (all its floods together) held to half a core as its unit's default CPUQuota holds it; the operator sends one task at a time, as flockctl send"
 	if benchns.Firewalled() {
 		note += "; flock's firewall in force (a network namespace of the benchmark's own), the flooders' and agent 4's sockets their uids', held to the default send and connect rates"
 	} else {

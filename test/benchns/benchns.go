@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -114,13 +115,33 @@ func (d *Dialer) Dial(network, addr string) (net.Conn, error) {
 // Throttle holds a flood to the CPU an agent's unit gives it by default
 // (CPUQuota 50%: spec.DefaultCPUPercent): after each step, it waits as
 // long as the step took. In one process with the services, a flood
-// unbounded would take the cores no agent's unit lets it have.
-type Throttle struct{ start time.Time }
+// unbounded would take the cores no agent's unit lets it have. The
+// floods of one agent share its unit's quota: give them the same Agent,
+// and they step one at a time (each step and its wait holding it), so
+// together they take no more than one flood alone; each then calls Stop.
+type Throttle struct {
+	Agent *sync.Mutex
+	start time.Time
+}
 
 func (t *Throttle) Step() {
-	if !t.start.IsZero() {
-		busy := time.Since(t.start)
-		time.Sleep(busy * (100 - spec.DefaultCPUPercent) / spec.DefaultCPUPercent)
+	t.Stop()
+	if t.Agent != nil {
+		t.Agent.Lock()
 	}
 	t.start = time.Now()
+}
+
+// Stop ends the step under way (its wait included) and lets the agent's
+// other floods go on.
+func (t *Throttle) Stop() {
+	if t.start.IsZero() {
+		return
+	}
+	busy := time.Since(t.start)
+	time.Sleep(busy * (100 - spec.DefaultCPUPercent) / spec.DefaultCPUPercent)
+	t.start = time.Time{}
+	if t.Agent != nil {
+		t.Agent.Unlock()
+	}
 }
