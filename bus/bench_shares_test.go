@@ -15,6 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +30,9 @@ import (
 
 	"github.com/flockrun/flock/agent"
 	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/test/benchns"
 	"github.com/flockrun/flock/test/benchrow"
 	"github.com/flockrun/flock/wire"
 )
@@ -42,6 +46,9 @@ type floodBench struct {
 	op  *nats.Conn
 	js  jetstream.JetStream
 	res chan string // the bystander's results, by task id
+	// cpu is each flooding agent's unit's CPU quota: the floods of one
+	// agent, run at once, share it (benchns.Throttle).
+	cpu map[int]*sync.Mutex
 }
 
 func newFloodBench(b *testing.B) *floodBench {
@@ -56,7 +63,7 @@ func newFloodBench(b *testing.B) *floodBench {
 	}
 	c := ForFlock(f, ids.keys())
 	c.MaxSubscriptions, c.MaxPending = spec.DefaultMaxSubscriptions, spec.DefaultMaxPending
-	fb := &floodBench{s: startBus(b, c, Options{}), ids: ids, res: make(chan string, 1024)}
+	fb := &floodBench{s: startBus(b, c, Options{}), ids: ids, res: make(chan string, 1024), cpu: map[int]*sync.Mutex{1: {}, 3: {}}}
 	echo := func(_ context.Context, t agent.Task) wire.Result {
 		return wire.Result{OK: true, Output: string(t.Payload)}
 	}
@@ -116,13 +123,35 @@ func (fb *floodBench) roundTrips(b *testing.B, tag string, n int) (took []time.D
 	return took, lost
 }
 
+// dialAs connects as agent id, from a socket of its uid when the
+// benchmark runs firewalled (benchns).
+func (fb *floodBench) dialAs(id int) (*client, error) {
+	return dial(fb.s, fb.ids, fmt.Sprintf("flock-%d", id), nats.SetCustomDialer(&benchns.Dialer{UID: benchns.UID(id)}))
+}
+
+// firewall puts flock's table for agents 1-4 in force in the benchmark's
+// namespace, at the default send and connect rates.
+func (fb *floodBench) firewall(b *testing.B) {
+	u, err := url.Parse(fb.s.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	p := netpolicy.Policy{BusHost: netip.MustParseAddr(u.Hostname()), BusPort: uint16(port),
+		SendRate: spec.DefaultSendRate, ConnectRate: spec.DefaultConnectRate}
+	for id := 1; id <= 4; id++ {
+		p.AgentUIDs = append(p.AgentUIDs, benchns.UID(id))
+	}
+	benchns.Apply(b, p)
+}
+
 // reconnect is agent 4 restarted: its connection closed and a new one
 // made, timed from the close to the new one's first round trip.
 func (fb *floodBench) reconnect(b *testing.B, old *client) (*client, time.Duration) {
 	start := time.Now()
 	old.Close()
 	for {
-		c, err := dial(fb.s, fb.ids, "flock-4")
+		c, err := fb.dialAs(4)
 		if err == nil && c.Flush() == nil {
 			return c, time.Since(start)
 		}
@@ -155,10 +184,11 @@ func floodConnections(fb *floodBench, stop <-chan struct{}) {
 			c.Close()
 		}
 	}()
-	var th throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
-		th.step()
-		c, err := dial(fb.s, fb.ids, "flock-1")
+		th.Step()
+		c, err := fb.dialAs(1)
 		if err == nil {
 			held = append(held, c)
 		}
@@ -169,7 +199,7 @@ func floodConnections(fb *floodBench, stop <-chan struct{}) {
 // subscriptions, and tries one more, over and over (unsubscribed on the
 // client's side each time: nats.go keeps a refused one).
 func floodSubscriptions(fb *floodBench, stop <-chan struct{}) {
-	c, err := dial(fb.s, fb.ids, "flock-1")
+	c, err := fb.dialAs(1)
 	if err != nil {
 		return
 	}
@@ -177,9 +207,10 @@ func floodSubscriptions(fb *floodBench, stop <-chan struct{}) {
 	for i := range spec.DefaultMaxSubscriptions {
 		c.Subscribe(wire.Inbox(1)+".flood."+strconv.Itoa(i), func(*nats.Msg) {})
 	}
-	var th throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
-		th.step()
+		th.Step()
 		if sub, err := c.Subscribe(wire.Inbox(1)+".flood.more", func(*nats.Msg) {}); err == nil {
 			c.Flush()
 			sub.Unsubscribe()
@@ -190,7 +221,7 @@ func floodSubscriptions(fb *floodBench, stop <-chan struct{}) {
 // floodSlow has agent 1 read nothing of what agent 3 publishes at it, as
 // fast as it can; a reader cut connects again.
 func floodSlow(fb *floodBench, stop <-chan struct{}) {
-	pub, err := dial(fb.s, fb.ids, "flock-3")
+	pub, err := fb.dialAs(3)
 	if err != nil {
 		return
 	}
@@ -210,9 +241,10 @@ func floodSlow(fb *floodBench, stop <-chan struct{}) {
 		}
 	}()
 	big := bytes.Repeat([]byte("x"), 1<<20)
-	var th throttle
+	th := benchns.Throttle{Agent: fb.cpu[3]}
+	defer th.Stop()
 	for !stopped(stop) {
-		th.step()
+		th.Step()
 		pub.Publish("collude.slow", big)
 	}
 	wg.Wait()
@@ -220,7 +252,7 @@ func floodSlow(fb *floodBench, stop <-chan struct{}) {
 
 // rawSub is agent 1 subscribed to subject over a socket it never reads.
 func rawSub(fb *floodBench, subject string) net.Conn {
-	c, err := net.Dial("tcp", strings.TrimPrefix(fb.s.ClientURL(), "nats://"))
+	c, err := benchns.DialAs(benchns.UID(1), &net.Dialer{}, "tcp", strings.TrimPrefix(fb.s.ClientURL(), "nats://"))
 	if err != nil {
 		return nil
 	}
@@ -238,12 +270,12 @@ func rawSub(fb *floodBench, subject string) net.Conn {
 // floodBig publishes messages just under the largest on agent 1's own
 // subject, heard by agent 3, as fast as it can.
 func floodBig(fb *floodBench, stop <-chan struct{}) {
-	pub, err := dial(fb.s, fb.ids, "flock-1")
+	pub, err := fb.dialAs(1)
 	if err != nil {
 		return
 	}
 	defer pub.Close()
-	sub, err := dial(fb.s, fb.ids, "flock-3")
+	sub, err := fb.dialAs(3)
 	if err != nil {
 		return
 	}
@@ -251,9 +283,10 @@ func floodBig(fb *floodBench, stop <-chan struct{}) {
 	sub.Subscribe("collude.big", func(*nats.Msg) {})
 	sub.Flush()
 	big := bytes.Repeat([]byte("x"), MaxPayload-1024)
-	var th throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
-		th.step()
+		th.Step()
 		pub.Publish("collude.big", big)
 	}
 }
@@ -261,33 +294,20 @@ func floodBig(fb *floodBench, stop <-chan struct{}) {
 // floodTasks sends tasks through the desk as fast as the desk answers,
 // refused once the share is full.
 func floodTasks(fb *floodBench, stop <-chan struct{}) {
-	c, err := dial(fb.s, fb.ids, "flock-1")
+	c, err := fb.dialAs(1)
 	if err != nil {
 		return
 	}
 	defer c.Close()
 	payload := make([]byte, 4096)
-	var th throttle
+	th := benchns.Throttle{Agent: fb.cpu[1]}
+	defer th.Stop()
 	for !stopped(stop) {
-		th.step()
+		th.Step()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		agent.SendTask(ctx, c.Conn, 1, "tasks.flood", "", payload)
 		cancel()
 	}
-}
-
-// throttle holds a flood to the CPU an agent's unit gives it by default
-// (CPUQuota 50%: spec.DefaultCPUPercent): after each step, it waits as
-// long as the step took. In one process with the bus, a flood unbounded
-// would take the cores no agent's unit lets it have.
-type throttle struct{ start time.Time }
-
-func (t *throttle) step() {
-	if !t.start.IsZero() {
-		busy := time.Since(t.start)
-		time.Sleep(busy * (100 - spec.DefaultCPUPercent) / spec.DefaultCPUPercent)
-	}
-	t.start = time.Now()
 }
 
 func stopped(stop <-chan struct{}) bool {
@@ -301,13 +321,19 @@ func stopped(stop <-chan struct{}) bool {
 
 // BenchmarkShares: see the file's comment.
 func BenchmarkShares(b *testing.B) {
-	n := 200
-	if benchrow.Quick() {
-		n = 50
+	if !benchns.Enter(b, "BenchmarkShares") {
+		return
 	}
+	// 200 tasks a measure in the short form too: the p99 of fewer is
+	// their slowest, one hiccup of the machine's.
+	n := 200
 	fb := newFloodBench(b)
+	fb.firewall(b)
 	fb.roundTrips(b, "warm", 20)
-	restarted := connect(b, fb.s, fb.ids, "flock-4")
+	restarted, err := fb.dialAs(4)
+	if err != nil {
+		b.Fatal(err)
+	}
 	all := append(slices.Clone(benchFloods), benchFlood{"every flood at once, with a colluder", func(fb *floodBench, stop <-chan struct{}) {
 		var wg sync.WaitGroup
 		for _, f := range benchFloods {
@@ -342,7 +368,12 @@ func BenchmarkShares(b *testing.B) {
 			fg.reconnect = append(fg.reconnect, float64(back.Microseconds())/1000)
 		}
 	}
-	note := "one process: the bus, the bystander (flock-agent's task loop), the flooders, each held to half a core as its unit's default CPUQuota holds it; the operator sends one task at a time, as flockctl send"
+	note := "one process: the bus, the bystander (flock-agent's task loop), the flooders, each flooding agent (all its floods together) held to half a core as its unit's default CPUQuota holds it; the operator sends one task at a time, as flockctl send"
+	if benchns.Firewalled() {
+		note += "; flock's firewall in force (a network namespace of the benchmark's own), the flooders' and agent 4's sockets their uids', held to the default send and connect rates"
+	} else {
+		note += "; NOT firewalled (not root): the kernel's send and connect rates are not in force"
+	}
 	for _, f := range all {
 		fg := got[f.name]
 		benchrow.Print(b, benchrow.Row{Group: "tasks", What: "a bystander's task round trip p99, during " + f.name, Floor: "the same, quiet, just before",

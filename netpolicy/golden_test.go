@@ -24,14 +24,16 @@ import (
 //	sudo go test ./netpolicy/ -run Kernel -update (nft-list.golden, needs root)
 
 // reference is the 2-agent policy with one egress allowance shown in
-// testdata/two-agents.golden and (as nft prints it) testdata/nft-list.golden.
+// testdata/two-agents.golden and (as nft prints it) testdata/nft-list.golden;
+// agent 2 reaches the proxy (a named host), and both are held to the
+// default send and connect rates.
 func reference() Policy {
 	return ForFlock(&spec.Flock{
 		UIDBase: spec.DefaultUIDBase,
-		Bus:     spec.Bus{Host: "127.0.0.1", Port: 4222},
+		Bus:     spec.Bus{Host: "127.0.0.1", Port: 4222, SendRate: spec.DefaultSendRate, ConnectRate: spec.DefaultConnectRate},
 		Agents: []spec.Agent{
 			{ID: 1, Egress: []spec.Egress{egress("10.1.2.0/24", 443, "tcp")}},
-			{ID: 2},
+			{ID: 2, Egress: []spec.Egress{{Name: "api.example.com", Port: 443, Proto: "tcp"}}},
 		},
 	})
 }

@@ -132,6 +132,12 @@ func (ns *netNS) do(t *testing.T, f func()) {
 // connection with "hello\n".
 func (ns *netNS) serveTCP(t *testing.T, addr string) {
 	t.Helper()
+	go serveBanner(ns.listenTCP(t, addr))
+}
+
+// listenTCP listens as root on addr in the namespace until the test ends.
+func (ns *netNS) listenTCP(t *testing.T, addr string) net.Listener {
+	t.Helper()
 	var l net.Listener
 	var err error
 	ns.do(t, func() { l, err = net.Listen("tcp", addr) })
@@ -139,7 +145,7 @@ func (ns *netNS) serveTCP(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go serveBanner(l)
+	return l
 }
 
 // serveUDP echoes datagrams as root on addr in the namespace.

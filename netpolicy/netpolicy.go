@@ -33,6 +33,8 @@ const (
 	RefusedSet    = "refused"     // per agent uid: counter of its denied packets
 	DenyLogSet    = "denylog"     // per agent uid: the limit on logging its denied packets
 	LoggedSet     = "logged"      // per agent uid: counter of its denied packets that were logged
+	SendRateSet   = "sendrate"    // per agent uid: the limit on the bytes it sends to the bus (Policy.SendRate)
+	ConnectSet    = "connectrate" // per agent uid: the limit on its new connections to the bus and the proxy (Policy.ConnectRate)
 	LogPrefix     = "flock-deny " // kernel log prefix of denied agent packets
 )
 
@@ -57,7 +59,24 @@ type Policy struct {
 	// Cluster, in a multi-host flock, lets the flock's hosts reach the
 	// bus's cluster port and nobody else; nil on one host (no input chain).
 	Cluster *Cluster
+	// SendRate is how many bytes a second each agent's sockets together
+	// may send to the bus, after a burst of SendBurst; the packets beyond
+	// are dropped, and TCP sends them again later (spec Bus.SendRate).
+	// 0: no limit.
+	SendRate uint64
+	// ConnectRate is how many new connections a second each agent may
+	// open to the bus and to Proxy, after a burst of twice as many; the
+	// connection beyond is refused with a reset (spec Bus.ConnectRate).
+	// 0: no limit.
+	ConnectRate uint32
+	// Proxy is flock-proxy's address, when an agent may reach it (its
+	// egress allowance is in Egress); ConnectRate holds there too.
+	Proxy netip.AddrPort
 }
+
+// SendBurst is what an agent may send to the bus at once, beyond its
+// SendRate: four of the largest messages.
+const SendBurst = 4 * spec.MaxMessage
 
 // Cluster is the cluster port's guard: tcp to Port is accepted from Peers
 // and dropped from any other address.
@@ -116,6 +135,7 @@ func ForFlock(f *spec.Flock) Policy {
 	if f.Bus.Port > 0 && f.Bus.Port <= 65535 {
 		p.BusPort = uint16(f.Bus.Port)
 	}
+	p.SendRate, p.ConnectRate = f.Bus.SendRate, uint32(f.Bus.ConnectRate)
 	for _, a := range f.Agents {
 		uid := f.UID(a.ID)
 		p.AgentUIDs = append(p.AgentUIDs, uid)
@@ -128,6 +148,7 @@ func ForFlock(f *spec.Flock) Policy {
 			// and its model APIs (the gateway, at the same address).
 			l := netip.MustParseAddrPort(spec.DefaultProxyListen)
 			p.Egress[uid] = append(p.Egress[uid], Allow{Prefix: netip.PrefixFrom(l.Addr(), 32), Port: l.Port(), Proto: "tcp"})
+			p.Proxy = l
 		}
 	}
 	if f.Clustered() {
@@ -195,7 +216,10 @@ func (p Policy) Validate() error {
 // (::ffff:10.0.0.1 is IPv4 on the wire), allowances sorted, empty egress
 // entries dropped.
 func (p Policy) canonical() Policy {
-	c := Policy{BusHost: p.BusHost.Unmap(), BusPort: p.BusPort, Egress: map[uint32][]Allow{}}
+	c := Policy{BusHost: p.BusHost.Unmap(), BusPort: p.BusPort, SendRate: p.SendRate, ConnectRate: p.ConnectRate, Egress: map[uint32][]Allow{}}
+	if p.Proxy.IsValid() {
+		c.Proxy = netip.AddrPortFrom(p.Proxy.Addr().Unmap(), p.Proxy.Port())
+	}
 	c.AgentUIDs = slices.Clone(p.AgentUIDs)
 	slices.Sort(c.AgentUIDs)
 	c.AgentUIDs = slices.Compact(c.AgentUIDs)
@@ -268,8 +292,17 @@ func (p Policy) String() string {
 			fmt.Fprintf(&b, "egress %d %s %s %d\n", uid, a.Proto, a.Prefix, a.Port)
 		}
 	}
-	// Only a multi-host policy has these lines, so a single-host policy's
-	// text (and hash, and table) is what it was before clusters.
+	// A policy without the rates (or a cluster) has no such line, so its
+	// text (and hash, and table) is what it was before them.
+	if c.SendRate > 0 {
+		fmt.Fprintf(&b, "send rate %d\n", c.SendRate)
+	}
+	if c.ConnectRate > 0 {
+		fmt.Fprintf(&b, "connect rate %d\n", c.ConnectRate)
+		if c.Proxy.IsValid() {
+			fmt.Fprintf(&b, "proxy %s\n", c.Proxy)
+		}
+	}
 	if c.Cluster != nil {
 		fmt.Fprintf(&b, "cluster port %d\n", c.Cluster.Port)
 		for _, a := range c.Cluster.Peers {

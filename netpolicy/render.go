@@ -180,7 +180,7 @@ func ruleNote(ud []byte) string {
 // can print its operand decoded (a uid, an address, a port) next to the raw
 // bytes. Decoding is only a reading aid; the raw bytes are always printed.
 type regState struct {
-	loaded  string // "skuid", "nfproto", "l4proto", "daddr", "saddr", "dport", or ""
+	loaded  string // "skuid", "nfproto", "l4proto", "daddr", "saddr", "dport", "tcpflags", or ""
 	nfproto byte
 }
 
@@ -205,6 +205,8 @@ func (st *regState) expr(e expr.Any) string {
 			st.loaded = "saddr"
 		case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2:
 			st.loaded = "dport"
+		case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 13 && e.Len == 1:
+			st.loaded = "tcpflags"
 		}
 		s := fmt.Sprintf("payload load %db @ %s header + %d => reg %d", e.Len, baseName(e.Base), e.Offset, e.DestRegister)
 		if e.OperationType != expr.PayloadLoad || e.CsumType != 0 || e.CsumOffset != 0 || e.CsumFlags != 0 {

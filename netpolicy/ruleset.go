@@ -45,7 +45,16 @@ func (rs *ruleset) appender(ch *nftables.Chain) func(comment string, exprs ...[]
 
 // The rules, in chain order, for packets whose socket belongs to an agent:
 //
-//  1. to the bus (BusHost, tcp BusPort): accept;
+//  0. a new connection (tcp syn) to the bus or to Proxy beyond the
+//     agent's connect rate (ConnectRate a second after a burst of twice
+//     as many, a token bucket per uid in set connectrate): counted per
+//     uid (set refused) and reset, so connect() fails at once and the
+//     service never sees it;
+//  1. to the bus (BusHost, tcp BusPort): beyond the agent's send rate
+//     (SendRate bytes a second after a burst of SendBurst, a token bucket
+//     per uid in set sendrate): counted per uid (set refused) and
+//     dropped, so TCP holds the rest back and sends it again later (the
+//     connection stays); within it: accept;
 //     in a multi-host flock, then, tcp to the cluster port of the flock's
 //     hosts (sets cluster_peers4/6) or of this host (a fib type in set
 //     hosttypes): counted, logged and reset as in 3 and 4, before any
@@ -132,7 +141,22 @@ func build(p Policy) (*ruleset, error) {
 	add := rs.appender(ch)
 	agents := skuidInAgents(rs.sets[0])
 
-	add("bus", agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort), accept())
+	bus := func() []expr.Any {
+		return slices.Concat(agents, daddr(netip.PrefixFrom(p.BusHost, p.BusHost.BitLen())), l4("tcp"), dport(p.BusPort))
+	}
+	if p.ConnectRate > 0 {
+		rs.sets = append(rs.sets, uidSet(t, ConnectSet, time.Minute))
+		add("bus: a new connection beyond the agent's connect rate, reset", bus(), syn(), overConnectRate(p.ConnectRate))
+		if p.Proxy.IsValid() {
+			add("proxy: a new connection beyond the agent's connect rate, reset", agents,
+				daddr(netip.PrefixFrom(p.Proxy.Addr(), p.Proxy.Addr().BitLen())), l4("tcp"), dport(p.Proxy.Port()), syn(), overConnectRate(p.ConnectRate))
+		}
+	}
+	if p.SendRate > 0 {
+		rs.sets = append(rs.sets, uidSet(t, SendRateSet, time.Minute))
+		add("bus: beyond the agent's send rate, held back", bus(), overSendRate(p.SendRate))
+	}
+	add("bus", bus(), accept())
 	if p.Cluster != nil {
 		addClusterSets(rs, p.Cluster)
 		addClusterRefusals(add, agents, p.Cluster.Port)
@@ -182,6 +206,36 @@ func countAndLog() []expr.Any {
 		Level: expr.LogLevelWarning,
 		Flags: expr.LogFlagsUID, // "UID=... GID=..." in the line names the agent
 	})
+}
+
+// overSendRate drops a packet beyond its uid's send rate, counting it
+// among the uid's refused packets (what flock-counters reports): the
+// element of set sendrate is made by the uid's first packet and expires
+// after a minute of quiet, by when its bucket is full again anyway. A
+// packet within the rate ends the rule (a limit over its rate does not
+// match) and goes on to the bus's accept. Not logged: the count says it,
+// and a log line per held-back packet would be a flood of its own.
+func overSendRate(rate uint64) []expr.Any {
+	out := perUID(SendRateSet, &expr.Limit{Type: expr.LimitTypePktBytes, Rate: rate, Unit: expr.LimitTimeSecond, Burst: SendBurst, Over: true})
+	out = append(out, perUID(RefusedSet, &expr.Counter{})...)
+	return append(out, &expr.Verdict{Kind: expr.VerdictDrop})
+}
+
+// overConnectRate resets a new connection beyond its uid's connect rate,
+// counting it as overSendRate does; its bucket lives in set connectrate.
+func overConnectRate(rate uint32) []expr.Any {
+	out := perUID(ConnectSet, &expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(rate), Unit: expr.LimitTimeSecond, Burst: 2 * rate, Over: true})
+	out = append(out, perUID(RefusedSet, &expr.Counter{})...)
+	return append(out, reset()...)
+}
+
+// syn matches a tcp packet that opens a connection: syn set, ack not.
+func syn() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x12}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x02}},
+	}
 }
 
 // reset refuses a tcp packet with a reset: connect() fails at once.
@@ -295,7 +349,7 @@ func ref[T any](v T) *T { return &v }
 // refer to them. Fixed ids keep the batch (and its golden file) stable;
 // they only need to be unique inside one batch.
 var setIDs = map[string]uint32{AgentsSet: 1, Host4Set: 2, Host6Set: 3, HostTypesSet: 4, RefusedSet: 5, DenyLogSet: 6, LoggedSet: 7,
-	ClusterPeers4Set: 8, ClusterPeers6Set: 9}
+	ClusterPeers4Set: 8, ClusterPeers6Set: 9, SendRateSet: 10, ConnectSet: 11}
 
 // logRate and logBurst are each agent's log limit on its denied packets:
 // per minute, and at once.

@@ -111,12 +111,14 @@ func nftSyntax(r *nftables.Rule) string {
 				pending = "saddr"
 			case "dport":
 				pending = "dport"
+			case "tcpflags":
+				pending = "tcpflags"
 			default:
 				parts = append(parts, "["+raw+"]")
 			}
 			continue
 		case *expr.Bitwise:
-			if pending == "daddr" && isZero(e.Xor) {
+			if (pending == "daddr" || pending == "tcpflags") && isZero(e.Xor) {
 				mask = e.Mask
 				continue
 			}
@@ -179,6 +181,12 @@ func nftSyntax(r *nftables.Rule) string {
 						s = netip.PrefixFrom(a, bits).String()
 					}
 					parts = append(parts, fmt.Sprintf("%s daddr %s%s", proto, op, s))
+					pending, mask = "", nil
+					continue
+				}
+			case "tcpflags":
+				if len(e.Data) == 1 && len(mask) == 1 && op == "" {
+					parts = append(parts, fmt.Sprintf("tcp flags %s / %s", tcpFlags(e.Data[0]), tcpFlags(mask[0])))
 					pending, mask = "", nil
 					continue
 				}
@@ -257,15 +265,49 @@ func nftSyntax(r *nftables.Rule) string {
 	return strings.Join(parts, " ")
 }
 
+// tcpFlags names the flags of a tcp flags byte as nft does: "syn,ack".
+func tcpFlags(b byte) string {
+	var names []string
+	for i, n := range []string{"fin", "syn", "rst", "psh", "ack", "urg", "ecn", "cwr"} {
+		if b&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 func limitSyntax(e *expr.Limit) string {
-	if e.Type != expr.LimitTypePkts || e.Over {
-		return ""
+	over := ""
+	if e.Over {
+		over = "over "
 	}
-	s := fmt.Sprintf("limit rate %d/%s", e.Rate, unitName(e.Unit))
-	if e.Burst != 5 && e.Burst != 0 { // nft's default burst is 5
-		s += fmt.Sprintf(" burst %d packets", e.Burst)
+	switch e.Type {
+	case expr.LimitTypePkts:
+		s := fmt.Sprintf("limit rate %s%d/%s", over, e.Rate, unitName(e.Unit))
+		if e.Burst != 5 && e.Burst != 0 { // nft's default burst is 5
+			s += fmt.Sprintf(" burst %d packets", e.Burst)
+		}
+		return s
+	case expr.LimitTypePktBytes:
+		s := fmt.Sprintf("limit rate %s%s/%s", over, byteUnits(e.Rate), unitName(e.Unit))
+		if e.Burst != 0 {
+			s += " burst " + byteUnits(uint64(e.Burst))
+		}
+		return s
 	}
-	return s
+	return ""
+}
+
+// byteUnits writes a byte count as nft does: in the largest of bytes,
+// kbytes, mbytes that holds it whole.
+func byteUnits(n uint64) string {
+	switch {
+	case n != 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d mbytes", n>>20)
+	case n != 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d kbytes", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // dynsetStmts prints the statements an update keeps per element, for the

@@ -12,7 +12,12 @@ import (
 
 func TestPlannedRulesFor(t *testing.T) {
 	p := reference()
-	bus := `meta skuid @agents ip daddr 127.0.0.1 tcp dport 4222 accept comment "bus"`
+	bus := []string{
+		`meta skuid @agents ip daddr 127.0.0.1 tcp dport 4222 tcp flags syn / syn,ack update @connectrate { meta skuid limit rate over 20/second burst 40 packets } update @refused { meta skuid counter } reject with tcp reset comment "bus: a new connection beyond the agent's connect rate, reset"`,
+		`meta skuid @agents ip daddr 127.0.0.1 tcp dport 4230 tcp flags syn / syn,ack update @connectrate { meta skuid limit rate over 20/second burst 40 packets } update @refused { meta skuid counter } reject with tcp reset comment "proxy: a new connection beyond the agent's connect rate, reset"`,
+		`meta skuid @agents ip daddr 127.0.0.1 tcp dport 4222 update @sendrate { meta skuid limit rate over 16 mbytes/second burst 32 mbytes } update @refused { meta skuid counter } drop comment "bus: beyond the agent's send rate, held back"`,
+		`meta skuid @agents ip daddr 127.0.0.1 tcp dport 4222 accept comment "bus"`,
+	}
 	deny := []string{
 		`meta skuid @agents counter name "denied" update @refused { meta skuid counter } update @denylog { meta skuid limit rate 5/minute } update @logged { meta skuid counter } log prefix "flock-deny " flags skuid comment "deny: count, log"`,
 		`meta skuid @agents meta l4proto tcp reject with tcp reset comment "deny tcp: reset"`,
@@ -23,9 +28,10 @@ func TestPlannedRulesFor(t *testing.T) {
 		uid  uint32
 		want []string
 	}{
-		{"agent 1: the bus, its allowance, the denials", 2000000001, append([]string{bus,
-			`meta skuid 2000000001 ip daddr 10.1.2.0/24 ip daddr != @host4 fib daddr type != @hosttypes tcp dport 443 accept comment "egress of uid 2000000001, outside this host"`}, deny...)},
-		{"agent 2: not agent 1's allowance", 2000000002, append([]string{bus}, deny...)},
+		{"agent 1: the rates, the bus, its allowance, the denials", 2000000001, slices.Concat(bus, []string{
+			`meta skuid 2000000001 ip daddr 10.1.2.0/24 ip daddr != @host4 fib daddr type != @hosttypes tcp dport 443 accept comment "egress of uid 2000000001, outside this host"`}, deny)},
+		{"agent 2: the proxy, not agent 1's allowance", 2000000002, slices.Concat(bus, []string{
+			`meta skuid 2000000002 ip daddr 127.0.0.1 tcp dport 4230 accept comment "egress of uid 2000000002"`}, deny)},
 		{"a uid that is no agent's: nothing", 1000, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

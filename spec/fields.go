@@ -365,6 +365,15 @@ func (w *walker) bus(n *yaml.Node, path string) Bus {
 			b.MaxPending = v
 		}
 	}
+	if n, ok := fs["send_rate"]; ok {
+		if v := w.size(n, join(path, "send_rate"), "16M (bytes a second)", MinSendRate); v >= MinSendRate {
+			b.SendRate = v
+		}
+	}
+	if n, ok := fs["connect_rate"]; ok {
+		v, _ := w.integer(n, join(path, "connect_rate"), "a number of new connections a second", MinConnectRate, MaxConnectRate)
+		b.ConnectRate = int(v)
+	}
 	if c, ok := fs["cluster_port"]; ok {
 		// Checked against the other ports once the hosts are known (settle).
 		v, _ := w.integer(c, join(path, "cluster_port"), "a port", 1, 65535)

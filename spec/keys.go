@@ -6,7 +6,7 @@ package spec
 // test (reference_test.go) fails when the two differ.
 var (
 	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents"}
-	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending"}
+	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending", "send_rate", "connect_rate"}
 	hostKeys = []string{"name", "address"}
 	// providerKeys are one entry of providers:.
 	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file"}

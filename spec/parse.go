@@ -119,7 +119,7 @@ func defaultBus() Bus {
 	return Bus{Host: DefaultBusHost, Port: DefaultBusPort, MonitorHost: DefaultBusHost, MonitorPort: DefaultMonitor,
 		MetricsHost: DefaultBusHost, MetricsPort: DefaultMetrics,
 		StoreMax: DefaultStoreMax, MaxDeliveries: DefaultMaxDeliveries,
-		MaxSubscriptions: DefaultMaxSubscriptions, MaxPending: DefaultMaxPending}
+		MaxSubscriptions: DefaultMaxSubscriptions, MaxPending: DefaultMaxPending, SendRate: DefaultSendRate, ConnectRate: DefaultConnectRate}
 }
 
 func builtinDefaults() Agent {

@@ -22,7 +22,7 @@ func TestMinimalSpecGetsEveryDefault(t *testing.T) {
 		Root:    "/srv/flock",
 		UIDBase: 2000000000,
 		Bus: Bus{Host: "127.0.0.1", Port: 4222, MonitorHost: "127.0.0.1", MonitorPort: 8222, MetricsHost: "127.0.0.1", MetricsPort: 8223, StoreMax: 1 << 30, MaxDeliveries: 5,
-			MaxSubscriptions: 512, MaxPending: 16 << 20},
+			MaxSubscriptions: 512, MaxPending: 16 << 20, SendRate: 16 << 20, ConnectRate: 20},
 	}
 	for _, id := range []int{1, 2, 3} {
 		want.Agents = append(want.Agents, Agent{
@@ -74,6 +74,8 @@ bus:
   sync: 250ms
   max_subscriptions: 100
   max_pending: 9M
+  send_rate: 4M
+  connect_rate: 5
 defaults:
   limits: {memory: 1G, tasks: 80}
   shares: {connections: 4, tunnels: 8}
@@ -100,7 +102,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 250 * time.Millisecond, 100, 9 << 20}) {
+	if f.Root != "/var/lib/agents" || f.UIDBase != 3000000000 || f.Bus != (Bus{"::1", 4333, "127.0.0.1", 9333, "::1", 9334, 2 << 30, 3, 0, 250 * time.Millisecond, 100, 9 << 20, 4 << 20, 5}) {
 		t.Errorf("top level: %+v", f)
 	}
 	if f.Bus.URL() != "nats://[::1]:4333" {

@@ -55,6 +55,31 @@ const (
 	MaxMessage = 8 << 20
 )
 
+// What each agent may send to the bus a second (Bus.SendRate), all its
+// connections together, after a burst of two of the largest messages.
+// A real client sends far less (heartbeats, tasks and results of
+// kilobytes); an agent that sends more (a flood of the largest messages,
+// or a colluder feeding a reader that does not read) would spend the
+// bus's time, which every agent shares. The firewall holds back the rest
+// per uid, in the kernel, before the bus reads a byte of it.
+const (
+	DefaultSendRate = 16 << 20
+	MinSendRate     = 1 << 20
+)
+
+// How many new connections a second each agent may open to the bus and
+// to flock-proxy together (Bus.ConnectRate), after a burst of twice as
+// many. A real client opens one to the bus and reconnects at most a few
+// times a second (nats.go, the npm client, flock-agent), and a handful at
+// once to the proxy (Claude Code); an agent that opens more is refused by
+// the firewall with a reset, before the bus or the proxy spends a
+// handshake, a signature check or a uid lookup on it.
+const (
+	DefaultConnectRate = 20
+	MinConnectRate     = 2
+	MaxConnectRate     = 10000
+)
+
 // The file limits of flock's two services (their units' LimitNOFILE) and
 // what each keeps for itself; the agents' shares together must fit in
 // the rest, so no set of agents can take the descriptors every other

@@ -118,6 +118,14 @@ type Bus struct {
 	// any user's (shares.go).
 	MaxSubscriptions int
 	MaxPending       uint64
+	// SendRate is how many bytes a second each agent may send to the bus,
+	// its connections together, after a burst of two of the largest
+	// messages: the firewall holds back the rest (shares.go).
+	SendRate uint64
+	// ConnectRate is how many new connections a second each agent may
+	// open to the bus and to flock-proxy, after a burst of twice as many:
+	// the firewall resets the rest (shares.go).
+	ConnectRate int
 }
 
 // SyncAlways is Bus.Sync's default: nothing acknowledged sits only in the

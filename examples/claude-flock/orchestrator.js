@@ -7,9 +7,10 @@
 //   - every line of $SHARED_DIR/jobs.txt is a job: a prompt; new lines are
 //     picked up as they are added (the file is read every few seconds);
 //   - each job is a task on tasks.worker (any worker takes it), sent
-//     through the bus's task desk (agent.<AGENT_ID>.task.send, which
-//     stores it within this agent's share of the queue), its id
-//     "job-<n>" (Flock-Task-Id: the bus stores it once);
+//     through the bus's desk (agent.<AGENT_ID>.task.send, within this
+//     orchestrator's share of the store), its id "job-<n>" (Flock-Task-Id:
+//     the bus stores it once); a job refused (the share or the store
+//     full) is sent again at the next read;
 //   - each result on task.result is written to $SHARED_DIR/results/<n>.md
 //     with the worker that did it and how long it took;
 //   - it heartbeats on agent.<AGENT_ID>.heartbeat.
@@ -57,36 +58,34 @@ async function main() {
   })();
 
   // Jobs: every line not sent yet (the bus refuses a second copy of an id
-  // anyway, so a restart sends nothing twice). A job the desk did not
-  // store (the bus restarting, the agent over its share of the queue) is
-  // sent again at the next poll.
+  // anyway, so a restart sends nothing twice).
   let sent = 0;
   let polling = false;
   const poll = async () => {
     if (polling) return;
     polling = true;
+    let lines = [];
     try {
-      let lines = [];
-      try {
-        lines = fs.readFileSync(jobsFile, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
-      } catch (e) {
-        if (e.code !== "ENOENT") log("cannot read jobs", { error: e.message });
-      }
+      lines = fs.readFileSync(jobsFile, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+    } catch (e) {
+      if (e.code !== "ENOENT") log("cannot read jobs", { error: e.message });
+    }
+    try {
       for (; sent < lines.length; sent++) {
         const n = String(sent + 1);
         const h = headers();
         h.set("Flock-Task-Subject", "tasks.worker");
         h.set("Flock-Task-Id", `job-${n}`);
-        const ans = await nc.request(`agent.${id}.task.send`, lines[sent], { headers: h, timeout: 10000 });
-        const refused = ans.headers && ans.headers.get("Flock-Error");
+        const m = await nc.request(`agent.${id}.task.send`, lines[sent], { headers: h, timeout: 5000 });
+        const refused = m.headers && m.headers.get("Flock-Refusal");
         if (refused) {
-          log("job not stored", { job: n, reason: refused });
+          log("job refused, sending again later", { job: n, refusal: refused, error: m.headers.get("Flock-Error") });
           break;
         }
         log("job sent", { job: n });
       }
     } catch (e) {
-      log("sending jobs", { error: e.message });
+      log("job not sent, sending again later", { job: String(sent + 1), error: e.message });
     } finally {
       polling = false;
     }
