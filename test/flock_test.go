@@ -193,9 +193,24 @@ func hostSnapshot(t *testing.T, m *harness.Machine) map[string]string {
 		"creds":    {"ls", "-laR", "--time-style=full-iso", "/var/lib/flock"},
 	} {
 		out, errOut, err := run(t, m, argv...)
+		if name == "nft" {
+			out = withoutDynamicState(out)
+		}
 		snap[name] = fmt.Sprintf("%s\n%s\nerr=%v", out, errOut, err)
 	}
 	return snap
+}
+
+// dynamicElements are the elements of the table's dynamic sets: each
+// agent's rate buckets, counts and log limit as its packets filled them,
+// with their expiry times. They change with traffic and time, not with a
+// provision.
+var dynamicElements = regexp.MustCompile(`(flags dynamic[^\n]*\n(?:\t+timeout [^\n]*\n)?)\t+elements = \{[^}]*\}\n`)
+
+// withoutDynamicState is an nft listing without what the kernel keeps in
+// the dynamic sets: what a provision (or a reboot) must leave as it was.
+func withoutDynamicState(listing string) string {
+	return dynamicElements.ReplaceAllString(listing, "$1")
 }
 
 // assertNothingLeft checks that no trace of flock remains on the machine.

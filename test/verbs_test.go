@@ -126,7 +126,9 @@ func TestOperatorVerbs(t *testing.T) {
 		if r.Bus == nil || !slices.Contains(r.Bus.Publish.Allow, "agent.2.>") {
 			t.Errorf("bus permissions %+v lack agent.2.>", r.Bus)
 		}
-		if len(r.Drift) != 0 || len(r.Unread) != 0 || len(r.Firewall) != 4 {
+		// Its rules: the connect and send rates, the bus, and the three of
+		// the deny (count and log, reset, the rest).
+		if len(r.Drift) != 0 || len(r.Unread) != 0 || len(r.Firewall) != 6 {
 			t.Errorf("a fresh flock: drift %+v, unread %v, bus %v, rules %q", r.Drift, r.Unread, r.Bus, r.Firewall)
 		}
 		mustRun(t, m, "chmod", "0755", "/srv/flock/agents/2")
