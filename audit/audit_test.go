@@ -121,6 +121,45 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// The shares' floods run alone on both sides; an agent that reaches the
+// proxy floods its handshakes, its control holds its share as its uid.
+func TestSharesProbes(t *testing.T) {
+	f := testFlock(t, "agents:\n  - id: 1\n    egress: [\"api.example.com:443\"]\n    shares: {tunnels: 5, handshakes: 3}\n  - id: 2\n    role: orchestrator\n")
+	const name = "hold more proxy handshakes than its share"
+	for _, tc := range []struct {
+		agent     spec.Agent
+		proxy     bool
+		orchestra bool
+	}{{f.Agents[0], true, false}, {f.Agents[1], false, true}} {
+		found := map[string]Probe{}
+		for _, p := range Plan(f, tc.agent, Target{Peer: Peer(f, tc.agent.ID)}, colluder) {
+			if p.Category != "shares" {
+				continue
+			}
+			found[p.Name] = p
+			if !p.Req.Alone || !p.Control.Alone {
+				t.Errorf("agent %d: %q: not alone on both sides: %+v / %+v", tc.agent.ID, p.Name, p.Req, p.Control)
+			}
+		}
+		if _, ok := found["send more tasks than its share of TASKS"]; ok != tc.orchestra {
+			t.Errorf("agent %d (%s): tasks flood planned %v", tc.agent.ID, tc.agent.Role, ok)
+		}
+		p, ok := found[name]
+		if ok != tc.proxy {
+			t.Fatalf("agent %d (needs the proxy %v): %q planned %v", tc.agent.ID, tc.agent.NeedsProxy(), name, ok)
+		}
+		if !ok {
+			continue
+		}
+		want := probe.Request{Op: "proxy-handshakes", Addr: spec.DefaultProxyListen, Name: "flock-audit.invalid:443", Count: 4, Alone: true}
+		control := want
+		control.Count, control.Key = 3, int(f.UID(1))
+		if !reflect.DeepEqual(p.Req, want) || !reflect.DeepEqual(p.Control, control) {
+			t.Errorf("%q: %+v, control %+v; want %+v, control %+v", name, p.Req, p.Control, want, control)
+		}
+	}
+}
+
 func TestPeer(t *testing.T) {
 	f := testFlock(t, "agents:\n  - id: 1\n  - id: 5\n  - id: 7\n")
 	for id, want := range map[int]int{1: 5, 5: 7, 7: 1, 9: 0} {

@@ -18,12 +18,16 @@ const AuditTasks = "tasks.flock-audit"
 // share of bytes filled in a few sends.
 const taskChunk = 4 << 20
 
-// sharesProbes flood a's shares of the bus, each after the rest of the
-// batch and alone (Request.Alone): beyond each share it must be refused.
-// Their controls, as the operator, who has no share, do the same within
-// what a connection may hold. The proxy's shares are not probed here:
-// no control outside an agent can reach the proxy (it serves agents
-// alone); the system tier floods them (TestShares).
+// sharesProbes flood a's shares of the bus and, where it reaches the
+// proxy, of the proxy's handshakes, each after the rest of the batch and
+// alone (Request.Alone): beyond each share it must be refused. Their
+// controls do the same within what is allowed: on the bus as the
+// operator, who has no share, within what a connection may hold; at the
+// proxy, which serves agents alone, as the agent's uid from outside its
+// unit (probe.DialAs), within its share. The proxy's tunnels are not
+// probed here (a control would need a tunnel that carries, and the
+// agent's own program or a model gateway client may hold tunnels at
+// any time); the system tier floods them (TestShares).
 func sharesProbes(f *spec.Flock, a spec.Agent) []Probe {
 	url, op := f.Bus.URL(), spec.CredPath(creds.OperatorName)
 	asOp := func(r probe.Request) probe.Request { r.Addr, r.Path, r.Alone = url, op, true; return r }
@@ -47,6 +51,15 @@ func sharesProbes(f *spec.Flock, a spec.Agent) []Probe {
 			// The operator stores one such task itself (JetStream's
 			// answer is the proof): its own sends have no share.
 			probe.Request{Op: "nats-request", Name: AuditTasks + ".control", Data: "x"})
+	}
+	if a.NeedsProxy() {
+		// A request that never ends ("CONNECT <name>" with no line end):
+		// the proxy holds each as a handshake until its deadline.
+		hs := probe.Request{Op: "proxy-handshakes", Addr: spec.DefaultProxyListen, Name: "flock-audit.invalid:443",
+			Count: a.Shares.Handshakes + 1, Alone: true}
+		control := hs
+		control.Count, control.Key = a.Shares.Handshakes, int(f.UID(a.ID))
+		ps = append(ps, Probe{Name: "hold more proxy handshakes than its share", Category: "shares", Req: hs, Control: control})
 	}
 	return ps
 }

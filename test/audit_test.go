@@ -57,6 +57,23 @@ func auditLevels(t *testing.T, m *harness.Machine) {
 		if len(a.AsLive) > 0 { // a wall read back unlike it was set would be drift too
 			t.Errorf("agent %d (level %s), as provisioned: walls in force differ from the plan: %v", a.Agent, a.Level, a.AsLive)
 		}
+		// The probe agents (odd) have a name in their egress: they flood
+		// the proxy's handshakes, and the proxy refuses them over the
+		// share; the workers cannot reach the proxy and do not.
+		var hs *audit.Outcome
+		for i, o := range a.Probes {
+			if o.Probe == "hold more proxy handshakes than its share" {
+				hs = &a.Probes[i]
+			}
+		}
+		switch {
+		case a.Agent%2 == 1 && (hs == nil || hs.Result != audit.Blocked || !strings.Contains(hs.Detail, fmt.Sprintf("agents[id=%d].shares.handshakes", a.Agent))):
+			t.Errorf("agent %d (level %s, names in its egress): the proxy handshakes probe %+v; want it blocked by the proxy's 403 naming the share", a.Agent, a.Level, hs)
+		case a.Agent%2 == 0 && hs != nil:
+			t.Errorf("agent %d (level %s, no proxy): the proxy handshakes probe planned: %+v", a.Agent, a.Level, *hs)
+		case hs != nil:
+			t.Logf("agent %d (level %s): proxy handshakes %s: %s; control %s", a.Agent, a.Level, hs.Result, hs.Detail, hs.Control)
+		}
 		if a.Agent%2 == 1 { // one table per level
 			for _, o := range a.Probes {
 				t.Logf("  %-46s %-9s %-8s %s", o.Probe, o.Category, o.Result, clip(o.Detail+o.Known, 90))

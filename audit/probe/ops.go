@@ -44,7 +44,7 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		}
 	case "proxy-connect": // Addr: the CONNECT target; Name: the SNI
 		return proxyConnect(ctx, r.Addr, r.Name)
-	case "nats-connections", "nats-subscriptions", "nats-oversize", "nats-slow", "desk-send", "proxy-flood":
+	case "nats-connections", "nats-subscriptions", "nats-oversize", "nats-slow", "desk-send", "proxy-flood", "proxy-handshakes":
 		return shareOp(ctx, r)
 
 	// The colluder's side: open a channel and keep it open.

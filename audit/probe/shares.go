@@ -47,6 +47,8 @@ func shareOp(ctx context.Context, r Request) (string, error) {
 		return deskSend(ctx, r)
 	case "proxy-flood":
 		return proxyFlood(ctx, r)
+	case "proxy-handshakes":
+		return proxyHandshakes(ctx, r)
 	}
 	return "", fmt.Errorf("unknown op %q", r.Op)
 }
@@ -247,12 +249,16 @@ func deskSend(ctx context.Context, r Request) (string, error) {
 
 // proxyFlood opens Count connections through $HTTPS_PROXY at once: with
 // Data "carry", tunnels to Addr (TLS for Name inside); else handshakes
-// that never finish their request. A 403 is the proxy's refusal.
+// that never finish their request (proxyHandshakes). A 403 is the
+// proxy's refusal.
 func proxyFlood(ctx context.Context, r Request) (string, error) {
 	raw := os.Getenv("HTTPS_PROXY")
 	u, err := url.Parse(raw)
 	if raw == "" || err != nil {
 		return "", fmt.Errorf("%w: no usable HTTPS_PROXY (%q)", ErrBeforeTheShare, raw)
+	}
+	if r.Data != "carry" {
+		return proxyHandshakes(ctx, Request{Addr: u.Host, Name: r.Addr, Count: r.Count})
 	}
 	var open []net.Conn
 	defer func() {
@@ -267,29 +273,95 @@ func proxyFlood(ctx context.Context, r Request) (string, error) {
 			return "", beyond(i, r.Count, "connection to the proxy", err)
 		}
 		open = append(open, c)
-		if r.Data == "carry" {
-			if _, err := tunnelThrough(ctx, c, r.Addr, r.Name); err != nil {
-				return "", beyond(i, r.Count, "tunnel", err)
-			}
-			continue
+		if _, err := tunnelThrough(ctx, c, r.Addr, r.Name); err != nil {
+			return "", beyond(i, r.Count, "tunnel", err)
 		}
-		io.WriteString(c, "CONNECT "+r.Addr)
-		// A refusal over the share comes at once; a held handshake says
-		// nothing until the proxy's request deadline.
-		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			c.SetReadDeadline(time.Time{})
-			continue
-		}
-		if err != nil {
-			return "", beyond(i, r.Count, "handshake", err)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return "", beyond(i, r.Count, "handshake", fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body))))
 	}
 	return fmt.Sprintf("held %d connections through the proxy", len(open)), nil
+}
+
+// HandshakeWait is how long a flood of handshakes waits for the proxy's
+// word once all are open: a refusal over the share comes at once, a held
+// handshake hears nothing until the proxy's request deadline (10 s),
+// which the wait must stay well within.
+const HandshakeWait = 2 * time.Second
+
+// proxyHandshakes holds Count connections to the proxy at Addr (empty:
+// $HTTPS_PROXY's) open at once, each with a request that never ends
+// ("CONNECT Name", no line end), made as uid Key (0: the process's own;
+// root's control plays the agent with DialAs, as the proxy knows it by
+// its socket's uid). Then it watches them all for HandshakeWait: any
+// answer is a refusal (the proxy's 403 names the share); none, every
+// handshake held.
+func proxyHandshakes(ctx context.Context, r Request) (string, error) {
+	addr := r.Addr
+	if addr == "" {
+		u, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("%w: no proxy address and no usable HTTPS_PROXY", ErrBeforeTheShare)
+		}
+		addr = u.Host
+	}
+	dial := func() (net.Conn, error) {
+		if r.Key > 0 {
+			return DialAs(ctx, r.Key, addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := range r.Count {
+		c, err := dial()
+		if err == nil {
+			_, err = io.WriteString(c, "CONNECT "+r.Name)
+		}
+		if err != nil {
+			if c != nil {
+				c.Close()
+			}
+			return "", beyond(i, r.Count, "connection to the proxy", err)
+		}
+		open = append(open, c)
+	}
+	answers := make(chan error, len(open))
+	until := time.Now().Add(HandshakeWait)
+	for _, c := range open {
+		go func() { answers <- heard(c, until) }()
+	}
+	var refused []error
+	for range open {
+		if err := <-answers; err != nil {
+			refused = append(refused, err)
+		}
+	}
+	switch {
+	case len(refused) == len(open):
+		return "", fmt.Errorf("%w: all %d handshakes: %v", ErrBeforeTheShare, len(open), refused[0])
+	case len(refused) > 0:
+		return "", fmt.Errorf("%d of %d handshakes refused (%d held): %w", len(refused), len(open), len(open)-len(refused), refused[0])
+	}
+	return fmt.Sprintf("held %d handshakes through the proxy for %s", len(open), HandshakeWait), nil
+}
+
+// heard is the proxy's word on a handshake until then: nil if none (it
+// is held), else its answer (or the connection's end) as the error.
+func heard(c net.Conn, until time.Time) error {
+	c.SetReadDeadline(until)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the proxy ended it unanswered: %w", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 }
 
 // tunnelThrough is proxyConnect's CONNECT and TLS on an open connection

@@ -6,11 +6,13 @@ package probe
 
 import (
 	"bytes"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,22 +132,102 @@ func TestSlowConsumerFlood(t *testing.T) {
 	}
 }
 
-// The proxy's handshakes: held beyond the share are refused at once.
-func TestProxyHandshakeFlood(t *testing.T) {
-	srv := &proxy.Server{UIDs: anyUID{uint32(os.Getuid())}, Resolver: nil, Timeout: 5 * time.Second}
+// handshakeProxy is a proxy (with a model gateway behind it, as
+// flock-proxy has, so a connection is told apart by its first bytes)
+// that knows this process's uid as agent 1 with 2 handshakes; recorded
+// counts the connections it is done with, by reason.
+func handshakeProxy(t *testing.T) (addr string, recorded func() map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	srv := &proxy.Server{UIDs: anyUID{uint32(os.Getuid())}, Timeout: 10 * time.Second, Gateway: closer{},
+		Record: func(r proxy.Record) { mu.Lock(); reasons[r.Reason]++; mu.Unlock() }}
 	srv.SetPolicy(proxy.Policy{Agents: map[uint32]proxy.AgentRules{uint32(os.Getuid()): {ID: 1, Tunnels: 4, Handshakes: 2}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go srv.Serve(ln)
-	t.Setenv("HTTPS_PROXY", "http://"+ln.Addr().String())
-	r := flood(t, Request{Op: "proxy-flood", Addr: "api.example.com:443", Count: 3})
-	if r.OK || r.TimedOut || !strings.Contains(r.Err, "handshake 3 of 3 refused (2 held)") || !strings.Contains(r.Err, "shares.handshakes") {
-		t.Errorf("beyond the share: %s", r)
+	return ln.Addr().String(), func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(reasons)
 	}
 }
+
+// The proxy's handshakes: held beyond the share are refused at once with
+// the proxy's 403 naming it; within it, all are held. As the audit runs
+// them: the agent's (its own socket) and its control's (a socket made as
+// a uid, DialAs; this proxy knows every uid as the agent).
+func TestProxyHandshakeFlood(t *testing.T) {
+	addr, recorded := handshakeProxy(t)
+	total := 0
+	// Each flood's connections closed, the proxy gives their places back.
+	released := func(n int) {
+		t.Helper()
+		total += n
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			sum := 0
+			for _, v := range recorded() {
+				sum += v
+			}
+			if sum == total {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the proxy recorded %v, want %d connections done", recorded(), total)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	hs := Request{Op: "proxy-handshakes", Addr: addr, Name: "flock-audit.invalid:443"}
+	for _, tc := range []struct {
+		name   string
+		count  int
+		uid    int
+		refuse string // "" within the share: OK
+	}{
+		{"within, the agent's", 2, 0, ""},
+		{"within, as its uid from outside", 2, os.Getuid() + 1, ""},
+		{"beyond, the agent's", 3, 0, "1 of 3 handshakes refused (2 held): 403 Forbidden"},
+		{"beyond, as its uid from outside", 4, os.Getuid() + 1, "2 of 4 handshakes refused (2 held)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := hs
+			r.Count, r.Key = tc.count, tc.uid
+			before := recorded()[proxy.ReasonHandshakes]
+			got := flood(t, r)
+			released(tc.count)
+			switch {
+			case tc.refuse == "" && !got.OK:
+				t.Fatalf("within the share: %s", got)
+			case tc.refuse != "" && (got.OK || got.TimedOut || !strings.Contains(got.Err, tc.refuse) || !strings.Contains(got.Err, "agents[id=1].shares.handshakes")):
+				t.Fatalf("beyond the share: %s (timed out %v), want refused with %q naming the share", got, got.TimedOut, tc.refuse)
+			}
+			if over := recorded()[proxy.ReasonHandshakes] - before; over != max(tc.count-2, 0) {
+				t.Errorf("the proxy recorded %d refusals over handshakes, want %d", over, max(tc.count-2, 0))
+			}
+		})
+	}
+	// The system tier's flood, through $HTTPS_PROXY to a target.
+	t.Setenv("HTTPS_PROXY", "http://"+addr)
+	r := flood(t, Request{Op: "proxy-flood", Addr: "api.example.com:443", Count: 3})
+	released(3)
+	if r.OK || r.TimedOut || !strings.Contains(r.Err, "1 of 3 handshakes refused (2 held)") || !strings.Contains(r.Err, "shares.handshakes") {
+		t.Errorf("proxy-flood beyond the share: %s", r)
+	}
+	// Refused from the first (no proxy there), it proves nothing.
+	if r := flood(t, Request{Op: "proxy-handshakes", Addr: "127.0.0.1:1", Count: 3}); r.OK || !r.TimedOut {
+		t.Errorf("handshakes with no proxy: %+v, want it unproven", r)
+	}
+}
+
+// closer is a model gateway that takes nothing.
+type closer struct{}
+
+func (closer) Handoff(c net.Conn) { c.Close() }
 
 type anyUID struct{ uid uint32 }
 
