@@ -205,9 +205,9 @@ FUZZTIME ?= 60s
 test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./spec
 
-# CI has 90 minutes for all of this, about 77 measured (2026-11-28, caches
+# CI has 90 minutes for all of this, about 79 measured (2026-11-28, caches
 # warm: unit 3.3, fuzz 1, fresh machine 3.3, preflight 1, system 23.5, VM
-# 44). Each tier's -timeout is well above what it takes, so a hang fails
+# 46). Each tier's -timeout is well above what it takes, so a hang fails
 # its tier with a goroutine dump; the system and VM tiers' can no longer be
 # twice theirs inside CI's 90 minutes.
 test: deps test-unit test-fuzz test-fresh test-system test-vm
