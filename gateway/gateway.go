@@ -126,10 +126,18 @@ type peer struct {
 // connection which uid owns the client's socket.
 func (g *Gateway) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	p := peer{}
-	// The client's socket is the remote end, seen from its side.
-	p.uid, p.err = g.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
+	if o, ok := c.(Owned); ok {
+		p.uid = o.OwnerUID()
+	} else {
+		// The client's socket is the remote end, seen from its side.
+		p.uid, p.err = g.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
+	}
 	return context.WithValue(ctx, ctxKey{}, p)
 }
+
+// Owned is a connection whose socket's uid its listener already asked
+// the kernel for (flock-proxy's, for a connection it holds a share for).
+type Owned interface{ OwnerUID() uint32 }
 
 func addrPort(a net.Addr) netip.AddrPort {
 	if t, ok := a.(*net.TCPAddr); ok {

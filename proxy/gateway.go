@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
 	"time"
 )
 
@@ -62,20 +60,23 @@ func (s *Server) gatewayShare(c *peeked) (net.Conn, bool) {
 		if s.Record != nil {
 			s.Record(rec)
 		}
-		body := fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy open, its share is %d (agents[id=%d].shares.tunnels); close idle ones, or raise the share\n", a.ID, n, a.Tunnels, a.ID)
-		c.SetWriteDeadline(time.Now().Add(time.Second))
-		io.WriteString(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+		refuse(c, "429 Too Many Requests", "Retry-After: 1\r\n", overTunnels(a, n)+"; close idle ones, or raise the share")
 		c.Close()
 		return nil, false
 	}
-	return &sharedConn{peeked: c, release: release}, true
+	return &sharedConn{peeked: c, release: release, uid: uid}, true
 }
 
-// sharedConn gives its place in the agent's share back once closed.
+// sharedConn gives its place in the agent's share back once closed, and
+// tells the gateway whose it is (the kernel was asked once).
 type sharedConn struct {
 	*peeked
 	release func()
+	uid     uint32
 }
+
+// OwnerUID is the uid of the client's socket (gateway.Owned).
+func (c *sharedConn) OwnerUID() uint32 { return c.uid }
 
 func (c *sharedConn) Close() error {
 	c.release()

@@ -250,7 +250,7 @@ func (s *Server) share(c net.Conn, rec *Record, a AgentRules) (held, bool) {
 	tunnel, n, ok := s.tunnels.Take(rec.UID, a.Tunnels)
 	if !ok {
 		rec.Reason, rec.Detail = ReasonTunnels, fmt.Sprintf("%d open, share %d", n, a.Tunnels)
-		deny(c, fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy open, its share is %d (agents[id=%d].shares.tunnels)", a.ID, n, a.Tunnels, a.ID))
+		deny(c, overTunnels(a, n))
 		return held{}, false
 	}
 	handshake, n, ok := s.handshakes.Take(rec.UID, a.Handshakes)
@@ -362,10 +362,20 @@ func denial(agent int, t Target, reason string) string {
 
 // deny answers 403 with one line and closes: the client fails at once,
 // and says why.
-func deny(c net.Conn, line string) {
+func deny(c net.Conn, line string) { refuse(c, "403 Forbidden", "", line) }
+
+// refuse answers c with status, the extra header lines (each ending in
+// CRLF) and one line, and asks the client to close.
+func refuse(c net.Conn, status, extra, line string) {
 	body := line + "\n"
 	c.SetWriteDeadline(time.Now().Add(time.Second))
-	io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+	io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\n"+extra+"Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+}
+
+// overTunnels is the line refusing agent a a connection beyond its share
+// of tunnels, n of them open.
+func overTunnels(a AgentRules, n int) string {
+	return fmt.Sprintf("flock proxy: agent %d: refused: it has %d connections through the proxy open, its share is %d (agents[id=%d].shares.tunnels)", a.ID, n, a.Tunnels, a.ID)
 }
 
 // oneLine keeps what the client sent printable and short in a line.
