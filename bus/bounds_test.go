@@ -40,6 +40,7 @@ func (l *lockedBuffer) String() string {
 // out, so a flood of them does not fill the unauthenticated clients'
 // window.
 func TestConnectionRefusalsAreLoggedOnce(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	var log lockedBuffer
 	s := startBus(t, ForFlock(sharedFlock(1), ids.keys()), Options{Log: &log})
@@ -72,6 +73,7 @@ func TestConnectionRefusalsAreLoggedOnce(t *testing.T) {
 // with the server's error, counted for its agent, and every other
 // subscription of every agent goes on.
 func TestSubscriptionBound(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	c := ForFlock(testFlock(), ids.keys())
 	c.MaxSubscriptions = spec.MinMaxSubscriptions
@@ -101,6 +103,7 @@ func TestSubscriptionBound(t *testing.T) {
 // connection closed and counted, the publisher and every other reader
 // unaffected.
 func TestSlowConsumerIsCut(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	c := ForFlock(testFlock(), ids.keys())
 	c.MaxPending = spec.MinMaxPending
@@ -112,10 +115,19 @@ func TestSlowConsumerIsCut(t *testing.T) {
 	other := record(t, orch, wire.Events(2))
 	worker := connect(t, s, ids, "flock-2")
 	big := bytes.Repeat([]byte("x"), 1<<20)
-	for range 64 {
+	for i := range 64 {
 		if err := worker.Publish(wire.Events(2), big); err != nil {
 			t.Fatal(err)
 		}
+		// The other reader has each before the next is sent: it keeps up
+		// however busy the machine (a burst could leave it, too, more than
+		// max_pending behind while it waits for a CPU), and the slow
+		// reader still falls 64 MB behind.
+		waitFor(t, fmt.Sprintf("message %d to the other reader", i+1), func() bool {
+			other.mu.Lock()
+			defer other.mu.Unlock()
+			return len(other.msgs) > i
+		})
 	}
 	worker.Publish(wire.Events(2), []byte("last"))
 	if err := worker.Flush(); err != nil {
@@ -137,6 +149,7 @@ func TestSlowConsumerIsCut(t *testing.T) {
 // A message larger than the bus carries closes its sender's connection,
 // counted; nats.go refuses it before sending, so a raw client sends it.
 func TestOversizedMessageIsCut(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	raw := rawConnect(t, s, ids["flock-2"])

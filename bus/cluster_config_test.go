@@ -19,6 +19,7 @@ func clusterConfig(t testing.TB) Config {
 
 // TestClusterConfigValidate: each mistake in the cluster is named.
 func TestClusterConfigValidate(t *testing.T) {
+	t.Parallel()
 	if err := clusterConfig(t).validate(); err != nil {
 		t.Fatalf("a valid cluster: %v", err)
 	}
@@ -59,6 +60,7 @@ func TestClusterConfigValidate(t *testing.T) {
 // TestClusterConfigChanges: every cluster field is in the digest; all
 // but the agents' hosts need a restart.
 func TestClusterConfigChanges(t *testing.T) {
+	t.Parallel()
 	base := clusterConfig(t)
 	if single := ForFlock(testFlock(), fixedKeys(t, everyone...)); !base.NeedsRestart(single) || !single.NeedsRestart(base) || single.Equal(base) {
 		t.Error("joining or leaving a cluster must restart the bus")

@@ -14,10 +14,14 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,24 +103,90 @@ func (ca *testCA) host(t testing.TB, dir, name, pw string) Cluster {
 	return cl
 }
 
-// freePorts are n loopback ports free a moment ago: a cluster's routes
-// name each other's ports before any server runs.
+// freePorts are n loopback ports for this test alone, until it ends: a
+// cluster's routes name each other's ports before any server runs, and
+// a bus started again takes its ports back. The tests run in parallel,
+// so a port merely free a moment ago would not do: another test's server
+// on port 0, or its client's end of a connection, could land on it in
+// between. These are drawn below the kernel's ephemeral range, where
+// neither ever lands; none is handed out twice in this process, and on
+// Linux an abstract socket named after each keeps another process running
+// these tests off it.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	from, to := reservablePorts()
+	if from == to {
+		t.Fatal("no loopback ports outside the kernel's ephemeral range (net.ipv4.ip_local_port_range) for the tests to hold")
 	}
-	for _, l := range ls {
+	reserved.mu.Lock()
+	defer reserved.mu.Unlock()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no free loopback port in %d-%d after %d tries", from, to-1, tries)
+		}
+		p := from + mrand.IntN(to-from)
+		if reserved.ports[p] {
+			continue
+		}
+		reserved.ports[p] = true
+		if !holdPort(t, p) {
+			continue // another process's
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // taken by some other program
+		}
 		l.Close()
+		ports = append(ports, p)
 	}
 	return ports
+}
+
+// reserved is every port freePorts handed out in this process.
+var reserved = struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// reservablePorts is the range freePorts draws from: [from, to), below
+// the kernel's ephemeral ports (or above them, if there is no room
+// below); empty if there is room on neither side.
+var reservablePorts = sync.OnceValues(func() (from, to int) {
+	low, high := 32768, 60999 // Linux's default; below macOS's 49152 too
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil {
+				low, high = l, h
+			}
+		}
+	}
+	switch {
+	case low > 11000:
+		return 10000, low
+	case low > 2024:
+		return 1024, low
+	case high < 64535:
+		return high + 1, 65536
+	}
+	return 0, 0
+})
+
+// holdPort keeps port p this process's until the test ends, as far as
+// other processes running these tests go: on Linux, by listening on an
+// abstract socket named after it (no file; gone with the process).
+func holdPort(t testing.TB, p int) bool {
+	if runtime.GOOS != "linux" {
+		return true
+	}
+	l, err := net.Listen("unix", "@flock-bus-test-port-"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	t.Cleanup(func() { l.Close() })
+	return true
 }
 
 // clusterFlock is orchestrator 1 and monitor 3 on host a, workers 5 on

@@ -13,6 +13,7 @@ import (
 // Tier: unit (a real three-server cluster on loopback, as the cluster
 // tests).
 func TestClusterSnapshotPeers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster forms and loses a host in seconds")
 	}

@@ -52,6 +52,7 @@ func goldenFlock() *spec.Flock {
 //
 // Tier: unit (no root).
 func TestForFlockGolden(t *testing.T) {
+	t.Parallel()
 	c := ForFlock(goldenFlock(), fixedKeys(t, everyone...))
 	data, err := c.marshal()
 	if err != nil {
@@ -67,6 +68,7 @@ func TestForFlockGolden(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestForFlock(t *testing.T) {
+	t.Parallel()
 	keys := fixedKeys(t, everyone...)
 	names := func(c Config) string {
 		var l []string
@@ -163,6 +165,7 @@ func TestForFlock(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestConfigFile(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "etc", "flock")
 	path := filepath.Join(dir, "bus.json")
 	c := ForFlock(goldenFlock(), fixedKeys(t, everyone...))
@@ -221,6 +224,7 @@ func TestConfigFile(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestEqual(t *testing.T) {
+	t.Parallel()
 	base := func() Config {
 		return Config{Listen: "127.0.0.1:4222", Users: []User{{Name: "flock-1", Agent: 1, Nkey: "U1", Publish: []string{"a"}, Subscribe: []string{}}}}
 	}
@@ -258,6 +262,7 @@ func TestEqual(t *testing.T) {
 // Digest changes with every field that configures the bus, and only
 // with those: a nil and an empty list are the same.
 func TestDigestIsEqual(t *testing.T) {
+	t.Parallel()
 	base := func() Config {
 		return ForFlock(goldenFlock(), fixedKeys(t, "flock-1", "flock-2", "flock-3", creds.OperatorName))
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -30,6 +31,7 @@ type hostUnderTest struct {
 }
 
 func TestHostConformance(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		make func(t *testing.T) hostUnderTest
@@ -56,20 +58,18 @@ func TestHostConformance(t *testing.T) {
 			}}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { hostConformance(t, tc.make) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hostConformance(t, tc.make)
+		})
 	}
 }
 
-// freeAddr is a loopback address with a port free a moment ago: the
-// config names it before the bus listens there.
+// freeAddr is a loopback address this test alone may listen on
+// (freePorts): the config names it before the bus listens there.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePorts(t, 1)[0]))
 }
 
 // hostConformance checks the contract the planner relies on beyond the

@@ -107,6 +107,7 @@ func resultBody(r wire.Result) []byte {
 // stored once, with the task's own id and the holder's id whatever its
 // body claims.
 func TestDeskBindsResultsToTheDelivery(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
@@ -169,6 +170,7 @@ func TestDeskBindsResultsToTheDelivery(t *testing.T) {
 // the first one's progress and result are refused and reported, and the
 // second one's result is the one stored.
 func TestDeskRefusesALeaseOvertaken(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
@@ -207,6 +209,7 @@ func TestDeskRefusesALeaseOvertaken(t *testing.T) {
 // answer would go to another agent's inbox (or one that merely starts
 // like its own) is not answered, takes no task, and is reported.
 func TestDeskAnswersOnlyTheAgentsOwnInbox(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	var v violations
 	s := taskBus(t, ids, Options{Violation: v.report}, nil)
@@ -236,6 +239,7 @@ func TestDeskAnswersOnlyTheAgentsOwnInbox(t *testing.T) {
 // withdrawn, the task when one comes while it waits; a task whose asker
 // went away is kept for the next.
 func TestDeskAnswersEveryAskOnce(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	// A spare is kept for a third of the ack wait: long enough for a
 	// loaded machine to ask again.
@@ -329,6 +333,7 @@ func TestDeskAnswersEveryAskOnce(t *testing.T) {
 // the spare task: the spare waits for the next ask that is heard, instead
 // of the ack wait.
 func TestDeskHandsNoSpareToAnAskNoOneHears(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = 30 * time.Second })
 	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
@@ -360,6 +365,7 @@ func TestDeskHandsNoSpareToAnAskNoOneHears(t *testing.T) {
 // directory (0600), and a result handed in after the restart with a
 // lease from before is stored; a made-up one is still refused.
 func TestDeskLeasesOutliveARestart(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
 	var v violations
@@ -395,6 +401,7 @@ func TestDeskLeasesOutliveARestart(t *testing.T) {
 // One agent's bad requests are counted each, and logged at most once a
 // minute per kind with the count of those not logged.
 func TestDeskViolationsAreCountedNotFlooded(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	logs := &strings.Builder{}
 	var mu sync.Mutex
@@ -428,6 +435,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // it was handed to, until its result is stored; ListTasks (flockctl
 // tasks) shows it as the holder.
 func TestDeskSaysWhoHoldsATask(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
 	op, w2 := connect(t, s, ids, creds.OperatorName), connect(t, s, ids, "flock-2")
@@ -483,6 +491,7 @@ func TestDeskSaysWhoHoldsATask(t *testing.T) {
 // after the restart, before or after the task is handed out again
 // (stale-lease), and the next holder's result is the one stored.
 func TestDeskReleaseOutlivesARestart(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
 	var v violations

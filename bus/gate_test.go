@@ -34,6 +34,7 @@ func sharedFlock(n int) *spec.Flock {
 // the refusal is counted, and no one else notices: another agent and the
 // operator connect, and the agent's own connections carry on.
 func TestConnectionShare(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(sharedFlock(3), ids.keys()), Options{})
 	var held []*client
@@ -71,6 +72,7 @@ func TestConnectionShare(t *testing.T) {
 // program before the server read the old socket's end) is let in under
 // the default share, and the old connection is not counted once gone.
 func TestConnectionShareAllowsAReconnect(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(sharedFlock(spec.DefaultConnections), ids.keys()), Options{})
 	// flock-agent's connection and its program's, each with an old one
@@ -123,6 +125,7 @@ func rawConnect(t *testing.T, s *Server, kp nkeys.KeyPair) net.Conn {
 // a signature by another key, or none, is refused (and counts against no
 // one's share).
 func TestGateChecksTheSignature(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyone, "stranger")...)
 	s := startBus(t, ForFlock(sharedFlock(1), ids.keys("stranger")), Options{})
 	if _, err := dial(s, ids, "stranger"); err == nil {
@@ -144,6 +147,7 @@ func TestGateChecksTheSignature(t *testing.T) {
 // new share to new connections, and closes those of a user removed or
 // whose permissions changed (its client reconnects under the new ones).
 func TestGateReload(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	f := sharedFlock(2)
 	s := startBus(t, ForFlock(f, ids.keys()), Options{})

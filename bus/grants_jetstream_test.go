@@ -27,6 +27,7 @@ import (
 //
 // Tier: unit (no root).
 func TestJetStreamAttacks(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
 	op := connect(t, s, ids, creds.OperatorName)

@@ -21,6 +21,7 @@ import (
 //
 // Tier: unit (no root).
 func TestPermissionMatrix(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	op := connect(t, s, ids, creds.OperatorName)
@@ -172,6 +173,7 @@ func TestPermissionMatrix(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestNoOneAnswersRequests(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	orch, worker := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2")
@@ -208,6 +210,7 @@ func TestNoOneAnswersRequests(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestUnknownClientsRefused(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	stranger, err := nkeys.CreateUser()

@@ -40,6 +40,7 @@ func FuzzLease(f *testing.F) {
 func canonical(lease string) string { return strings.TrimRight(lease, "=") }
 
 func TestParseAck(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ack  string
 		want delivery
@@ -64,6 +65,7 @@ func TestParseAck(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestLeaseKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, leaseKeyFile+".new-123"), []byte("half"), 0o600); err != nil {
 		t.Fatal(err)

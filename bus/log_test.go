@@ -26,6 +26,7 @@ func clientFmt(name, label, format string) string {
 //
 // Tier: unit (no root).
 func TestLogger(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, "flock-2", "flock-3")
 	k := ids.keys()
 	stranger := strings.Repeat("U", 56)
@@ -116,6 +117,7 @@ func (s stringer) String() string { return string(s) }
 //
 // Tier: unit (no root).
 func TestClientLine(t *testing.T) {
+	t.Parallel()
 	k1 := "nkey:U" + strings.Repeat("A", 55)
 	k2 := "nkey:U" + strings.Repeat("B", 55)
 	for _, tc := range []struct {
@@ -149,6 +151,7 @@ func TestClientLine(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestLimiter(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	l := newLogger(&b)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -226,6 +229,7 @@ func (w *recWriter) of(kind events.Kind) []events.Record {
 //
 // Tier: unit (no root).
 func TestViolationsAreRecords(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	l := newLogger(&b)
 	rec := &recWriter{}

@@ -18,6 +18,7 @@ import (
 //
 // Tier: unit (no root).
 func TestSnapshotCounts(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append([]string{creds.ProxyName}, everyoneAnd4...)...)
 	s := taskBus(t, ids, Options{}, nil)
 	op := connect(t, s, ids, creds.OperatorName)

@@ -15,6 +15,7 @@ import (
 //
 // Tier: unit (no root).
 func TestModelReports(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append([]string{creds.ProxyName}, everyoneAnd4...)...)
 	s := taskBus(t, ids, Options{}, nil)
 	proxy := connect(t, s, ids, creds.ProxyName)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestPermissionsOverBus(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	f := testFlock()
 	s := startBus(t, ForFlock(f, ids.keys()), Options{})

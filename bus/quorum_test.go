@@ -23,6 +23,7 @@ import (
 //
 // Tier: unit (three buses in one process, loopback).
 func TestClusterMinorityRefusesTasks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits for elections: not with -short")
 	}
@@ -96,6 +97,7 @@ func TestClusterMinorityRefusesTasks(t *testing.T) {
 // TestViewOf reads the cluster information of a copy of TASKS.
 // Tier: unit.
 func TestViewOf(t *testing.T) {
+	t.Parallel()
 	peer := func(name string, active time.Duration) *server.PeerInfo {
 		return &server.PeerInfo{Name: name, Current: active < peerSilence, Active: active}
 	}

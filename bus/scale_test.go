@@ -13,6 +13,10 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
+// Serial: its reload makes 1010 consumers within the bus's 30 s
+// (setupTimeout), waiting on the disk for most of the 17 s that takes
+// alone; beside the other tests' servers it took 22-28 s, and over 30 on
+// a busy machine.
 func TestMoreWorkersThanTheServersDefaultConsumerLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("tier unit: over 1000 identities and consumers; skipped with -short")
@@ -63,6 +67,7 @@ func consumers(t *testing.T, s *Server) int {
 // A reload asks the server only for the consumers that change: adding one
 // worker to many makes one consumer, and a changed setting reaches all.
 func TestReloadTouchesOnlyTheConsumersThatChange(t *testing.T) {
+	t.Parallel()
 	config := countedFlocks(t, 51)
 	s := startBus(t, config(50), Options{})
 	before := apiRequests(t, s)

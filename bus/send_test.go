@@ -52,6 +52,7 @@ func refusalOf(err error) string {
 // orchestrator sends as before; a task done frees its place; nothing
 // stored is ever dropped.
 func TestTaskShare(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	s := startBus(t, func() Config { c := ForFlock(twoSenders(), ids.keys()); c.Tasks.AckWait = time.Second; return c }(), Options{})
 	o1, o5, w4 := connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-5"), connect(t, s, ids, "flock-4")
@@ -108,6 +109,7 @@ func TestTaskShare(t *testing.T) {
 // The count is read back from TASKS when the bus starts: a restart does
 // not hand an orchestrator a fresh share.
 func TestTaskShareOutlivesARestart(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	dir := t.TempDir()
 	c := ForFlock(twoSenders(), ids.keys())
@@ -136,6 +138,7 @@ func TestTaskShareOutlivesARestart(t *testing.T) {
 // Tasks a damaged store lost from the server and the bus put back
 // (storecheck.go) count against their sender's share as before.
 func TestTaskShareOutlivesADamagedStore(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	dir := t.TempDir()
 	c := ForFlock(twoSenders(), ids.keys())
@@ -180,6 +183,7 @@ func (s *Server) sharesBytesOf(t *testing.T, agent int) int64 {
 // The shares' bytes are the stream's: an orchestrator's share filled with
 // tasks is what TASKS counts for them.
 func TestTaskSizeIsTheStreams(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	s := startBus(t, ForFlock(twoSenders(), ids.keys()), Options{})
 	o1 := connect(t, s, ids, "flock-1")
@@ -204,6 +208,7 @@ func TestTaskSizeIsTheStreams(t *testing.T) {
 // What the desk refuses: a worker sending (only orchestrators do), a
 // subject that is not one task subject, headers only the desk sets.
 func TestSendRefusals(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	s := startBus(t, ForFlock(twoSenders(), ids.keys()), Options{})
 	w2, o1 := connect(t, s, ids, "flock-2"), connect(t, s, ids, "flock-1")
@@ -248,6 +253,7 @@ func TestSendRefusals(t *testing.T) {
 
 // A task dead-lettered, or purged by the operator, frees its place too.
 func TestTaskShareFreedByDeadLettersAndPurges(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, append(everyoneAnd4, "flock-5")...)
 	c := ForFlock(twoSenders(), ids.keys())
 	c.Tasks.AckWait, c.Tasks.MaxDeliveries = time.Second, 1

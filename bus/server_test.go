@@ -25,6 +25,7 @@ import (
 //
 // Tier: unit (no root).
 func TestViolationsLoggedByName(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	var log syncbuf.Buffer
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log, Debug: true})
@@ -63,6 +64,7 @@ func TestViolationsLoggedByName(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	worker := connect(t, s, ids, "flock-2")
@@ -114,6 +116,7 @@ func TestStatus(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestHeartbeatsFromAnyClient(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	var log syncbuf.Buffer
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log})
@@ -185,6 +188,7 @@ func tailOf(s string, n int) string {
 //
 // Tier: unit (no root).
 func TestReload(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	f := testFlock()
 	s := startBus(t, ForFlock(f, ids.keys("flock-3")), Options{})
@@ -256,6 +260,7 @@ func TestReload(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestReloadOverTheBus(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	f := testFlock()
 	var s *Server
@@ -304,6 +309,7 @@ func TestReloadOverTheBus(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestStartRefuses(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -355,6 +361,7 @@ func TestStartRefuses(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestSeedFileConnects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := creds.Store{Dir: filepath.Join(t.TempDir(), "creds")}
 	keys := map[string]string{}

@@ -77,6 +77,7 @@ func without(ids []string, drop ...string) []string {
 // store-damaged event; a second start finds nothing more and puts nothing
 // back twice.
 func TestDamagedStore(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		damage  func(t *testing.T, dir string)
@@ -111,6 +112,7 @@ func TestDamagedStore(t *testing.T) {
 		}, taskIDs("t", 20), "", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ids := newIdentities(t, everyoneAnd4...)
 			dir := t.TempDir()
 			c := ForFlock(twoWorkers(), ids.keys())
@@ -172,6 +174,7 @@ func TestDamagedStore(t *testing.T) {
 // whole (store.Quarantine) comes back in an empty one: every result, and
 // the tasks not done, once each.
 func TestDamagedResultsAndQuarantine(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
 	c := ForFlock(twoWorkers(), ids.keys())

@@ -12,6 +12,7 @@ import (
 //
 // Tier: unit (no root).
 func TestSyncPolicyReachesJetStream(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	for _, tc := range []struct {
 		name     string
@@ -23,6 +24,7 @@ func TestSyncPolicyReachesJetStream(t *testing.T) {
 		{"an interval", 250 * time.Millisecond, false, 250 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := testFlock()
 			f.Bus.Sync = tc.sync
 			s := startBus(t, ForFlock(f, ids.keys()), Options{})

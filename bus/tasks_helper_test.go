@@ -238,6 +238,19 @@ func waitForWithin(t testing.TB, within time.Duration, what string, cond func() 
 	}
 }
 
+// holdsWithin polls cond until it holds or within passes, and says
+// whether it held: waitForWithin for a check that reports and goes on.
+func holdsWithin(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 func taskIDs(prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {

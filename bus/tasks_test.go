@@ -29,6 +29,7 @@ import (
 //
 // Tier: unit (no root).
 func TestTaskTakenOnce(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
 	op := connect(t, s, ids, creds.OperatorName)
@@ -88,6 +89,7 @@ func TestTaskTakenOnce(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestWorkerDiesMidTask(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
 	op := connect(t, s, ids, creds.OperatorName)
@@ -130,6 +132,7 @@ func TestWorkerDiesMidTask(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestLongTaskNotRedelivered(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	s := taskBus(t, ids, Options{}, nil)
 	op := connect(t, s, ids, creds.OperatorName)
@@ -165,6 +168,7 @@ func TestLongTaskNotRedelivered(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestDeadLetter(t *testing.T) {
+	t.Parallel()
 	const maxDeliveries = 3
 	ids := newIdentities(t, everyoneAnd4...)
 	rec := &recWriter{}
@@ -263,9 +267,14 @@ func TestDeadLetter(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestBusRestartKeepsTasks(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
-	s := taskBus(t, ids, Options{StoreDir: dir}, nil)
+	// A port this test alone listens on (freePorts): no other test's
+	// server or client takes it while the bus is down.
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePorts(t, 1)[0]))
+	listen := func(c *Config) { c.Listen = addr }
+	s := taskBus(t, ids, Options{StoreDir: dir}, listen)
 	url := s.ClientURL()
 	op := connect(t, s, ids, creds.OperatorName)
 	e := newEcho()
@@ -284,8 +293,7 @@ func TestBusRestartKeepsTasks(t *testing.T) {
 	waitForWithin(t, 10*time.Second, "a few results", func() bool { return len(stored(t, op.Conn)) >= 4 })
 
 	s.Shutdown()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "nats://"))
-	s2 := taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Listen = "127.0.0.1:" + port })
+	s2 := taskBus(t, ids, Options{StoreDir: dir}, listen)
 	op2 := connect(t, s2, ids, creds.OperatorName)
 	got := waitResults(t, op2.Conn, 30*time.Second, tasks...)
 	waitEmpty(t, op2.Conn)
@@ -307,6 +315,7 @@ func TestBusRestartKeepsTasks(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestReloadConsumers(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	f := twoWorkers()
 	s := startBus(t, ForFlock(f, ids.keys("flock-4")), Options{})
@@ -365,6 +374,7 @@ func TestReloadConsumers(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestStoreMaxShrinks(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyoneAnd4...)
 	dir := t.TempDir()
 	s := taskBus(t, ids, Options{StoreDir: dir}, func(c *Config) { c.Tasks.StoreMax = 2 << 30 })

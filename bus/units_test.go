@@ -46,6 +46,7 @@ func (f *fakeUnits) States(_ context.Context, names []string) (map[string]wire.A
 //
 // Tier: unit (no root).
 func TestUnitsOverBus(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	fu := &fakeUnits{states: map[string]wire.AgentUnit{
 		"flock-agent@1.service": {Unit: "flock-agent@1.service", ActiveState: "failed", SubState: "failed", Restarts: 5, ExitCode: "killed", ExitStatus: 31},
@@ -90,6 +91,7 @@ func TestUnitsOverBus(t *testing.T) {
 // Tier: unit. A bus answers for the agents the config places on its own
 // host; without a cluster every agent is its own.
 func TestLocalAgents(t *testing.T) {
+	t.Parallel()
 	users := []User{{Name: "flock-1", Agent: 1}, {Name: "flock-2", Agent: 2}, {Name: creds.OperatorName}, {Name: "flock-3", Agent: 3}}
 	for _, tc := range []struct {
 		name     string

@@ -24,6 +24,7 @@ func byKind(s *Server, id int) map[string]uint64 { return s.Status().Agents[id].
 //
 // Tier: unit (no root).
 func TestViolationsCountedByKind(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	worker := connect(t, s, ids, "flock-2")
@@ -51,6 +52,7 @@ func TestViolationsCountedByKind(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestViolationsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	dir := t.TempDir()
 	c := ForFlock(testFlock(), ids.keys())
@@ -95,6 +97,7 @@ func TestViolationsSurviveARestart(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestOneAgentsFloodHidesNoOneElse(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	var log syncbuf.Buffer
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log})
@@ -152,6 +155,7 @@ func TestOneAgentsFloodHidesNoOneElse(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestForgedAttribution(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	var log syncbuf.Buffer
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{Log: &log})
@@ -187,6 +191,7 @@ func TestForgedAttribution(t *testing.T) {
 //
 // Tier: unit (no root).
 func TestLedgerCountsOnlyConfiguredAgents(t *testing.T) {
+	t.Parallel()
 	ids := newIdentities(t, everyone...)
 	s := startBus(t, ForFlock(testFlock(), ids.keys()), Options{})
 	op := connect(t, s, ids, creds.OperatorName)
