@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -37,7 +36,8 @@ type VMOptions struct {
 	// NoBinaries skips building and installing the project's binaries.
 	NoBinaries bool
 	// Binaries are more files to install, name in /usr/local/bin -> path
-	// on the host. They override the built ones of the same name.
+	// on the host. They override the built ones of the same name. The
+	// image a VM boots has them in place (vm_layer.go).
 	Binaries map[string]string
 	// BootTimeout bounds each boot until `systemctl is-system-running`
 	// says running or degraded; default 5 minutes (software emulation).
@@ -111,50 +111,24 @@ func (v *VM) start(ctx context.Context) error {
 		return err
 	}
 	v.img = img
+	base := img.Base
+	if len(bins) > 0 {
+		if base, err = binariesLayer(img, bins, v.logf); err != nil {
+			return err
+		}
+	}
 	if err := v.claim(); err != nil {
 		return err
 	}
 	overlay := filepath.Join(v.dir, "overlay.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", img.Base, "-F", "raw", overlay).CombinedOutput(); err != nil {
-		return fmt.Errorf("qemu-img create -b %s %s: %w: %s", img.Base, overlay, err, out)
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "raw", overlay).CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu-img create -b %s %s: %w: %s", base, overlay, err, out)
 	}
 	t0 := time.Now()
-	if err := v.boot(ctx); err != nil {
+	if err := v.boot(ctx, ""); err != nil {
 		return err
 	}
 	v.logf("vm %s: booted in %v (qemu pid %d, ssh on 127.0.0.1:%d)", v.name, time.Since(t0).Round(time.Millisecond), v.q.id.pid, v.port)
-	if len(bins) > 0 {
-		t := time.Now()
-		if err := v.install(ctx, bins); err != nil {
-			return err
-		}
-		v.logf("vm %s: installed %d binaries in %v", v.name, len(bins), time.Since(t).Round(time.Millisecond))
-	}
-	return nil
-}
-
-// install copies the binaries into /usr/local/bin, each renamed into
-// place so a running one is never overwritten in the middle, and syncs
-// them: a power cut (PowerCut) must not take them back.
-func (v *VM) install(ctx context.Context, bins map[string]string) error {
-	for name, src := range bins {
-		if strings.Contains(name, "/") {
-			return fmt.Errorf("binary name %q: want a file name in /usr/local/bin", name)
-		}
-		f, err := os.Open(src)
-		if err != nil {
-			return fmt.Errorf("install %s: %w", name, err)
-		}
-		dst := "/usr/local/bin/" + name
-		_, _, err = v.runIn(ctx, f, "sh", "-c", `cat > "$1.new" && chmod 0755 "$1.new" && mv -f "$1.new" "$1"`, "sh", dst)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("install %s as %s: %w", src, dst, err)
-		}
-	}
-	if _, _, err := v.runIn(ctx, nil, "sync"); err != nil {
-		return fmt.Errorf("sync after installing the binaries: %w", err)
-	}
 	return nil
 }
 
@@ -174,9 +148,9 @@ func (v *VM) SSH() SSHTarget {
 	return t
 }
 
-// Close powers the VM off (qemu is killed if it lingers) and removes its
-// directory, overlay disk included. It always tries every step, is
-// idempotent, and a nil VM is fine.
+// Close powers the VM off (qemu is killed: the disk goes with it) and
+// removes its directory, overlay disk included. It always tries every
+// step, is idempotent, and a nil VM is fine.
 func (v *VM) Close() error {
 	if v == nil {
 		return nil

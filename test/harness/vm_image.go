@@ -110,6 +110,9 @@ func buildImage(dir string, logf func(string, ...any)) error {
 // cache's key in as root.
 func configureTree(tree string, img *vmImage) error {
 	for p, content := range vmFiles {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(tree, p)), 0o755); err != nil {
+			return err
+		}
 		if err := replaceFile(filepath.Join(tree, p), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write %s in the image: %w", p, err)
 		}
@@ -133,10 +136,11 @@ func configureTree(tree string, img *vmImage) error {
 	return replaceFile(filepath.Join(tree, "root/.ssh/authorized_keys"), pub, 0o600)
 }
 
-// takeBoot copies the kernel, the initrd and the ssh host key out of the
-// tree: qemu boots the kernel directly, and ssh checks the host key.
+// takeBoot copies the kernel, the VM's own initramfs (chrootScript) and
+// the ssh host key out of the tree: qemu boots the kernel directly, with
+// no bootloader, and ssh checks the host key.
 func takeBoot(tree string, img *vmImage) error {
-	for dst, pat := range map[string]string{img.Kernel: "boot/vmlinuz-*", img.Initrd: "boot/initrd.img-*"} {
+	for dst, pat := range map[string]string{img.Kernel: "boot/vmlinuz-*", img.Initrd: "boot/flock-initrd.img"} {
 		m, _ := filepath.Glob(filepath.Join(tree, pat))
 		if len(m) != 1 {
 			return fmt.Errorf("want one %s in the tree, found %v", pat, m)
