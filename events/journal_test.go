@@ -15,7 +15,7 @@ import (
 // through Map and fold give the events in the golden file beside them:
 // testdata/nspawn.jsonl is TestEvents' machine (starts, a bus violation,
 // agent 1 killed and restarted, agent 2 stopped by hand and its drift
-// repaired, other units), testdata/vm-oom.jsonl TestVMEventsOOM's VM (a
+// repaired, other units), testdata/vm-oom.jsonl TestVMEnforcesLimits's VM (a
 // hog OOM-killed and restarted under MemoryMax, the kernel's lines).
 //
 // Tier: unit (no root).

@@ -226,35 +226,36 @@ agents:
 	}
 }
 
-// TestVMAnsible runs ansible/site.yml against a fresh qemu VM (Debian 12,
-// no flock binaries installed, no network but its forwarded ssh) the way
-// an operator would, and checks what the role promises. With the package
-// (flock_install: package, the deb make deb builds): the first run
-// installs and provisions the 3-agent example, the second changes nothing,
-// --check --diff with a changed spec shows the spec's diff and flockctl's
-// plan and changes nothing, a bad spec fails the play with flockctl's
-// message and changes nothing, and a newer package upgrades flockctl and
-// flock-agent and restarts what runs them. Then with the binaries
-// (flock_install: binaries, the default): the switch moves the units to
-// /usr/local/bin, a new flockctl restarts the bus but no agent, and the
-// run after changes nothing.
+// TestAnsibleRole plays ansible/site.yml against one systemd machine over
+// ssh, as an operator would, for what the role decides rather than what a
+// fresh Debian shows (TestVMAnsible): --check with the package on a host
+// without flock changes nothing, a bad spec fails the play (and --check)
+// with flockctl's message and changes nothing, and a new flockctl beside
+// the same flock-agent restarts the bus but no agent, the run after
+// changing nothing.
 //
-// Tier: root + VM (qemu, harness.BootVMWith), with ansible-core on the
-// controller (this machine).
-func TestVMAnsible(t *testing.T) {
+// Tier: root + nspawn + ansible (HostsTier; one machine with sshd on a
+// private network, the test its controller).
+func TestAnsibleRole(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots a qemu VM: not with -short")
+		t.Skip("boots a systemd machine: not with -short")
 	}
 	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
 	deb := harness.Deb(t)
-	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
 	bin := harness.BinDir(t)
-	p := harness.NewAnsiblePlayer(t, v, playbook, "ansible/site.yml", map[string]any{
-		"flock_bin_dir": bin, "flock_install": "package", "flock_deb": deb})
-	vmAgents := []int{1, 2, 3}
+	h := harness.BootHosts(t, []string{"a"}, harness.Options{NoBinaries: true})
+	m := h.Machine("a")
+	p := harness.NewHostsPlayer(t, h, playbook, "ansible/site.yml", map[string]any{"flock_bin_dir": bin}, nil)
+	agents := []int{1, 2, 3}
 
-	if !t.Run("check mode on a host without flock changes nothing", func(t *testing.T) {
-		r := p.Play(t, nil, "--check", "--diff")
+	if !t.Run("check mode with the package on a host without flock changes nothing", func(t *testing.T) {
+		paths := []string{"/usr/bin/flockctl", "/usr/bin/flock-agent", "/usr/local/bin/flockctl", "/var/cache/flock", "/etc/flock", "/etc/systemd/system/flock.service"}
+		for _, path := range paths {
+			if out, _, err := run(t, m, "ls", "-d", path); err == nil {
+				t.Fatalf("the machine has %s before any play (does the host it is made of have flock installed?)", out)
+			}
+		}
+		r := p.Play(t, map[string]any{"flock_install": "package", "flock_deb": deb}, "--check", "--diff")
 		r.MustSucceed(t)
 		if r.Recap.Changed == 0 {
 			t.Errorf("--check on a new host: changed=0, want changes\n%s", r.Out)
@@ -268,8 +269,8 @@ func TestVMAnsible(t *testing.T) {
 			"Ask flockctl provision --dry-run what it would change":      "skipping",
 			"Keep flock.service (the bus) enabled and running":           "skipping",
 		})
-		for _, path := range []string{"/usr/bin/flockctl", "/usr/bin/flock-agent", "/var/cache/flock", "/etc/flock", "/etc/systemd/system/flock.service"} {
-			if out, _, err := run(t, v, "ls", "-d", path); err == nil {
+		for _, path := range paths {
+			if out, _, err := run(t, m, "ls", "-d", path); err == nil {
 				t.Errorf("--check made %s", out)
 			}
 		}
@@ -277,7 +278,127 @@ func TestVMAnsible(t *testing.T) {
 		t.FailNow()
 	}
 
+	if !t.Run("first run with the binaries provisions the example flock", func(t *testing.T) {
+		r := p.Play(t, nil)
+		r.MustSucceed(t)
+		r.AssertTasks(t, map[string]string{
+			"Install flockctl in /usr/local/bin": "changed",
+			"Provision the flock":                "changed",
+		})
+		clusterWaitUnits(t, m, time.Minute, agents...)
+		assertPrograms(t, m, "/usr/local/bin")
+	}) {
+		t.FailNow()
+	}
+
+	// memory: lots, as agent 2's (agents[1]) limit.
+	bad := exampleFlockSpec()
+	bad["agents"].([]any)[1].(map[string]any)["limits"] = map[string]any{"memory": "lots"}
+	// As the play prints it: in JSON, so the quotes are escaped.
+	badField := regexp.MustCompile(`agents\[1\]\.limits\.memory: \\"lots\\" is not a size`)
+
+	for _, mode := range []struct {
+		name, task string
+		args       []string
+	}{
+		{"a bad spec fails the play with flockctl's message and changes nothing", "Say why the spec was refused", nil},
+		{"a bad spec fails --check too", "Ask flockctl provision --dry-run what it would change", []string{"--check"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			before := vmSnapshot(t, m)
+			r := p.Play(t, flockSpec(bad), mode.args...)
+			if r.Err == nil || r.Recap.Failed != 1 || r.Recap.Unreachable != 0 {
+				t.Errorf("bad spec: %v, recap %+v; want the play to fail on the host\n%s", r.Err, r.Recap, r.Out)
+			}
+			if got := r.Tasks[mode.task]; got != "fatal" {
+				t.Errorf("task %q: %q, want fatal\n%s", mode.task, got, r.Out)
+			}
+			if !badField.MatchString(r.Section(mode.task)) {
+				t.Errorf("the failure does not carry flockctl's message (%s):\n%s", badField, r.Out)
+			}
+			if got := r.Tasks["Provision the flock"]; got == "ok" || got == "changed" {
+				t.Errorf("task Provision the flock ran (%q) with a bad spec\n%s", got, r.Out)
+			}
+			assertSame(t, before, vmSnapshot(t, m))
+		})
+	}
+
+	t.Run("a new flockctl restarts the bus and no agent", func(t *testing.T) {
+		// A rebuilt flockctl (another build id) beside the same
+		// flock-agent: what an upgrade of flockctl alone looks like.
+		newBin := harness.Build(t, []string{"-ldflags=-X=main.upgradeTest=1"}, "./cmd/flockctl")
+		if err := harness.CopyFile(filepath.Join(bin, "flock-agent"), filepath.Join(newBin, "flock-agent"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		binaries := map[string]any{"flock_bin_dir": newBin}
+		before := vmSnapshot(t, m)
+		r := p.Play(t, binaries)
+		r.MustSucceed(t)
+		if got := r.Tasks["Install flockctl in /usr/local/bin"]; got != "changed" {
+			t.Errorf("task Install flockctl in /usr/local/bin: %q, want changed\n%s", got, r.Out)
+		}
+		if got := r.Tasks["Install flock-agent in /usr/local/bin"]; got != "ok" {
+			t.Errorf("task Install flock-agent in /usr/local/bin: %q, want ok (same bytes)\n%s", got, r.Out)
+		}
+		after := vmSnapshot(t, m)
+		if before["flock.service"] == after["flock.service"] {
+			t.Errorf("flock.service was not restarted: %s", after["flock.service"])
+		}
+		for _, id := range agents {
+			k := unitName(id)
+			if before[k] != after[k] {
+				t.Errorf("%s restarted with the bus: %s -> %s", k, before[k], after[k])
+			}
+		}
+		m.Eventually(t, time.Minute, func() error {
+			for _, a := range status(t, m) {
+				if a.State != "active" || a.Bus != "connected" {
+					return fmt.Errorf("agent %d: %s, bus %s", a.ID, a.State, a.Bus)
+				}
+			}
+			return nil
+		})
+		r = p.Play(t, binaries)
+		r.MustSucceed(t)
+		if r.Recap.Changed != 0 {
+			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
+		}
+	})
+}
+
+// TestVMAnsible runs ansible/site.yml against a fresh qemu VM (Debian 12,
+// no flock binaries installed, no network but its forwarded ssh) for what
+// only a fresh Debian shows; what the role decides is TestAnsibleRole's,
+// on a machine. With the package (flock_install: package, the deb make deb
+// builds): the first run installs it (apt, on a host with nothing of
+// flock's) and provisions the 3-agent example, the second changes
+// nothing, --check --diff with a changed spec shows the spec's diff and
+// flockctl's plan and changes nothing, and a newer package upgrades
+// flockctl and flock-agent and restarts what runs them. Then the switch
+// to the binaries (flock_install: binaries) moves the units from the
+// package's programs to /usr/local/bin.
+//
+// Tier: root + VM (qemu, harness.BootVMWith), with ansible-core on the
+// controller (this machine).
+func TestVMAnsible(t *testing.T) {
+	t.Parallel() // beside another VM test (Makefile, test-vm)
+	if testing.Short() {
+		t.Skip("boots a qemu VM: not with -short")
+	}
+	playbook := harness.AnsibleTier.Tool(t, "ansible-playbook")
+	deb := harness.Deb(t)
+	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
+	bin := harness.BinDir(t)
+	p := harness.NewAnsiblePlayer(t, v, playbook, "ansible/site.yml", map[string]any{
+		"flock_bin_dir": bin, "flock_install": "package", "flock_deb": deb})
+	vmAgents := []int{1, 2, 3}
+
 	if !t.Run("first run provisions the example flock", func(t *testing.T) {
+		for _, path := range []string{"/usr/bin/flockctl", "/usr/bin/flock-agent", "/var/cache/flock", "/etc/flock", "/etc/systemd/system/flock.service"} {
+			if out, _, err := run(t, v, "ls", "-d", path); err == nil {
+				t.Fatalf("the fresh VM has %s before the first run", out)
+			}
+		}
 		r := p.Play(t, nil)
 		r.MustSucceed(t)
 		if r.Recap.Changed == 0 {
@@ -380,38 +501,6 @@ func TestVMAnsible(t *testing.T) {
 		}
 	})
 
-	// memory: lots, as agent 2's (agents[1]) limit.
-	bad := exampleFlockSpec()
-	bad["agents"].([]any)[1].(map[string]any)["limits"] = map[string]any{"memory": "lots"}
-	// As the play prints it: in JSON, so the quotes are escaped.
-	badField := regexp.MustCompile(`agents\[1\]\.limits\.memory: \\"lots\\" is not a size`)
-
-	for _, mode := range []struct {
-		name, task string
-		args       []string
-	}{
-		{"a bad spec fails the play with flockctl's message and changes nothing", "Say why the spec was refused", nil},
-		{"a bad spec fails --check too", "Ask flockctl provision --dry-run what it would change", []string{"--check"}},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			before := vmSnapshot(t, v)
-			r := p.Play(t, flockSpec(bad), mode.args...)
-			if r.Err == nil || r.Recap.Failed != 1 || r.Recap.Unreachable != 0 {
-				t.Errorf("bad spec: %v, recap %+v; want the play to fail on the host\n%s", r.Err, r.Recap, r.Out)
-			}
-			if got := r.Tasks[mode.task]; got != "fatal" {
-				t.Errorf("task %q: %q, want fatal\n%s", mode.task, got, r.Out)
-			}
-			if !badField.MatchString(r.Section(mode.task)) {
-				t.Errorf("the failure does not carry flockctl's message (%s):\n%s", badField, r.Out)
-			}
-			if got := r.Tasks["Provision the flock"]; got == "ok" || got == "changed" {
-				t.Errorf("task Provision the flock ran (%q) with a bad spec\n%s", got, r.Out)
-			}
-			assertSame(t, before, vmSnapshot(t, v))
-		})
-	}
-
 	t.Run("a newer package restarts the bus and the agents, which run it", func(t *testing.T) {
 		// The same source as another version: every program is new.
 		newDeb := harness.NextDeb(t)
@@ -451,53 +540,11 @@ func TestVMAnsible(t *testing.T) {
 		vmWaitActive(t, v, 2*time.Minute, vmAgents...)
 		assertPrograms(t, v, "/usr/local/bin")
 	})
-
-	t.Run("a new flockctl restarts the bus and no agent", func(t *testing.T) {
-		// A rebuilt flockctl (another build id) beside the same
-		// flock-agent: what an upgrade of flockctl alone looks like.
-		newBin := harness.Build(t, []string{"-ldflags=-X=main.upgradeTest=1"}, "./cmd/flockctl")
-		if err := harness.CopyFile(filepath.Join(bin, "flock-agent"), filepath.Join(newBin, "flock-agent"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		binaries := map[string]any{"flock_install": "binaries", "flock_bin_dir": newBin}
-		before := vmSnapshot(t, v)
-		r := p.Play(t, binaries)
-		r.MustSucceed(t)
-		if got := r.Tasks["Install flockctl in /usr/local/bin"]; got != "changed" {
-			t.Errorf("task Install flockctl in /usr/local/bin: %q, want changed\n%s", got, r.Out)
-		}
-		if got := r.Tasks["Install flock-agent in /usr/local/bin"]; got != "ok" {
-			t.Errorf("task Install flock-agent in /usr/local/bin: %q, want ok (same bytes)\n%s", got, r.Out)
-		}
-		after := vmSnapshot(t, v)
-		if before["flock.service"] == after["flock.service"] {
-			t.Errorf("flock.service was not restarted: %s", after["flock.service"])
-		}
-		for _, id := range vmAgents {
-			k := unitName(id)
-			if before[k] != after[k] {
-				t.Errorf("%s restarted with the bus: %s -> %s", k, before[k], after[k])
-			}
-		}
-		v.Eventually(t, time.Minute, func() error {
-			for _, a := range status(t, v) {
-				if a.State != "active" || a.Bus != "connected" {
-					return fmt.Errorf("agent %d: %s, bus %s", a.ID, a.State, a.Bus)
-				}
-			}
-			return nil
-		})
-		r = p.Play(t, binaries)
-		r.MustSucceed(t)
-		if r.Recap.Changed != 0 {
-			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
-		}
-	})
 }
 
 // assertPrograms checks that flock.service and every agent's unit run the
 // flockctl and flock-agent in dir.
-func assertPrograms(t *testing.T, v *harness.VM, dir string) {
+func assertPrograms(t *testing.T, v runner, dir string) {
 	t.Helper()
 	if p := vmProps(t, v, "flock.service", "ExecStart"); !strings.Contains(p["ExecStart"], "path="+dir+"/flockctl ") {
 		t.Errorf("flock.service runs %s, want %s/flockctl", p["ExecStart"], dir)
@@ -534,8 +581,9 @@ func agentIDs(st []agentStatus) []int {
 }
 
 // vmSnapshot is what a run that changes nothing leaves as it was: the
-// spec, the binaries, flockctl's view, and every unit's current run.
-func vmSnapshot(t testing.TB, v *harness.VM) map[string]string {
+// spec, the binaries, flockctl's view, and every unit's current run, in a
+// VM or a machine.
+func vmSnapshot(t testing.TB, v runner) map[string]string {
 	t.Helper()
 	snap := map[string]string{}
 	for name, argv := range map[string][]string{

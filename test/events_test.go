@@ -3,7 +3,8 @@ package test
 // Tier: root + nspawn. flockctl events on a booted systemd machine: a bus
 // violation, a firewall refusal, a restart and repaired drift, each shown
 // once with its agent; -f shows a new event within a second. The OOM kill
-// is in the VM tier (TestVMEventsOOM): nspawn does not enforce MemoryMax.
+// is in the VM tier (TestVMEnforcesLimits): nspawn does not enforce
+// MemoryMax.
 
 import (
 	"fmt"

@@ -24,6 +24,7 @@ import (
 //
 // Tier: root + VM (qemu, harness.BootVMWith).
 func TestVMPackage(t *testing.T) {
+	t.Parallel() // beside another VM test (Makefile, test-vm)
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}

@@ -59,6 +59,9 @@ func TestStoreDamageIsShown(t *testing.T) {
 	before := time.Now()
 	mustRun(t, m, "systemctl", "start", "flock.service")
 	waitActive(t, m, 2)
+	// The agent reconnects on its own time: the status the page shows is
+	// the one after it did (it read "disconnected" when taken at once).
+	waitBus(t, m, before, 2)
 
 	kept := slices.DeleteFunc(slices.Clone(sent), func(id string) bool { return id == "t-4" })
 	if got := queuedIDs(t, m); !slices.Equal(got, kept) {

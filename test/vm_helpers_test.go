@@ -65,7 +65,7 @@ func vmWaitActive(t testing.TB, v *harness.VM, timeout time.Duration, ids ...int
 }
 
 // vmProps reads properties of a unit with systemctl show.
-func vmProps(t testing.TB, v *harness.VM, unit string, props ...string) map[string]string {
+func vmProps(t testing.TB, v runner, unit string, props ...string) map[string]string {
 	t.Helper()
 	argv := []string{"systemctl", "show", unit}
 	for _, p := range props {

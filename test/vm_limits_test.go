@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/operator"
 	"github.com/flockrun/flock/test/harness"
 )
@@ -94,9 +95,13 @@ func agentCgroup(id int) string {
 }
 
 // TestVMEnforcesLimits proves MemoryMax, TasksMax and CPUQuota are
-// enforced on agents, and that a neighbour keeps heartbeating through it.
+// enforced on agents, and that a neighbour keeps heartbeating through it;
+// /metrics and flockctl events show what the kernel did (OOM kills, a
+// firewall refusal in the kernel's log), and flock.service killed at its
+// own MemoryMax keeps its tasks.
 // Tier: root + VM (qemu).
 func TestVMEnforcesLimits(t *testing.T) {
+	t.Parallel() // beside another VM test (Makefile, test-vm)
 	v := harness.BootVM(t)
 	mustRun(t, v, "mkdir", "-p", hogDir)
 	for name, src := range map[string]string{"memhog.py": memHog, "forkbomb.py": forkBomb} {
@@ -142,6 +147,72 @@ func TestVMEnforcesLimits(t *testing.T) {
 	t.Run("flock.service at its MemoryMax is killed, starts again and keeps its stored tasks", func(t *testing.T) {
 		checkBusAtItsBound(t, v)
 	})
+	t.Run("flockctl events: each OOM kill one event, a refused connect the kernel's line", func(t *testing.T) {
+		checkEvents(t, v)
+	})
+}
+
+// checkEvents: each OOM kill of the memory hog is one oom-killed event of
+// its agent, as many as the kernel's OOM reports for its cgroup, with no
+// "failed" beside them and a restart between; no other agent has one.
+// And a VM's journal has the kernel's log (an nspawn machine's has not):
+// the neighbour's uid refused once is one firewall-refused event, from
+// the kernel's line (the counters add nothing).
+func checkEvents(t *testing.T, v *harness.VM) {
+	var evs []events.Event
+	// Killed, restarted and killed again: each kill is its own event.
+	v.Eventually(t, 4*time.Minute, func() error {
+		evs = eventsOf(t, v, "--since", "1h", "--agent", strconv.Itoa(memHogID))
+		if count(evs, events.OOMKilled, memHogID, "") < 2 || count(evs, events.Restarted, memHogID, "") < 1 {
+			return fmt.Errorf("agent %d not OOM-killed, restarted and killed again yet:\n%s", memHogID, texts(evs))
+		}
+		return nil
+	})
+	// Stopped, so the counts hold still while they are compared.
+	mustRun(t, v, "systemctl", "stop", unitName(memHogID))
+	uid := strconv.Itoa(2000000000 + neighbourID)
+	out, _, _ := run(t, v, "setpriv", "--reuid="+uid, "--regid="+uid, "--clear-groups",
+		probeBin, "attempt", `{"op":"connect-tcp","addr":"127.0.0.1:8222"}`)
+	if !strings.Contains(out, "connection refused") {
+		t.Fatalf("agent %d's connect to 127.0.0.1:8222: %s", neighbourID, out)
+	}
+	v.Eventually(t, 30*time.Second, func() error {
+		evs = eventsOf(t, v, "--since", "1h")
+		if n := count(evs, events.FirewallRefused, 0, ""); n != 1 {
+			return fmt.Errorf("%d firewall-refused events, want 1:\n%s", n, texts(evs))
+		}
+		return nil
+	})
+	if n := count(evs, events.FirewallRefused, neighbourID, "TCP to 127.0.0.1:8222 refused by table inet flock (kernel log"); n != 1 {
+		t.Errorf("agent %d's refusal is not the kernel's line:\n%s", neighbourID, texts(evs))
+	}
+	kills := 0
+	for _, l := range strings.Split(mustRun(t, v, "journalctl", "-k", "--no-pager", "-o", "cat"), "\n") {
+		if m := oomKillRe.FindStringSubmatch(l); m != nil && strings.HasSuffix(m[1], "/"+unitName(memHogID)) {
+			kills++
+		}
+	}
+	ooms := count(evs, events.OOMKilled, memHogID, "killed by the kernel's OOM killer")
+	if ooms != kills || kills == 0 {
+		t.Errorf("%d oom-killed events of agent %d, the kernel reports %d OOM kills in its cgroup; want as many, at least one:\n%s", ooms, memHogID, kills, texts(evs))
+	}
+	if n := count(evs, events.Failed, memHogID, ""); n != 0 {
+		t.Errorf("%d failed events of agent %d beside its OOM kills, want none:\n%s", n, memHogID, texts(evs))
+	}
+	for _, id := range []int{forkBombID, cpuHogID, neighbourID} {
+		if n := count(evs, events.OOMKilled, id, ""); n != 0 {
+			t.Errorf("agent %d has %d oom-killed events", id, n)
+		}
+	}
+	if r := count(evs, events.Restarted, memHogID, ""); r < ooms-1 || r > ooms {
+		t.Errorf("%d restarts of agent %d after %d OOM kills", r, memHogID, ooms)
+	}
+	t.Logf("FIGURE oom: %d OOM kills of agent %d (kernel) = %d oom-killed events\nflockctl events --since 1h:\n%s", kills, memHogID, ooms,
+		mustRun(t, v, "flockctl", "events", "--since", "1h"))
+	t.Logf("flockctl events --since 1h --agent %d --output json:\n%s", memHogID, mustRun(t, v, "flockctl", "events", "--since", "1h", "--agent", strconv.Itoa(memHogID), "--output", "json"))
+	if dir := capture; dir != "" {
+		captureJournal(t, v, dir+"/vm-oom.jsonl")
+	}
 }
 
 // checkBusAtItsBound brings flock.service to its memory bound the

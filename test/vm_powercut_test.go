@@ -70,6 +70,7 @@ var powerCutMoments = []string{cutStored, cutHeld, cutResult, cutRandom, cutReco
 // random moments.
 // Tier: root + VM (qemu).
 func TestVMPowerCutsLoseNothing(t *testing.T) {
+	t.Parallel() // beside another VM test (Makefile, test-vm)
 	policy := cmp.Or(os.Getenv("FLOCK_POWERCUT_SYNC"), "always")
 	seed, _ := strconv.ParseUint(os.Getenv("FLOCK_POWERCUT_SEED"), 10, 64)
 	if seed == 0 {

@@ -160,7 +160,24 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 	start = time.Now()
 	mustRun(t, v, "flockctl", "provision", "-f", specPath)
 	provisioned := time.Since(start)
-	st := vmWaitActive(t, v, 2*time.Minute, 1, 2, 3)
+	// Back means active and on the new bus again: a unit is active a
+	// moment before its agent has connected.
+	var st []agentStatus
+	v.Eventually(t, 2*time.Minute, func() error {
+		var err error
+		if st, err = vmStatus(t, v); err != nil {
+			return err
+		}
+		if err := allActive(st, 1, 2, 3); err != nil {
+			return err
+		}
+		for _, a := range st {
+			if a.Bus != "connected" {
+				return fmt.Errorf("agent %d: bus %s", a.ID, a.Bus)
+			}
+		}
+		return nil
+	})
 	back := time.Since(start)
 	// The sender goes on a while with the new bus, then stops.
 	time.Sleep(5 * time.Second)
@@ -218,7 +235,7 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 			t.Errorf("status after provision: agent %d drift %q bus %s", a.ID, a.Drift, a.Bus)
 		}
 	}
-	t.Logf("FIGURE upgrade %s -> %s: dpkg -i %v, provision %v, every agent active %v after provision began; "+
+	t.Logf("FIGURE upgrade %s -> %s: dpkg -i %v, provision %v, every agent active and connected %v after provision began; "+
 		"%d tasks sent (%d during the upgrade, %d sends refused and sent again), %d problems in the history, each agent and the bus started once",
 		oldVersion, newVersion, installed.Round(time.Millisecond), provisioned.Round(time.Millisecond), back.Round(time.Millisecond),
 		len(hist.sent), len(during), nRefused, len(bad))
