@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -57,7 +58,7 @@ func (gvisor) Launch(c Config, runsc, run string) error {
 		return err
 	}
 	root := filepath.Join(run, "runsc")
-	args := RunscArgs(c, root, bundle)
+	args := RunscArgs(c, run)
 	fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", runsc, strings.Join(args, " "))
 	cmd := exec.Command(runsc, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
@@ -77,9 +78,40 @@ func (gvisor) Launch(c Config, runsc, run string) error {
 	err = cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
+		if exit.ExitCode() == runscFailed {
+			showRunscLog(os.Stderr, RunscLog(run))
+		}
 		os.Exit(exit.ExitCode())
 	}
 	return err
+}
+
+// runscFailed is the status runsc exits with when it, not the agent,
+// failed: creating, booting or waiting on the sandbox.
+const runscFailed = 128
+
+// showRunscLog copies the warnings and errors of runsc's log (glog lines
+// that begin W, E or F) to w, the journal, so that a sandbox that died
+// while booting says why beside runsc's own one line.
+func showRunscLog(w io.Writer, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(w, "flock-agent: sandbox: no runsc log: %v\n", err)
+		return
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && strings.ContainsRune("WEF", rune(l[0])) {
+			lines = append(lines, l)
+		}
+	}
+	const most = 30
+	if len(lines) > most {
+		lines = lines[len(lines)-most:]
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, "flock-agent: runsc log:", l)
+	}
 }
 
 // Gaps: none. Even with --network=host (host TCP/IP, so flock's table

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"path/filepath"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -57,16 +59,23 @@ func OCISpec(c Config) *specs.Spec {
 	return s
 }
 
-// RunscArgs is the runsc command line (without "runsc") that runs the
-// bundle in dir as c, with its state under root.
-func RunscArgs(c Config, root, dir string) []string {
+// RunscArgs is the runsc command line (without "runsc") that runs c from
+// run, the unit's runtime directory: its bundle in run/bundle, its state
+// under run/runsc, and the log of runsc and of its sandbox in
+// RunscLog(run). Without a log file the sandbox process writes nowhere,
+// so a sandbox that dies while it boots would say nothing of why.
+func RunscArgs(c Config, run string) []string {
 	return []string{
-		"--root", root,
+		"--root", filepath.Join(run, "runsc"),
+		"--log", RunscLog(run),
 		// The sandbox stays in the unit's cgroup, which sets the limits.
 		"--ignore-cgroups",
 		"--network=host",
 		// No overlay: the root file system stays read-only, as asked.
 		"--overlay2=none",
-		"run", "--bundle", dir, c.Name(),
+		"run", "--bundle", filepath.Join(run, "bundle"), c.Name(),
 	}
 }
+
+// RunscLog is where runsc and its sandbox log, in the run directory.
+func RunscLog(run string) string { return filepath.Join(run, "runsc.log") }

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +40,7 @@ func TestOCISpecGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden.Check(t, filepath.Join("testdata", "gvisor-config.json.golden"), string(b)+"\n"+strings.Join(RunscArgs(c, "/run/flock-sandbox/3/runsc", "/run/flock-sandbox/3/bundle"), " ")+"\n")
+	golden.Check(t, filepath.Join("testdata", "gvisor-config.json.golden"), string(b)+"\n"+strings.Join(RunscArgs(c, "/run/flock-sandbox/3"), " ")+"\n")
 }
 
 func TestValidateNamesWhatIsWrong(t *testing.T) {
@@ -121,5 +122,43 @@ func TestGaps(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s, scopes %v: gaps %q, want %q", tc.level, tc.scopes, got, tc.want)
 		}
+	}
+}
+
+// A sandbox that dies while booting logs why only to runsc's log: the
+// journal gets its warnings and errors, the last 30, and not its info.
+func TestShowRunscLog(t *testing.T) {
+	dir := t.TempDir()
+	log := RunscLog(dir)
+	var b strings.Builder
+	b.WriteString("I1129 09:53:19.000001       1 main.go:1] ***************************\n")
+	for i := range 32 {
+		fmt.Fprintf(&b, "W1129 09:53:19.%06d       1 boot.go:1] warning %d\n", i, i)
+	}
+	b.WriteString("D1129 09:53:19.100000       1 boot.go:2] debug\n")
+	b.WriteString("E1129 09:53:19.200000       1 boot.go:3] creating loader: cannot create kernel\n")
+	if err := os.WriteFile(log, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	showRunscLog(&out, log)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 30 {
+		t.Fatalf("%d lines, want the last 30 warnings and errors:\n%s", len(lines), out.String())
+	}
+	if !strings.HasPrefix(lines[0], "flock-agent: runsc log: W1129") || !strings.HasSuffix(lines[0], "warning 3") {
+		t.Errorf("first line %q, want warning 3 (the last 30 of 33)", lines[0])
+	}
+	if !strings.HasSuffix(lines[29], "cannot create kernel") {
+		t.Errorf("last line %q, want the error", lines[29])
+	}
+	if strings.Contains(out.String(), "debug") || strings.Contains(out.String(), "****") {
+		t.Errorf("info or debug lines shown:\n%s", out.String())
+	}
+
+	out.Reset()
+	showRunscLog(&out, filepath.Join(dir, "missing.log"))
+	if !strings.Contains(out.String(), "no runsc log") {
+		t.Errorf("a missing log: %q, want it said", out.String())
 	}
 }
