@@ -381,7 +381,7 @@ func TestAnsibleRole(t *testing.T) {
 // Tier: root + VM (qemu, harness.BootVMWith), with ansible-core on the
 // controller (this machine).
 func TestVMAnsible(t *testing.T) {
-	t.Parallel() // beside another VM test (Makefile, test-vm)
+	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}

@@ -24,7 +24,7 @@ import (
 //
 // Tier: root + VM (qemu, harness.BootVMWith).
 func TestVMPackage(t *testing.T) {
-	t.Parallel() // beside another VM test (Makefile, test-vm)
+	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}

@@ -101,7 +101,7 @@ func agentCgroup(id int) string {
 // own MemoryMax keeps its tasks.
 // Tier: root + VM (qemu).
 func TestVMEnforcesLimits(t *testing.T) {
-	t.Parallel() // beside another VM test (Makefile, test-vm)
+	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
 	v := harness.BootVM(t)
 	mustRun(t, v, "mkdir", "-p", hogDir)
 	for name, src := range map[string]string{"memhog.py": memHog, "forkbomb.py": forkBomb} {

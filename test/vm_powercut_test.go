@@ -70,7 +70,7 @@ var powerCutMoments = []string{cutStored, cutHeld, cutResult, cutRandom, cutReco
 // random moments.
 // Tier: root + VM (qemu).
 func TestVMPowerCutsLoseNothing(t *testing.T) {
-	t.Parallel() // beside another VM test (Makefile, test-vm)
+	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
 	policy := cmp.Or(os.Getenv("FLOCK_POWERCUT_SYNC"), "always")
 	seed, _ := strconv.ParseUint(os.Getenv("FLOCK_POWERCUT_SEED"), 10, 64)
 	if seed == 0 {

@@ -23,7 +23,7 @@ import (
 // active again without anyone running flockctl.
 // Tier: root + VM (qemu).
 func TestVMRebootBringsTheFlockBack(t *testing.T) {
-	t.Parallel() // beside another VM test (Makefile, test-vm)
+	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
 	v := harness.BootVM(t)
 	example, err := os.ReadFile("../examples/flock.yaml")
 	if err != nil {
