@@ -31,7 +31,14 @@ const killWait = 10 * time.Second
 // quits instead of living on). pidFile, if not "", records the child's
 // procID for the sweep of stale directories (workdir.go).
 func startTied(cmd *exec.Cmd, pidFile string) (*tied, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	return startTiedAs(cmd, pidFile, &syscall.SysProcAttr{Setpgid: true})
+}
+
+// startTiedAs is startTied with the child's own attributes (its session or
+// group), SIGTERM always its parent-death signal.
+func startTiedAs(cmd *exec.Cmd, pidFile string, attr *syscall.SysProcAttr) (*tied, error) {
+	attr.Pdeathsig = syscall.SIGTERM
+	cmd.SysProcAttr = attr
 	t := &tied{cmd: cmd, what: filepath.Base(cmd.Path), done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
