@@ -57,7 +57,7 @@ func (gvisor) Launch(c Config, runsc, run string) error {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
 		return err
 	}
-	root := filepath.Join(run, "runsc")
+	root := runscRoot(run)
 	args := RunscArgs(c, run)
 	fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", runsc, strings.Join(args, " "))
 	cmd := exec.Command(runsc, args...)

@@ -66,7 +66,7 @@ func OCISpec(c Config) *specs.Spec {
 // so a sandbox that dies while it boots would say nothing of why.
 func RunscArgs(c Config, run string) []string {
 	return []string{
-		"--root", filepath.Join(run, "runsc"),
+		"--root", runscRoot(run),
 		"--log", RunscLog(run),
 		// The sandbox stays in the unit's cgroup, which sets the limits.
 		"--ignore-cgroups",
@@ -76,6 +76,9 @@ func RunscArgs(c Config, run string) []string {
 		"run", "--bundle", filepath.Join(run, "bundle"), c.Name(),
 	}
 }
+
+// runscRoot is runsc's state directory (--root), in the run directory.
+func runscRoot(run string) string { return filepath.Join(run, "runsc") }
 
 // RunscLog is where runsc and its sandbox log, in the run directory.
 func RunscLog(run string) string { return filepath.Join(run, "runsc.log") }

@@ -125,7 +125,7 @@ func (v *VM) start(ctx context.Context) error {
 		return fmt.Errorf("qemu-img create -b %s %s: %w: %s", base, overlay, err, out)
 	}
 	t0 := time.Now()
-	if err := v.boot(ctx, ""); err != nil {
+	if err := v.boot(ctx); err != nil {
 		return err
 	}
 	v.logf("vm %s: booted in %v (qemu pid %d, ssh on 127.0.0.1:%d)", v.name, time.Since(t0).Round(time.Millisecond), v.q.id.pid, v.port)

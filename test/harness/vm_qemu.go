@@ -29,15 +29,16 @@ const kernelCmdline = "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hie
 // between our probe and qemu's bind.
 const portTries = 3
 
-// boot starts qemu and waits until the guest's systemd is running, in a
-// boot other than oldBootID's ("": any).
-func (v *VM) boot(ctx context.Context, oldBootID string) error {
+// boot starts qemu and waits until the guest's systemd is running. Each
+// boot is a new qemu (Reboot, PowerCut), so whatever answers is the new
+// boot.
+func (v *VM) boot(ctx context.Context) error {
 	var err error
 	for try := 1; try <= portTries; try++ {
 		if err = v.startQemu(); err != nil {
 			return err
 		}
-		err = v.waitBooted(ctx, oldBootID)
+		err = v.waitBooted(ctx)
 		if err == nil {
 			v.startMaster()
 			return nil
@@ -122,8 +123,8 @@ func raiseAutogroup(pid int) {
 }
 
 // diskCache is qemu's cache mode for the overlay. unsafe: the overlay is
-// thrown away with the VM, and a guest reboot keeps qemu, so nothing
-// written is lost across it. writeback, for power cuts: a guest flush
+// thrown away with the VM, and a guest reboot ends qemu in order (it
+// writes out what it holds), so nothing written is lost across it. writeback, for power cuts: a guest flush
 // makes qemu write its qcow2 metadata and fdatasync the overlay, so what
 // the guest flushed is on the host; what it wrote since may still be in
 // qemu (a new cluster's mapping), and is lost with it (PowerCut).
@@ -144,18 +145,15 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitBooted polls over ssh until systemd says it is up (systemUp), and,
-// when oldBootID is given, until the boot id differs from it (a reboot
-// really happened).
-func (v *VM) waitBooted(ctx context.Context, oldBootID string) error {
+// waitBooted polls over ssh until systemd says it is up (systemUp).
+func (v *VM) waitBooted(ctx context.Context) error {
 	q := v.qemu()
 	if q == nil {
 		return errors.New("VM not running")
 	}
 	run := func(ctx context.Context, argv ...string) (string, string, error) { return v.Run(ctx, argv...) }
 	// Each try is an ssh handshake with an emulated guest, which costs it
-	// CPU its boot needs: once a second until sshd of the new boot
-	// answers, then one wait for systemd to finish starting.
+	// CPU its boot needs: once a second until sshd answers, then one wait for systemd to finish starting.
 	err := q.waitUp(ctx, v.o.BootTimeout, bootStep{time.Second, func(ctx context.Context) (bool, error) {
 		// A try made while the guest is down hangs on the forwarded port
 		// (QEMU accepts, the guest never answers, or a connection to the
@@ -163,10 +161,10 @@ func (v *VM) waitBooted(ctx context.Context, oldBootID string) error {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		out, errOut, err := v.runSSH(cctx, []string{"-o", "ConnectTimeout=5"}, nil, "cat", "/proc/sys/kernel/random/boot_id")
 		cancel()
-		if id := strings.TrimSpace(string(out)); err != nil || id == "" || id == oldBootID {
+		if id := strings.TrimSpace(string(out)); err != nil || id == "" {
 			return false, fmt.Errorf("boot_id answered %q (%v; %s)", id, err, strings.TrimSpace(errOut))
 		}
-		// The new boot's sshd is up: one connection waits until systemd
+		// sshd is up: one connection waits until systemd
 		// has started everything (--wait), bounded by the boot's timeout.
 		out, errOut, err = v.runSSH(ctx, []string{"-o", "ConnectTimeout=5"}, nil, "systemctl", "is-system-running", "--wait")
 		state := strings.TrimSpace(string(out))
@@ -191,21 +189,16 @@ func (v *VM) waitBooted(ctx context.Context, oldBootID string) error {
 // after it starts systemd, which a new qemu does not).
 func (v *VM) Reboot(ctx context.Context) error {
 	t0 := time.Now()
-	id, err := v.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return fmt.Errorf("harness: reboot VM %s: %w", v.name, err)
-	}
-	v.mu.Lock()
-	m := v.master
-	v.master = nil
-	v.mu.Unlock()
-	m.stop()
+	v.stopMaster()
 	// --no-block: queue the reboot and return before the connection
 	// drops. qemu's exit says the guest went down.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, _, _ = v.Run(rctx, "systemctl", "--no-block", "reboot")
 	cancel()
 	q := v.takeQemu()
+	if q == nil {
+		return fmt.Errorf("harness: reboot VM %s: not running", v.name)
+	}
 	select {
 	case <-q.done:
 	case <-time.After(shutdownWait):
@@ -213,7 +206,7 @@ func (v *VM) Reboot(ctx context.Context) error {
 			v.name, shutdownWait, q.id.pid, consoleTail(v.consolePath(), 30))
 		return errors.Join(err, q.kill())
 	}
-	if err := v.boot(ctx, strings.TrimSpace(string(id))); err != nil {
+	if err := v.boot(ctx); err != nil {
 		return fmt.Errorf("harness: reboot VM %s: %w", v.name, err)
 	}
 	v.logf("vm %s: rebooted in %v (qemu pid %d)", v.name, time.Since(t0).Round(time.Millisecond), v.qemu().id.pid)
@@ -243,12 +236,8 @@ func (v *VM) PowerCut(ctx context.Context) (booted time.Duration, err error) {
 	if err := q.kill(); err != nil {
 		return 0, fmt.Errorf("harness: power cut of VM %s: %w", v.name, err)
 	}
-	v.mu.Lock()
-	m := v.master
-	v.master = nil
-	v.mu.Unlock()
-	m.stop()
-	if err := v.boot(ctx, ""); err != nil {
+	v.stopMaster()
+	if err := v.boot(ctx); err != nil {
 		return 0, fmt.Errorf("harness: power cut of VM %s: booting again: %w", v.name, err)
 	}
 	booted = time.Since(t0)
@@ -270,6 +259,15 @@ func (v *VM) qemu() *booting {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.q
+}
+
+// stopMaster stops the ssh master of the boot that is ending.
+func (v *VM) stopMaster() {
+	v.mu.Lock()
+	m := v.master
+	v.master = nil
+	v.mu.Unlock()
+	m.stop()
 }
 
 func (v *VM) takeQemu() *booting {
