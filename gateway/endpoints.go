@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,23 +16,35 @@ import (
 type endpoint struct {
 	method string
 	path   string // relative to the provider's base URL; a trailing "/" takes one more segment
-	// rewrite checks or changes the request before it goes (nil: none);
-	// a status other than 0 refuses it with line.
-	rewrite func(r *http.Request) (status int, line string)
+	// judge reads a body (nil: the endpoint takes none) and says what the
+	// request may spend and how it is sent; an error is a 400 naming the
+	// problem.
+	judge func(b *reqBody, limited bool) (plan, error)
+	// spends: its answers report a usage (an answer without one is
+	// counted as an error of its own, and estimated).
+	spends bool
+}
+
+// plan is what the gateway makes of a request's body: the most output it
+// may ask for (its maximum, times its choices), and the edits it sends
+// with.
+type plan struct {
+	maxOutput uint64
+	edits     []edit
 }
 
 var endpoints = map[spec.ProviderKind][]endpoint{
 	spec.KindAnthropic: {
-		{method: http.MethodPost, path: "/v1/messages"},
-		{method: http.MethodPost, path: "/v1/messages/count_tokens"},
+		{method: http.MethodPost, path: "/v1/messages", judge: anthropicMessages, spends: true},
+		{method: http.MethodPost, path: "/v1/messages/count_tokens", judge: anyObject},
 		{method: http.MethodGet, path: "/v1/models"},
 		{method: http.MethodGet, path: "/v1/models/"},
 	},
 	spec.KindOpenAI: {
-		{method: http.MethodPost, path: "/chat/completions", rewrite: includeUsage},
-		{method: http.MethodPost, path: "/completions", rewrite: includeUsage},
-		{method: http.MethodPost, path: "/embeddings"},
-		{method: http.MethodPost, path: "/responses", rewrite: inForeground},
+		{method: http.MethodPost, path: "/chat/completions", judge: openaiChat, spends: true},
+		{method: http.MethodPost, path: "/completions", judge: openaiCompletions, spends: true},
+		{method: http.MethodPost, path: "/embeddings", judge: anyObject, spends: true},
+		{method: http.MethodPost, path: "/responses", judge: openaiResponses, spends: true},
 		{method: http.MethodGet, path: "/models"},
 		{method: http.MethodGet, path: "/models/"},
 	},
@@ -66,77 +75,161 @@ func endpointList(kind spec.ProviderKind) string {
 	return strings.Join(out, ", ")
 }
 
-// readBody reads a request's body (bounded by MaxBytesReader) and puts
-// it back for the proxy to send.
-func readBody(r *http.Request) ([]byte, int, string) {
-	b, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, http.StatusRequestEntityTooLarge, "the request body is more than the gateway carries (" + strconv.Itoa(MaxRequestBody) + " bytes); send less"
+// pathProblem says what is wrong with a path the gateway would forward:
+// a "." or ".." segment (which a server or a proxy on the way may
+// resolve to another endpoint than the one judged) or an empty one.
+func pathProblem(path string) string {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return fmt.Sprintf("the path %s has a %q segment; send the endpoint's own path", quoted(path), seg)
+		case seg == "" && i < len(segs)-1:
+			return fmt.Sprintf("the path %s has an empty segment; send the endpoint's own path", quoted(path))
+		}
 	}
+	return ""
+}
+
+// Maxima of output the gateway reserves for, and sets, when a request
+// names none and its grant counts tokens: a ceiling needs a maximum.
+const (
+	// DefaultMaxOutput is set as max_completion_tokens (Chat
+	// Completions) or max_output_tokens (Responses).
+	DefaultMaxOutput = 32768
+	// completionsDefault is the legacy Completions API's own default
+	// max_tokens.
+	completionsDefault = 16
+	// maxChoices bounds n and best_of (OpenAI's own bound).
+	maxChoices = 128
+)
+
+// anyObject takes any JSON object; its usage is input only.
+func anyObject(*reqBody, bool) (plan, error) { return plan{}, nil }
+
+// anthropicMessages: a stream is a boolean, and max_tokens (which the
+// API requires) is the most the answer may write.
+func anthropicMessages(b *reqBody, _ bool) (plan, error) {
+	if _, err := b.boolOf("stream"); err != nil {
+		return plan{}, err
+	}
+	max, _, err := b.countOf("max_tokens", spec.MaxTokens)
+	return plan{maxOutput: max}, err
+}
+
+// openaiChat: a Chat Completion's maximum, and its usage when streamed.
+func openaiChat(b *reqBody, limited bool) (plan, error) {
+	p, err := openaiMax(b, limited, "max_completion_tokens", "max_completion_tokens", "max_tokens")
 	if err != nil {
-		return nil, http.StatusBadRequest, "the request body could not be read: " + err.Error()
+		return plan{}, err
 	}
-	return b, 0, ""
+	return p, includeUsage(b, &p)
 }
 
-func setBody(r *http.Request, b []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.ContentLength = int64(len(b))
-	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	r.Header.Del("Transfer-Encoding")
+// openaiCompletions: the legacy API writes max_tokens (16 unless set) for
+// each of best_of or n choices.
+func openaiCompletions(b *reqBody, _ bool) (plan, error) {
+	max, set, err := b.countOf("max_tokens", spec.MaxTokens)
+	if err != nil {
+		return plan{}, err
+	}
+	if !set {
+		max = completionsDefault
+	}
+	n, err := choices(b, "n", "best_of")
+	if err != nil {
+		return plan{}, err
+	}
+	p := plan{maxOutput: max * n}
+	return p, includeUsage(b, &p)
 }
 
-// includeUsage makes a streamed Chat Completion (or Completion) report its
-// usage: OpenAI streams carry usage only when the request sets
+// includeUsage makes a streamed Chat Completion (or Completion) report
+// its usage: OpenAI streams carry usage only when the request sets
 // stream_options.include_usage, and a client that leaves it out (or sets
 // it false) would spend tokens no limit sees. The gateway sets it; the
 // client then receives one more chunk at the end, with the usage and no
 // choices, as any client that asked for it does.
-func includeUsage(r *http.Request) (int, string) {
-	b, status, line := readBody(r)
-	if status != 0 {
-		return status, line
+func includeUsage(b *reqBody, p *plan) error {
+	stream, err := b.boolOf("stream")
+	if err != nil || !stream {
+		return err
 	}
-	var req map[string]json.RawMessage
-	if json.Unmarshal(b, &req) != nil {
-		setBody(r, b) // not JSON: the provider says so in its own words
-		return 0, ""
-	}
-	if stream, _ := strconv.ParseBool(string(req["stream"])); !stream {
-		setBody(r, b)
-		return 0, ""
-	}
-	opts := map[string]json.RawMessage{}
-	if raw, ok := req["stream_options"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &opts) != nil {
-			return http.StatusBadRequest, "stream_options is not an object"
+	opts := []byte(`{"include_usage":true`)
+	if m, ok := b.get("stream_options"); ok {
+		ms, err := b.object(m, "stream_options")
+		if err != nil {
+			return err
+		}
+		for _, o := range ms {
+			if o.key == "include_usage" {
+				if string(b.value(o)) == "true" && len(ms) > 0 {
+					return nil // as asked
+				}
+				continue
+			}
+			opts = append(append(opts, ','), b.raw[o.kstart:o.end]...)
 		}
 	}
-	opts["include_usage"] = json.RawMessage("true")
-	req["stream_options"], _ = json.Marshal(opts)
-	out, err := json.Marshal(req)
-	if err != nil {
-		return http.StatusBadRequest, "the request body could not be encoded again: " + err.Error()
-	}
-	setBody(r, out)
-	return 0, ""
+	p.edits = append(p.edits, edit{key: "stream_options", value: append(opts, '}')})
+	return nil
 }
 
-// inForeground refuses a Responses request run in the background: its
-// usage would come with a later retrieval the gateway does not carry.
-func inForeground(r *http.Request) (int, string) {
-	b, status, line := readBody(r)
-	if status != 0 {
-		return status, line
+// openaiResponses: run in the foreground only (a background response's
+// usage would come with a later retrieval the gateway does not carry).
+func openaiResponses(b *reqBody, limited bool) (plan, error) {
+	if _, err := b.boolOf("stream"); err != nil {
+		return plan{}, err
 	}
-	setBody(r, b)
-	var req struct {
-		Background bool `json:"background"`
+	bg, err := b.boolOf("background")
+	if err != nil {
+		return plan{}, err
 	}
-	if json.Unmarshal(b, &req) == nil && req.Background {
-		return http.StatusBadRequest, "a Responses request with background: true spends tokens the gateway cannot meter; run it in the foreground (stream: true for long ones)"
+	if bg {
+		return plan{}, badBody("a Responses request with background: true spends tokens the gateway cannot meter; run it in the foreground (stream: true for long ones)")
 	}
-	return 0, ""
+	return openaiMax(b, limited, "max_output_tokens", "max_output_tokens")
+}
+
+// openaiMax reads the maximum of output a request names (the largest of
+// keys, times its choices); when it names none and the grant counts
+// tokens, it sets set to DefaultMaxOutput.
+func openaiMax(b *reqBody, limited bool, set string, keys ...string) (plan, error) {
+	var most uint64
+	named := false
+	for _, k := range keys {
+		n, ok, err := b.countOf(k, spec.MaxTokens)
+		if err != nil {
+			return plan{}, err
+		}
+		if ok {
+			most, named = max(most, n), true
+		}
+	}
+	n, err := choices(b, "n")
+	if err != nil {
+		return plan{}, err
+	}
+	p := plan{maxOutput: most * n}
+	if !named {
+		p.maxOutput = DefaultMaxOutput * n
+		if limited {
+			p.edits = append(p.edits, edit{key: set, value: []byte(strconv.Itoa(DefaultMaxOutput))})
+		}
+	}
+	return p, nil
+}
+
+// choices is how many answers a request asks for: the largest of keys,
+// at least 1.
+func choices(b *reqBody, keys ...string) (uint64, error) {
+	n := uint64(1)
+	for _, k := range keys {
+		v, _, err := b.countOf(k, maxChoices)
+		if err != nil {
+			return 0, err
+		}
+		n = max(n, v)
+	}
+	return n, nil
 }

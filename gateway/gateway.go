@@ -51,6 +51,7 @@ type Gateway struct {
 
 	state   atomic.Pointer[state]
 	limiter limiter
+	buffers buffers
 }
 
 // state is a policy with its upstreams, swapped whole.
@@ -154,6 +155,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		st = &state{}
 	}
+	if r.ContentLength != 0 {
+		// Until its body is read, a refusal closes the connection: the
+		// server would otherwise read what is left of a body refused
+		// before it was read, which is work (and a wait) the gateway
+		// refuses to do for a request it does not take.
+		w.Header().Set("Connection", "close")
+	}
 	p, ok := r.Context().Value(ctxKey{}).(peer)
 	if !ok || p.err != nil {
 		g.refuse(w, 0, "", "", ReasonNotAgent, http.StatusForbidden, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway", 0)
@@ -181,40 +189,128 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind := up.p.Kind
+	if problem := pathProblem(rest); problem != "" {
+		g.refuse(w, a.ID, name, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %s", a.ID, problem), 0)
+		return
+	}
 	ep, ok := endpointOf(kind, r.Method, rest)
 	if !ok {
 		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, quoted(rest), name, endpointList(kind)), 0)
+		return
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" {
+		g.refuse(w, a.ID, name, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: the request body is encoded (Content-Encoding: %s), which the gateway does not read; send it unencoded", a.ID, quoted(ce)), 0)
 		return
 	}
 	if r.ContentLength > MaxRequestBody {
 		g.refuse(w, a.ID, name, kind, ReasonTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("flock proxy: agent %d: the request body is %d bytes, more than the gateway carries (%d); send less", a.ID, r.ContentLength, MaxRequestBody), 0)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
-	if ep.rewrite != nil {
-		if status, line := ep.rewrite(r); status != 0 {
-			g.refuse(w, a.ID, name, kind, ReasonBadRequest, status, fmt.Sprintf("flock proxy: agent %d: %s", a.ID, line), 0)
-			return
-		}
-	}
+	// The limits are judged before the body is read: a request over one
+	// costs the gateway nothing but its headers.
 	k := key{a.ID, name}
 	day, month := g.Store.Window(a.ID, name, start)
-	ref, ok, crossing := g.limiter.admit(k, grant, day, month, start)
-	if !ok {
-		g.Store.Refused(a.ID, name, ref.Limit)
-		if crossing && g.Crossed != nil {
-			g.Crossed(ref)
-		}
-		g.refuse(w, a.ID, name, kind, ReasonLimit, http.StatusTooManyRequests, ref.Line(), ref.RetryAfter)
+	if !g.admitted(w, g.limiter.admit(k, grant, day, month, start), kind) {
 		return
 	}
 	defer g.limiter.done(k)
-	x := &exchange{g: g, agent: a.ID, provider: name, start: start, meter: meter{kind: kind}}
+	x := &exchange{g: g, agent: a.ID, provider: name, start: start, meter: newMeter(kind), spends: ep.spends}
+	if ep.judge == nil {
+		r.Body, r.ContentLength = http.NoBody, 0
+	} else if !g.judge(w, r, x, ep, grant, k, day, month) {
+		return
+	}
+	defer x.release()
 	up.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)))
 	// The answer is passed on (or failed); an exchange not recorded by
 	// its body's end (a body never read) is recorded now.
 	x.finish(true)
 }
+
+// admitted answers a request a limit refuses (the verdict of admit or
+// reserve), and says whether it may go on.
+func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind spec.ProviderKind) bool {
+	if v.ok {
+		return true
+	}
+	g.Store.Refused(v.ref.Agent, v.ref.Provider, v.ref.Limit)
+	if v.crossing && g.Crossed != nil {
+		g.Crossed(v.ref)
+	}
+	g.refuse(w, v.ref.Agent, v.ref.Provider, kind, ReasonLimit, http.StatusTooManyRequests, v.ref.Line(), v.ref.RetryAfter)
+	return false
+}
+
+// judge reads a request's body within the bounds of what the gateway
+// holds, checks it (exactly one object, no key twice, the fields it
+// decides by of their type), reserves the most it may spend against the
+// grant's token limits, and makes it the body sent. false: refused, and
+// answered.
+func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep endpoint, grant spec.Grant, k key, day, month uint64) bool {
+	kind := x.meter.kind
+	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
+	// A body must come in bodyTimeout: one trickled in holds its place
+	// in the buffers no longer.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout)) // the wall's clock, not the limits' (Now)
+	raw, held, err := g.buffers.readBody(x.agent, r)
+	rc.SetReadDeadline(time.Time{})
+	if err == nil {
+		w.Header().Del("Connection")
+	}
+	var full *errBuffers
+	switch {
+	case errors.As(err, &full) && full.agentOver:
+		g.refuse(w, x.agent, x.provider, kind, ReasonTooLarge, http.StatusTooManyRequests, fmt.Sprintf("flock proxy: agent %d: %v", x.agent, err), time.Second)
+		return false
+	case errors.As(err, &full):
+		g.refuse(w, x.agent, x.provider, kind, ReasonBusy, http.StatusServiceUnavailable, fmt.Sprintf("flock proxy: agent %d: %v", x.agent, err), time.Second)
+		return false
+	case errors.Is(err, errTooLarge):
+		g.refuse(w, x.agent, x.provider, kind, ReasonTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("flock proxy: agent %d: the request body is more than the gateway carries (%d bytes); send less", x.agent, MaxRequestBody), 0)
+		return false
+	case err != nil:
+		g.refuse(w, x.agent, x.provider, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %v", x.agent, err), 0)
+		return false
+	}
+	x.held = func() { g.buffers.give(x.agent, held) }
+	body, err := parseBody(raw)
+	var p plan
+	if err == nil {
+		p, err = ep.judge(body, grant.TokensPerDay > 0 || grant.TokensPerMonth > 0)
+	}
+	if err != nil {
+		x.release()
+		g.refuse(w, x.agent, x.provider, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %v", x.agent, err), 0)
+		return false
+	}
+	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.maxOutput
+	if ep.spends {
+		x.reserved = x.inputEstimate + p.maxOutput
+		v := g.limiter.reserve(k, grant, day, month, x.reserved, p.maxOutput, g.now())
+		if !g.admitted(w, v, kind) {
+			x.reserved = 0
+			x.release()
+			return false
+		}
+		x.key = k
+	}
+	pieces, n := body.with(p.edits)
+	r.Body = &heldBody{Reader: piecesReader(pieces), give: x.release}
+	r.ContentLength = int64(n)
+	r.Header.Set("Content-Length", strconv.Itoa(n))
+	r.Header.Del("Transfer-Encoding")
+	return true
+}
+
+// bodyTimeout is how long a request's body may take to arrive whole.
+const bodyTimeout = time.Minute
+
+// InputEstimate is the input tokens a body of n bytes is taken to hold
+// until its answer says: one per three bytes, more than the four bytes a
+// token of English text or code takes (images and other base64 take far
+// fewer), so that a reservation holds for the text agents send.
+func InputEstimate(n int) uint64 { return uint64(n+2) / 3 }
 
 // Reasons a request is refused (the journal's REASON=).
 const (
@@ -225,6 +321,7 @@ const (
 	ReasonTooLarge   = "too-large"
 	ReasonBadRequest = "bad-request"
 	ReasonLimit      = "over-limit"
+	ReasonBusy       = "busy"
 	ReasonUpstream   = "provider-unreachable"
 )
 

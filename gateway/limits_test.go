@@ -3,6 +3,7 @@ package gateway
 // Tier: unit.
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,12 +18,18 @@ import (
 // format with retry-after and the line naming the agent, the limit, the
 // use and the reset; the crossing is told once, not per request; a new
 // limit applies to the next request without anything restarting.
+// dayLimit is the tokens_per_day of TestGatewayLimits: room for a few
+// of its requests.
+const dayLimit = 120
+
+const openaiLimitedReq = `{"model":"gpt-x","max_completion_tokens":5,"messages":[{"role":"user","content":"say three little words please"}]}`
+
 func TestGatewayLimits(t *testing.T) {
 	clock := time.Date(2026, 3, 31, 23, 59, 0, 0, time.UTC)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", RequestsPerMinute: 3}, "oai": {Provider: "oai", TokensPerDay: 30}}, nil))
+	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", RequestsPerMinute: 3}, "oai": {Provider: "oai", TokensPerDay: dayLimit}}, nil))
 	r.g.Now = now
 
 	// requests_per_minute: three go, the fourth and fifth do not.
@@ -44,35 +51,39 @@ func TestGatewayLimits(t *testing.T) {
 		t.Errorf("after the minute: %d %s", status, body)
 	}
 
-	// tokens_per_day: the request that crosses it goes through (its
-	// tokens are known only after), the next is refused until midnight.
+	// tokens_per_day: each request reserves its most (its input's
+	// estimate and its maximum of output) before it goes; the first whose
+	// reservation does not fit beside what is used is refused, until
+	// midnight, and what is used never passes the limit.
+	want := InputEstimate(len(openaiLimitedReq)) + 5
 	for i := 0; ; i++ {
-		status, h, body := r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiReq)
+		_, used := r.g.Store.Window(idA, "oai", now())
+		status, h, body := r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiLimitedReq)
 		if status == 429 {
 			msg := errorMessage(t, body)
-			if !strings.HasPrefix(msg, "flock proxy: agent 1: over its limit tokens_per_day=30 of provider oai: ") ||
-				!strings.HasSuffix(msg, " tokens used today (UTC); resets at 2026-04-02T00:00:00Z (in 23h59m59s)") ||
-				h.Get("Retry-After") != strconv.Itoa(24*3600-1) || !strings.Contains(body, `"code":"rate_limit_exceeded"`) {
-				t.Errorf("over tokens_per_day: %s (retry-after %s)", body, h.Get("Retry-After"))
+			line := fmt.Sprintf("flock proxy: agent 1: over its limit tokens_per_day=%d of provider oai: %d tokens used today (UTC); this request may spend up to %d (5 of output at most, about %d of input) and %d are left: ask for less output (max_tokens), or retry when requests under way end; resets at 2026-04-02T00:00:00Z (in 23h59m59s)",
+				dayLimit, used, want, want-5, dayLimit-used)
+			if msg != line || h.Get("Retry-After") != strconv.Itoa(24*3600-1) || !strings.Contains(body, `"code":"rate_limit_exceeded"`) {
+				t.Errorf("over tokens_per_day: %s (retry-after %s)\nwant %s", body, h.Get("Retry-After"), line)
 			}
-			if i != 3 {
-				t.Errorf("refused after %d requests of 10 tokens, want 3", i)
+			if used+want <= dayLimit {
+				t.Errorf("refused with %d used and %d wanted, under the limit %d", used, want, dayLimit)
 			}
 			break
 		}
-		if i > 10 {
+		if i > 20 {
 			t.Fatal("never refused")
 		}
 		// The tokens count once the answer is read to its end.
 		eventually(t, func() error {
-			if _, day := r.g.Store.Window(idA, "oai", now()); day != uint64(10*(i+1)) {
-				return errorf("day's tokens %d, want %d", day, 10*(i+1))
+			if _, day := r.g.Store.Window(idA, "oai", now()); day <= used || day > dayLimit {
+				return errorf("day's tokens %d after %d: none counted, or past the limit %d", day, used, dayLimit)
 			}
 			return nil
 		})
 	}
 	for range 3 {
-		r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiReq) // refused again: no new event
+		r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiLimitedReq) // refused again: no new event
 	}
 	if len(r.crossed) != 2 || r.crossed[0].Limit != LimitRPM || r.crossed[1].Limit != LimitDay {
 		t.Errorf("crossings told: %+v, want one of requests_per_minute, one of tokens_per_day", r.crossed)
@@ -87,7 +98,7 @@ func TestGatewayLimits(t *testing.T) {
 	if err := r.g.SetPolicy(pol, r.secrets); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, body := r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiReq); status != 200 {
+	if status, _, body := r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiLimitedReq); status != 200 {
 		t.Errorf("after raising the limit: %d %s", status, body)
 	}
 }
@@ -132,12 +143,12 @@ func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
 	told := 0
 	for i := range 200 {
 		now = now.Add(time.Second)
-		if _, ok, _ := l.admit(k, g, 0, 0, now); !ok {
+		if v := l.admit(k, g, 0, 0, now); !v.ok {
 			t.Fatalf("round %d: the first request refused", i)
 		}
-		if _, ok, crossing := l.admit(k, g, 0, 0, now); ok {
+		if v := l.admit(k, g, 0, 0, now); v.ok {
 			t.Fatalf("round %d: a second request at once let through", i)
-		} else if crossing {
+		} else if v.crossing {
 			told++
 		}
 		l.done(k)

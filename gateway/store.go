@@ -43,6 +43,13 @@ type Store struct {
 	changed  map[int]bool // agents whose counts changed since Changed
 }
 
+// Errors of an answer of its own kind, beside the statuses: cut short
+// (by the client or the provider), or whole but without a usage.
+const (
+	ErrorCut     = "cut"
+	ErrorNoUsage = "no-usage"
+)
+
 // The store's files.
 const (
 	snapshotFile = "counts.json"
@@ -59,6 +66,7 @@ type Outcome struct {
 	Usage    Usage
 	Status   int  // the provider's status (502: flock could not reach it)
 	Cut      bool // the answer ended early (the provider or the client went away)
+	NoUsage  bool // a whole answer that reported no usage (its usage is estimated)
 	Duration time.Duration
 }
 
@@ -74,6 +82,8 @@ type logLine struct {
 	CW       uint64  `json:"cw,omitempty"`
 	Status   int     `json:"status"`
 	Cut      bool    `json:"cut,omitempty"`
+	NoUsage  bool    `json:"nousage,omitempty"`
+	Est      bool    `json:"est,omitempty"` // the tokens are estimated
 	Seconds  float64 `json:"s"`
 }
 
@@ -152,7 +162,8 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	defer s.mu.Unlock()
 	s.seq++
 	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.Input, Out: o.Usage.Output,
-		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, Seconds: o.Duration.Seconds()}
+		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
+		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds()}
 	s.apply(l)
 	b, _ := json.Marshal(l)
 	var err error
@@ -179,9 +190,14 @@ func (s *Store) apply(l logLine) {
 	u.OutputTokens += l.Out
 	u.CacheReadTokens += l.CR
 	u.CacheWriteTokens += l.CW
+	if l.Est {
+		u.EstimatedRequests++
+	}
 	switch {
 	case l.Cut:
-		bump(&u.Errors, "cut")
+		bump(&u.Errors, ErrorCut)
+	case l.NoUsage:
+		bump(&u.Errors, ErrorNoUsage)
 	case l.Status >= 400:
 		bump(&u.Errors, strconv.Itoa(l.Status))
 	}

@@ -148,16 +148,32 @@ type exchangeKey struct{}
 // exchange is one forwarded request, metered: it is recorded once, when
 // its answer ends (read to its end, cut, or never read).
 type exchange struct {
-	g               *Gateway
-	agent           int
-	provider        string
-	start           time.Time
-	status          int
-	meter           meter
-	once            sync.Once
-	sseParser       *sse
-	head, tail      []byte // an answer that is not a stream: its start, and its last bytes once longer than maxJSON
-	json, overflown bool
+	g        *Gateway
+	agent    int
+	provider string
+	start    time.Time
+	status   int
+	meter    meter
+	metered  bool // the answer is read by the meter (a stream, or JSON)
+	spends   bool // the endpoint's answers report a usage
+	once     sync.Once
+	// What the request holds while it is under way: the tokens reserved
+	// against its grant's limits (key), its body's bytes (held).
+	key           key
+	reserved      uint64
+	inputEstimate uint64
+	maxOutput     uint64 // the most the request asked for (0: unknown)
+	held          func()
+	releaseOnce   sync.Once
+}
+
+// release gives back the bytes of the request's body, once.
+func (x *exchange) release() {
+	x.releaseOnce.Do(func() {
+		if x.held != nil {
+			x.held()
+		}
+	})
 }
 
 func exchangeOf(r *http.Request) *exchange {
@@ -166,7 +182,7 @@ func exchangeOf(r *http.Request) *exchange {
 }
 
 // modifyResponse meters the answer as it passes: a stream event by
-// event, JSON whole at its end. The status and the body go on unchanged.
+// event, JSON as it goes. The status and the body go on unchanged.
 func (u *upstream) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request)
 	if x == nil {
@@ -177,9 +193,10 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 	switch {
 	case resp.StatusCode >= 300:
 	case strings.HasPrefix(ct, "text/event-stream"):
-		x.sseParser = &sse{m: &x.meter}
+		x.meter.stream()
+		x.metered = true
 	case strings.Contains(ct, "json"):
-		x.json = true
+		x.metered = true
 	}
 	resp.Body = &meteredBody{r: resp.Body, x: x}
 	return nil
@@ -225,17 +242,12 @@ type meteredBody struct {
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	x := b.x
-	if n > 0 {
-		switch {
-		case x.sseParser != nil:
-			x.sseParser.write(p[:n])
-		case x.json:
-			x.keepJSON(p[:n])
-		}
+	if n > 0 && x.metered {
+		x.meter.write(p[:n])
 	}
 	switch {
 	case err == io.EOF:
-		x.endJSON()
+		x.meter.end()
 		x.finish(false)
 	case err != nil:
 		x.finish(true)
@@ -248,61 +260,6 @@ func (b *meteredBody) Close() error {
 	return b.r.Close()
 }
 
-const tailSize = 64 << 10
-
-// keepJSON holds an answer to read its usage at the end: whole up to
-// maxJSON, then its last tailSize bytes (where both APIs put usage).
-func (x *exchange) keepJSON(p []byte) {
-	if !x.overflown && len(x.head)+len(p) <= maxJSON {
-		x.head = append(x.head, p...)
-		return
-	}
-	if !x.overflown {
-		x.overflown, x.tail, x.head = true, x.head, nil
-	}
-	x.tail = append(x.tail, p...)
-	if len(x.tail) > 2*tailSize {
-		x.tail = append(x.tail[:0], x.tail[len(x.tail)-tailSize:]...)
-	}
-}
-
-func (x *exchange) endJSON() {
-	switch {
-	case !x.json:
-	case !x.overflown:
-		x.meter.add(x.head)
-	default:
-		if obj := lastUsage(x.tail); obj != nil {
-			x.meter.add(append(append([]byte(`{"usage":`), obj...), '}'))
-		}
-	}
-}
-
-// lastUsage is the object of the last "usage" key in b, found by its
-// braces (strings in it hold no braces in either API's usage).
-func lastUsage(b []byte) []byte {
-	i := bytes.LastIndex(b, []byte(`"usage"`))
-	if i < 0 {
-		return nil
-	}
-	j := bytes.IndexByte(b[i:], '{')
-	if j < 0 {
-		return nil
-	}
-	start, depth := i+j, 0
-	for k := start; k < len(b); k++ {
-		switch b[k] {
-		case '{':
-			depth++
-		case '}':
-			if depth--; depth == 0 {
-				return b[start : k+1]
-			}
-		}
-	}
-	return nil
-}
-
 // finish records the exchange once: its status, what the meter read, and
 // whether the answer was cut short.
 func (x *exchange) finish(cut bool) {
@@ -312,11 +269,22 @@ func (x *exchange) finish(cut bool) {
 			status = 499
 		}
 		if status == http.StatusRequestEntityTooLarge {
+			x.g.limiter.settle(x.key, x.reserved)
+			x.release()
 			return // refused, not forwarded
 		}
 		o := Outcome{At: x.g.now(), Usage: x.meter.usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start)}
+		if x.spends && status < 300 && !x.meter.final {
+			// No usage ended the answer: count at least what it
+			// passed, and say so.
+			o.Usage = x.meter.estimate(o.Usage, x.inputEstimate, x.maxOutput)
+			o.NoUsage = !o.Cut
+		}
 		if err := x.g.Store.Record(x.agent, x.provider, o); err != nil {
 			x.g.logf("gateway: counting a request of agent %d to %s: %v", x.agent, x.provider, err)
 		}
+		// Counted: what the request reserved is its usage now.
+		x.g.limiter.settle(x.key, x.reserved)
+		x.release()
 	})
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/flockrun/flock/spec"
@@ -13,6 +12,7 @@ import (
 type Usage struct {
 	Input, Output, CacheRead, CacheWrite uint64
 	Reported                             bool // the answer carried a usage at all
+	Estimated                            bool // the answer ended before its usage: estimated (meter.estimate)
 }
 
 // Tokens is every token of u.
@@ -39,74 +39,68 @@ type rawUsage struct {
 	} `json:"input_tokens_details"`
 }
 
-// carrier is where a usage sits in an answer or an event: at the top
-// (a JSON answer; Anthropic's message_delta; OpenAI's last chunk), in
-// the message (Anthropic's message_start) or in the response (OpenAI's
-// response.completed).
-type carrier struct {
-	Usage    *rawUsage `json:"usage"`
-	Message  *carrier  `json:"message"`
-	Response *carrier  `json:"response"`
-}
-
-// meter accumulates what one answer reports, event by event. Both APIs
-// report totals so far (Anthropic's message_delta counts are cumulative),
-// so a later figure replaces an earlier one of the same field.
+// meter reads one answer as it passes: a stream event by event, JSON
+// whole, keeping the usage each reports (both APIs report totals so far:
+// Anthropic's message_delta counts are cumulative, so a later figure
+// replaces an earlier one of the same field) and what the model wrote,
+// for an estimate when no usage comes.
 type meter struct {
 	kind spec.ProviderKind
+	doc  docScanner
+	sse  *sse // nil: the answer is one JSON document
 	// Anthropic's fields as last reported.
 	in, out, cacheRead, cacheWrite uint64
 	// OpenAI's.
 	prompt, cached uint64
 	reported       bool
+	final          bool // a usage that ends the answer was read (not Anthropic's message_start alone)
 }
 
-// add reads one JSON document (an answer, or one event's data) and keeps
-// the usage it reports; anything else is ignored.
-func (m *meter) add(doc []byte) {
-	if !hasUsage(doc) {
-		return // most events of a stream: text deltas, or "usage":null
+func newMeter(kind spec.ProviderKind) meter { return meter{kind: kind} }
+
+// stream makes m read a stream of server-sent events.
+func (m *meter) stream() { m.sse = &sse{doc: &m.doc} }
+
+// write reads the answer's next bytes.
+func (m *meter) write(p []byte) {
+	if m.sse != nil {
+		m.sse.write(p)
+	} else {
+		m.doc.write(p)
 	}
-	var c carrier
-	if json.Unmarshal(doc, &c) != nil {
-		return
+	m.drain()
+}
+
+// end reads the end of the answer: a last event with no empty line after
+// it.
+func (m *meter) end() {
+	if m.sse != nil {
+		m.sse.endEvent()
 	}
-	for _, u := range []*rawUsage{c.Usage, usageOf(c.Message), usageOf(c.Response)} {
-		if u != nil {
-			m.take(u)
+	m.drain()
+}
+
+// drain keeps the usages the scanner found.
+func (m *meter) drain() {
+	for _, f := range m.doc.usages {
+		var u rawUsage
+		if json.Unmarshal(f.obj, &u) != nil {
+			continue
+		}
+		if m.take(&u) && !f.start {
+			m.final = true
 		}
 	}
+	m.doc.usages = m.doc.usages[:0]
 }
 
-// hasUsage says whether doc has a "usage" key whose value is an object:
-// a cheap look before the JSON is decoded.
-func hasUsage(doc []byte) bool {
-	for {
-		i := bytes.Index(doc, []byte(`"usage"`))
-		if i < 0 {
-			return false
-		}
-		doc = bytes.TrimLeft(doc[i+len(`"usage"`):], " \t\r\n")
-		if len(doc) > 0 && doc[0] == ':' {
-			if v := bytes.TrimLeft(doc[1:], " \t\r\n"); len(v) > 0 && v[0] == '{' {
-				return true
-			}
-		}
-	}
-}
-
-func usageOf(c *carrier) *rawUsage {
-	if c == nil {
-		return nil
-	}
-	return c.Usage
-}
-
-func (m *meter) take(u *rawUsage) {
+// take keeps the fields of u; it says whether u had any.
+func (m *meter) take(u *rawUsage) bool {
+	any := false
 	set := func(dst *uint64, v *uint64) {
 		if v != nil {
 			*dst = *v
-			m.reported = true
+			m.reported, any = true, true
 		}
 	}
 	switch m.kind {
@@ -129,6 +123,7 @@ func (m *meter) take(u *rawUsage) {
 			set(&m.cached, d.CachedTokens)
 		}
 	}
+	return any
 }
 
 // usage is what the answer reported so far.
@@ -140,54 +135,29 @@ func (m *meter) usage() Usage {
 	return Usage{Input: m.prompt - cached, Output: m.out, CacheRead: cached, Reported: m.reported}
 }
 
-// maxLine bounds one line of a stream the meter reads; a longer one
-// (never a usage event, which is short) is passed on unread.
-const maxLine = 1 << 20
+// BytesPerToken is the estimate of text a token stands for when an
+// answer ends before its usage: fewer than the four bytes of English or
+// code, so that the estimate is at least what the client received.
+const BytesPerToken = 3
 
-// sse reads a server-sent event stream as it passes, feeding each data
-// line to the meter: the bytes themselves go on unchanged and unheld.
-type sse struct {
-	m       *meter
-	line    []byte
-	tooLong bool
-}
-
-func (s *sse) write(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			s.keep(p)
-			return
-		}
-		s.keep(p[:i])
-		if !s.tooLong {
-			s.dataLine(bytes.TrimSuffix(s.line, []byte{'\r'}))
-		}
-		s.line, s.tooLong = s.line[:0], false
-		p = p[i+1:]
+// estimate is u for an answer that ended without its final usage (a
+// stream the client or the provider cut, or a provider that sent none):
+// its output at least the text that passed (one token per BytesPerToken
+// bytes, and one per event that carried text) up to the request's
+// maximum (most; 0: none known), its input the request's estimate when
+// the answer said nothing of it.
+func (m *meter) estimate(u Usage, input, most uint64) Usage {
+	text := uint64(m.doc.textBytes+BytesPerToken-1) / BytesPerToken
+	if m.sse != nil {
+		text = max(text, uint64(m.sse.events))
 	}
-}
-
-func (s *sse) keep(p []byte) {
-	if s.tooLong {
-		return
+	if most > 0 {
+		text = min(text, most) // a provider writes no more than asked
 	}
-	if len(s.line)+len(p) > maxLine {
-		s.tooLong = true
-		return
+	u.Output = max(u.Output, text)
+	if u.Input+u.CacheRead+u.CacheWrite == 0 {
+		u.Input = input
 	}
-	s.line = append(s.line, p...)
-}
-
-// dataLine reads "data: {...}"; other fields (event:, id:, comments)
-// carry no usage. Both APIs put each event's JSON on one data line.
-func (s *sse) dataLine(l []byte) {
-	d, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok {
-		return
-	}
-	d = bytes.TrimPrefix(d, []byte(" "))
-	if len(d) > 0 && d[0] == '{' {
-		s.m.add(d)
-	}
+	u.Estimated = true
+	return u
 }

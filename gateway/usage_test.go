@@ -33,37 +33,87 @@ func TestMeterReadsStreamsInAnyPieces(t *testing.T) {
 		{"openai responses", spec.KindOpenAI, responses, Usage{Input: 10, CacheRead: 1, Output: 4, Reported: true}},
 	} {
 		for size := 1; size <= len(tc.stream); size++ {
-			s := &sse{m: &meter{kind: tc.kind}}
+			m := &meter{kind: tc.kind}
+			m.stream()
 			for i := 0; i < len(tc.stream); i += size {
-				s.write([]byte(tc.stream[i:min(i+size, len(tc.stream))]))
+				m.write([]byte(tc.stream[i:min(i+size, len(tc.stream))]))
 			}
-			if got := s.m.usage(); got != tc.want {
+			m.end()
+			if got := m.usage(); got != tc.want || !m.final {
 				t.Fatalf("%s in pieces of %d: %+v, want %+v", tc.name, size, got, tc.want)
 			}
 		}
 	}
 }
 
-// An answer too long to hold whole is read from its tail, where both
-// APIs write usage; a line too long to hold is passed on unread.
-func TestMeterBounds(t *testing.T) {
-	x := &exchange{json: true, meter: meter{kind: spec.KindOpenAI}}
-	x.keepJSON([]byte(`{"data":[`))
-	for range maxJSON / 900 {
-		x.keepJSON([]byte(strings.Repeat(`{"embedding":[0.1,0.2]},`, 40)))
+// The usage is found wherever the APIs put it, whatever the length of
+// the line or the answer around it (OpenAI's response.completed repeats
+// the instructions, the tools and every output item), and never in what
+// a model or a client wrote: a tool's schema or a tool call's input that
+// holds a "usage" object is not the answer's usage. Nothing of the
+// answer is held.
+func TestMeterFindsUsageWhateverTheLength(t *testing.T) {
+	long := strings.Repeat("x", 3<<20)
+	decoy := `{"usage":{"input_tokens":1,"output_tokens":1,"prompt_tokens":1,"completion_tokens":1}}`
+	responses := "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"instructions\":\"" + long +
+		"\",\"tools\":[{\"type\":\"function\",\"parameters\":{\"type\":\"object\",\"properties\":" + decoy + "}}],\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"hi\"}]}]," +
+		"\"usage\":{\"input_tokens\":900000,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":4},\"metadata\":{}}}\n\n"
+	anthropicJSON := `{"id":"m","content":[{"type":"tool_use","input":` + decoy + `},{"type":"text","text":"` + long + `"}],"usage":{"input_tokens":7,"output_tokens":300000}}`
+	chatJSON := `{"choices":[{"message":{"content":"` + long + `","tool_calls":[{"function":{"arguments":"{\"usage\":{\"prompt_tokens\":1}}"}}]}}],"usage":{"prompt_tokens":12,"completion_tokens":3}}`
+	for _, tc := range []struct {
+		name   string
+		kind   spec.ProviderKind
+		stream bool
+		answer string
+		want   Usage
+	}{
+		{"a response.completed of 3 MB", spec.KindOpenAI, true, responses, Usage{Input: 900000, Output: 4, Reported: true}},
+		{"an Anthropic answer of 3 MB with a decoy in a tool's input", spec.KindAnthropic, false, anthropicJSON, Usage{Input: 7, Output: 300000, Reported: true}},
+		{"a Chat Completion of 3 MB with a decoy in a tool call", spec.KindOpenAI, false, chatJSON, Usage{Input: 12, Output: 3, Reported: true}},
+	} {
+		m := &meter{kind: tc.kind}
+		if tc.stream {
+			m.stream()
+		}
+		for i := 0; i < len(tc.answer); i += 32 << 10 {
+			m.write([]byte(tc.answer[i:min(i+32<<10, len(tc.answer))]))
+		}
+		m.end()
+		if got := m.usage(); got != tc.want || !m.final {
+			t.Errorf("%s: %+v (final %v), want %+v", tc.name, got, m.final, tc.want)
+		}
+		if held := cap(m.doc.capture) + cap(m.doc.keyBuf); held > 64<<10 {
+			t.Errorf("%s: the meter held %d bytes", tc.name, held)
+		}
 	}
-	x.keepJSON([]byte(`{}],"usage":{"prompt_tokens":77,"total_tokens":77}}`))
-	x.endJSON()
-	if len(x.head) != 0 || len(x.tail) > 2*tailSize {
-		t.Errorf("held %d + %d bytes", len(x.head), len(x.tail))
-	}
-	if u := x.meter.usage(); u.Input != 77 {
-		t.Errorf("usage from the tail: %+v", u)
-	}
-	s := &sse{m: &meter{kind: spec.KindAnthropic}}
-	s.write([]byte("data: {\"usage\":{\"output_tokens\":" + strings.Repeat("9", maxLine) + "}}\n"))
-	s.write([]byte("data: {\"usage\":{\"output_tokens\":5}}\n"))
-	if u := s.m.usage(); u.Output != 5 || len(s.line) != 0 {
-		t.Errorf("after a line too long: %+v (holding %d)", u, len(s.line))
+}
+
+// A stream cut before its usage (the client closed it after the text it
+// wanted) is counted at least as the text that passed, marked estimated:
+// never the 1 output token of Anthropic's message_start.
+func TestMeterEstimatesAStreamCutBeforeItsUsage(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[],\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"
+	delta := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word1 \"}}\n\n"
+	chat := "data: {\"choices\":[{\"delta\":{\"content\":\"word1 \"}}],\"usage\":null}\n\n"
+	for _, tc := range []struct {
+		name       string
+		kind       spec.ProviderKind
+		stream     string
+		input, out uint64
+	}{
+		{"anthropic", spec.KindAnthropic, start + strings.Repeat(delta, 20), 25, 20},
+		{"openai chat", spec.KindOpenAI, strings.Repeat(chat, 20), 100, 20},
+	} {
+		m := &meter{kind: tc.kind}
+		m.stream()
+		m.write([]byte(tc.stream))
+		m.end()
+		if m.final {
+			t.Errorf("%s: a cut stream read as ended", tc.name)
+		}
+		u := m.estimate(m.usage(), 100, 0)
+		if !u.Estimated || u.Input != tc.input || u.Output < tc.out {
+			t.Errorf("%s: estimated %+v, want input %d and at least %d output", tc.name, u, tc.input, tc.out)
+		}
 	}
 }

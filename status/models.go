@@ -25,18 +25,21 @@ type ModelUse struct {
 	Limits  wire.ModelLimits `json:"limits"`
 	// Reported: the bus has the proxy's counts (false: none yet, or the
 	// bus did not answer; the figures are then zero).
-	Reported      bool              `json:"reported"`
-	TodayRequests uint64            `json:"today_requests"`
-	TodayTokens   uint64            `json:"today_tokens"`
-	MonthRequests uint64            `json:"month_requests"`
-	MonthTokens   uint64            `json:"month_tokens"`
-	Requests      uint64            `json:"requests"`
-	InputTokens   uint64            `json:"input_tokens"`
-	OutputTokens  uint64            `json:"output_tokens"`
-	CacheRead     uint64            `json:"cache_read_tokens"`
-	CacheWrite    uint64            `json:"cache_write_tokens"`
-	Errors        map[string]uint64 `json:"errors_by_status,omitempty"`
-	Refused       map[string]uint64 `json:"refused_by_limit,omitempty"`
+	Reported      bool   `json:"reported"`
+	TodayRequests uint64 `json:"today_requests"`
+	TodayTokens   uint64 `json:"today_tokens"`
+	MonthRequests uint64 `json:"month_requests"`
+	MonthTokens   uint64 `json:"month_tokens"`
+	Requests      uint64 `json:"requests"`
+	InputTokens   uint64 `json:"input_tokens"`
+	OutputTokens  uint64 `json:"output_tokens"`
+	CacheRead     uint64 `json:"cache_read_tokens"`
+	CacheWrite    uint64 `json:"cache_write_tokens"`
+	// Estimated are the requests whose tokens flock estimated (the
+	// answer ended before its usage): at least the text that passed.
+	Estimated uint64            `json:"estimated_requests,omitempty"`
+	Errors    map[string]uint64 `json:"errors_by_status,omitempty"`
+	Refused   map[string]uint64 `json:"refused_by_limit,omitempty"`
 }
 
 // ModelsOf is agent a's use of each provider it is granted or has used,
@@ -58,7 +61,7 @@ func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 			m.TodayRequests, m.TodayTokens = u.Today(now)
 			m.MonthRequests, m.MonthTokens = u.ThisMonth(now)
 			m.Requests, m.InputTokens, m.OutputTokens, m.CacheRead, m.CacheWrite = u.Requests, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
-			m.Errors, m.Refused = u.Errors, u.Refused
+			m.Errors, m.Refused, m.Estimated = u.Errors, u.Refused, u.EstimatedRequests
 		}
 		for p := range byName {
 			if _, ok := r.Usage[p]; !ok {
@@ -93,7 +96,11 @@ func WriteUsage(w io.Writer, rows []ModelUse) {
 		if !m.Granted {
 			provider += " (no longer granted)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, m.Requests,
+		requests := strconv.FormatUint(m.Requests, 10)
+		if m.Estimated > 0 {
+			requests += fmt.Sprintf(" (%d estimated)", m.Estimated)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s/%s/%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, requests,
 			count(m.InputTokens), count(m.OutputTokens), count(m.CacheRead+m.CacheWrite), byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
 	}
 	tw.Flush()

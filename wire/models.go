@@ -43,6 +43,10 @@ type ModelUsage struct {
 	// the answer): one per LatencyBounds, then +Inf; not cumulative.
 	LatencyBuckets []uint64 `json:"latency_buckets"`
 	LatencySeconds float64  `json:"latency_seconds"` // their sum
+	// EstimatedRequests are the requests whose tokens flock estimated
+	// because the answer ended before its usage (cut short, or a
+	// provider that sent none): at least the text that passed.
+	EstimatedRequests uint64 `json:"estimated_requests,omitempty"`
 	// Day (2006-01-02) and Month (2006-01), UTC, are the windows the
 	// tokens_per_day and tokens_per_month limits count in.
 	Day           string `json:"day"`

@@ -1,0 +1,264 @@
+package gateway
+
+// Tier: unit. The attacks of a hostile agent on the gateway, each against
+// the gateway on loopback in front of the stand-in: bodies its parser was
+// not written for, limits outrun by requests at once, streams closed
+// before their usage, bodies that would fill flock-proxy's memory.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+)
+
+// A body the gateway cannot read exactly as every server would is
+// refused with a 400 that names the problem, before anything is sent.
+func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
+	r := newRig(t, grants(both(), nil))
+	for _, tc := range []struct {
+		name, path, body string
+		headers          []string
+		want             string
+	}{
+		{"an array", "/anth/v1/messages", `[{"model":"x"}]`, nil, "JSON but not an object"},
+		{"two documents", "/oai/chat/completions", `{"model":"x"} {"stream":true}`, nil, "not one JSON document"},
+		{"not JSON", "/oai/embeddings", `model=x`, nil, "not one JSON document"},
+		{"no body", "/anth/v1/messages", ``, nil, "not one JSON document"},
+		{"a key twice", "/oai/chat/completions", `{"model":"x","stream":false,"stream":true}`, nil, `the key "stream" is in the request body twice`},
+		{"a key twice in other case", "/oai/chat/completions", `{"model":"x","stream":false,"Stream":true}`, nil, `the key "Stream" is in the request body twice`},
+		{"a key twice, escaped", "/anth/v1/messages", `{"model":"x","max_tokens":1,"max_tok\u0065ns":100000}`, nil, `is in the request body twice`},
+		{"a key twice, folded", "/oai/responses", `{"model":"x","background":false,"bac\u212aground":true}`, nil, `is in the request body twice`},
+		{"a key twice in stream_options", "/oai/chat/completions", `{"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`, nil, `the key stream_options."include_usage" is in the request body twice`},
+		{"stream as a string", "/oai/chat/completions", `{"model":"x","stream":"true"}`, nil, `stream is "true"; it must be true or false`},
+		{"stream as a number", "/anth/v1/messages", `{"model":"x","max_tokens":5,"stream":1}`, nil, `stream is 1; it must be true or false`},
+		{"background as a string", "/oai/responses", `{"model":"x","background":"true"}`, nil, `background is "true"; it must be true or false`},
+		{"max_tokens as a string", "/anth/v1/messages", `{"model":"x","max_tokens":"100"}`, nil, `max_tokens is "100"; it must be a whole number`},
+		{"max_tokens negative", "/oai/chat/completions", `{"model":"x","max_tokens":-1}`, nil, `max_tokens is -1; it must be a whole number`},
+		{"n past its bound", "/oai/chat/completions", `{"model":"x","n":1000}`, nil, `n is 1000; it must be a whole number from 0 to 128`},
+		{"stream_options not an object", "/oai/chat/completions", `{"model":"x","stream":true,"stream_options":"x"}`, nil, `stream_options is not an object`},
+		{"a gzip body", "/anth/v1/messages", anthropicReq, []string{"Content-Encoding", "gzip"}, `the request body is encoded (Content-Encoding: "gzip")`},
+		{"a dot segment", "/anth/v1/./messages", anthropicReq, nil, `has a "." segment`},
+		{"a dot-dot segment", "/anth/v1/messages/../messages", anthropicReq, nil, `has a ".." segment`},
+		{"an escaped dot-dot", "/oai/%2e%2e/v1/chat/completions", openaiReq, nil, `has a ".." segment`},
+		{"an empty segment", "/anth/v1//messages", anthropicReq, nil, `has an empty segment`},
+	} {
+		status, h, body := r.call(uidA, http.MethodPost, tc.path, tc.body, tc.headers...)
+		msg := errorMessage(t, body)
+		if status != 400 || h.Get("X-Flock-Proxy") != "refused" || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %d %s; want a 400 saying %q", tc.name, status, body, tc.want)
+		}
+	}
+	if seen := r.up.Seen(); len(seen) != 0 {
+		t.Errorf("refused requests reached the upstream: %v", seen)
+	}
+}
+
+// rawRequest sends a request's head as agent uid on a connection of its
+// own, with a Content-Length and the first part of its body only, and
+// returns the connection (its body never finishes unless the test writes
+// it).
+func (r *rig) rawRequest(uid uint32, path string, length int, first string) net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	r.uids.mu.Lock()
+	r.uids.ports[c.LocalAddr().(*net.TCPAddr).AddrPort().Port()] = uid
+	r.uids.mu.Unlock()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: flock\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, length, first)
+	return c
+}
+
+// answer reads the response on c, within 5 s.
+func answer(t *testing.T, c net.Conn) (int, string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer before the body was sent: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A request over a limit is refused from its headers: the gateway does
+// not wait for (or read) a body it would refuse anyway.
+func TestGatewayJudgesLimitsBeforeTheBody(t *testing.T) {
+	r := newRig(t, grants(map[string]spec.Grant{"oai": {Provider: "oai", Concurrent: 1}}, nil))
+	held := r.rawRequest(uidA, "/oai/chat/completions", MaxRequestBody, `{"model":"x",`) // under way, its body coming
+	eventually(t, func() error {
+		r.g.limiter.mu.Lock()
+		defer r.g.limiter.mu.Unlock()
+		if n := r.g.limiter.inflight[key{idA, "oai"}]; n != 1 {
+			return errorf("%d under way", n)
+		}
+		return nil
+	})
+	c := r.rawRequest(uidA, "/oai/chat/completions", MaxRequestBody, "")
+	status, body := answer(t, c)
+	if status != 429 || !strings.Contains(body, "over its limit concurrent=1") {
+		t.Errorf("a second request over concurrent=1: %d %s", status, body)
+	}
+	if n := r.g.buffers.held(); n != MaxRequestBody {
+		t.Errorf("the gateway holds %d bytes of bodies, want the first's %d", n, MaxRequestBody)
+	}
+	held.Close()
+	eventually(t, func() error {
+		if n := r.g.buffers.held(); n != 0 {
+			return errorf("%d bytes still held after the client left", n)
+		}
+		return nil
+	})
+}
+
+// One agent sending many large bodies at once holds no more than its part
+// of what the gateway buffers, the gateway no more than its bound; a
+// bystander's request goes through meanwhile, and everything held is
+// given back.
+func TestGatewayBoundsTheBodiesItHolds(t *testing.T) {
+	r := newRig(t, grants(both(), both()))
+	const size = 3 << 20
+	r.g.buffers.maxPerAgent, r.g.buffers.max = 2*size, 3*size
+	var flood []net.Conn
+	for range 2 {
+		flood = append(flood, r.rawRequest(uidA, "/anth/v1/messages", size, `{"model":"x",`))
+	}
+	eventually(t, func() error {
+		if n := r.g.buffers.held(); n != 2*size {
+			return errorf("%d held, want %d", n, 2*size)
+		}
+		return nil
+	})
+	status, body := answer(t, r.rawRequest(uidA, "/anth/v1/messages", size, ""))
+	if status != 429 || !strings.Contains(body, "over its part (6 MiB)") {
+		t.Errorf("a third large body of the same agent: %d %s", status, body)
+	}
+	status, body = answer(t, r.rawRequest(uidB, "/anth/v1/messages", 2*size, ""))
+	if status != 503 || !strings.Contains(body, "over its bound (9 MiB)") {
+		t.Errorf("a body over the gateway's bound: %d %s", status, body)
+	}
+	if status, _, body := r.call(uidB, http.MethodPost, "/anth/v1/messages", anthropicReq); status != 200 {
+		t.Errorf("the bystander's small request: %d %s", status, body)
+	}
+	// The flood's bodies arrive whole: each is judged and sent, and what
+	// it held is given back.
+	for _, c := range flood {
+		rest := `"max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("a", size-len(`{"model":"x",`)-len(`"max_tokens":5,"messages":[{"role":"user","content":"`)-len(`"}]}`)) + `"}]}`
+		if _, err := io.WriteString(c, rest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range flood {
+		if status, body := answer(t, c); status != 200 {
+			t.Errorf("a large body sent whole: %d %.300s", status, body)
+		}
+	}
+	eventually(t, func() error {
+		if n := r.g.buffers.held(); n != 0 {
+			return errorf("%d bytes still held", n)
+		}
+		return nil
+	})
+}
+
+// Requests at once cannot spend past a token limit: each reserves its
+// most before it goes, streams closed by the client before their usage
+// are counted at least as what they received, and the day's count ends
+// at or under the limit.
+func TestGatewayTokenLimitIsACeiling(t *testing.T) {
+	const limit = 2000
+	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: limit}}, nil))
+	req := func(stream bool) string {
+		return fmt.Sprintf(`{"model":"claude-x","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"write"}]}`, stream)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := i%2 == 0
+			httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(req(stream)))
+			httpReq.Header.Set("X-Standin-Words", "100")
+			httpReq.Header.Set("X-Standin-Delay", "2ms")
+			resp, err := r.client(uidA).Do(httpReq)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+			if stream && resp.StatusCode == 200 {
+				// Read twenty events' worth, then leave.
+				io.CopyN(io.Discard, resp.Body, 2000)
+			} else {
+				io.Copy(io.Discard, resp.Body)
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	eventually(t, func() error {
+		r.g.limiter.mu.Lock()
+		defer r.g.limiter.mu.Unlock()
+		if n := r.g.limiter.reserved[key{idA, "anth"}]; n != 0 {
+			return errorf("%d tokens still reserved", n)
+		}
+		return nil
+	})
+	u := r.g.Store.Usage(idA)["anth"]
+	t.Logf("statuses %v; %d tokens counted of %d, %d requests estimated", statuses, u.DayTokens, limit, u.EstimatedRequests)
+	if u.DayTokens > limit {
+		t.Errorf("%d tokens counted today, past the limit of %d", u.DayTokens, limit)
+	}
+	if statuses[429] == 0 || statuses[200] == 0 {
+		t.Errorf("statuses %v: want some let through and some refused", statuses)
+	}
+}
+
+// A stream the client closes after the text it wanted, before the usage
+// at its end, is counted at least as what it received: never the one
+// output token of Anthropic's message_start.
+func TestGatewayCountsStreamsTheClientCloses(t *testing.T) {
+	r := newRig(t, grants(both(), nil))
+	for _, tc := range []struct{ path, body string }{{"/anth/v1/messages", anthropicStreamReq}, {"/oai/chat/completions", openaiStreamReq}} {
+		httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+tc.path, strings.NewReader(tc.body))
+		httpReq.Header.Set("X-Standin-Words", "400")
+		httpReq.Header.Set("X-Standin-Delay", "1ms")
+		resp, err := r.client(uidA).Do(httpReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		words := 0
+		for words < 20 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			words += strings.Count(line, "word")
+		}
+		resp.Body.Close()
+		provider := strings.Split(tc.path, "/")[1]
+		eventually(t, func() error {
+			u := r.g.Store.Usage(idA)[provider]
+			if u.Requests != 1 || u.OutputTokens < uint64(words) || u.EstimatedRequests != 1 || u.Errors[ErrorCut] != 1 {
+				return errorf("%s: closed after %d words: counted %+v", tc.path, words, u)
+			}
+			return nil
+		})
+	}
+}

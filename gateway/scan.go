@@ -1,0 +1,290 @@
+package gateway
+
+import "bytes"
+
+// docScanner follows one JSON document of an answer byte by byte as it
+// passes, holding nothing but a few short keys: it hands on the usage
+// objects found where the APIs put them (the top level, and in the
+// message or response: Anthropic's message_start, OpenAI's
+// response.completed), however long the document around them, and
+// counts the bytes of text the model wrote (the string values of the
+// keys in textKeys), which is what a stream cut before its usage is
+// estimated from. It assumes the provider's JSON: an agent can steer
+// what a model writes, but never unescaped quotes or braces, so no text
+// of the model's can look like a usage.
+type docScanner struct {
+	depth     int
+	obj       [maxTracked + 1]bool   // the container at each depth is an object
+	key       [maxTracked + 1][]byte // the last key read at each depth
+	expectKey bool
+	inString  bool
+	escaped   bool
+	isKey     bool
+	strLen    int
+	strStart  int // where the key being read began in its chunk (-1: in an earlier one)
+	keyBuf    []byte
+
+	capDepth int    // the depth a usage object being captured opened at (0: none)
+	capture  []byte // its bytes so far
+	capStart bool   // the usage object found is the message's (Anthropic's start), not a final one
+
+	// What the scanner found, for its meter.
+	usages    []found
+	textBytes int64
+	sawText   bool
+}
+
+type found struct {
+	obj   []byte
+	start bool // message.usage: Anthropic's counts when the stream starts
+}
+
+// maxTracked is how deep keys are followed: text sits at depth 4 at most
+// (choices[i].delta.content), usage at 2.
+const maxTracked = 8
+
+// maxUsage bounds a usage object captured: the real ones are a few
+// hundred bytes.
+const maxUsage = 16 << 10
+
+// maxKey bounds a key kept: the ones the scanner looks for are short.
+const maxKey = 32
+
+// textKeys are the keys whose string values are text the model wrote, in
+// either API's answers and streams.
+var textKeys = [][]byte{[]byte("text"), []byte("thinking"), []byte("partial_json"), []byte("content"),
+	[]byte("delta"), []byte("arguments"), []byte("refusal"), []byte("reasoning_content"), []byte("reasoning")}
+
+var (
+	keyUsage    = []byte("usage")
+	keyMessage  = []byte("message")
+	keyResponse = []byte("response")
+)
+
+// write follows p, the next bytes of the document.
+func (s *docScanner) write(p []byte) {
+	for i := 0; i < len(p); i++ {
+		if s.inString {
+			// The rest of a string: find its end quickly.
+			j := i
+			for j < len(p) {
+				if s.escaped {
+					s.escaped = false
+					j++
+					continue
+				}
+				k := bytes.IndexAny(p[j:], `"\`)
+				if k < 0 {
+					j = len(p)
+					break
+				}
+				j += k
+				if p[j] == '\\' {
+					s.escaped = true
+					j++
+					continue
+				}
+				break
+			}
+			s.strLen += j - i
+			if s.isKey && len(s.keyBuf) <= maxKey {
+				s.keyBuf = append(s.keyBuf, p[i:min(j, len(p))]...)
+			}
+			if s.capDepth > 0 {
+				s.keep(p[i:min(j+1, len(p))])
+			}
+			if j >= len(p) {
+				return
+			}
+			s.endString()
+			i = j
+			continue
+		}
+		c := p[i]
+		if s.capDepth > 0 {
+			s.keep(p[i : i+1])
+		}
+		switch c {
+		case '"':
+			s.inString, s.strLen = true, 0
+			s.isKey = s.expectKey
+			s.keyBuf = s.keyBuf[:0]
+		case '{', '[':
+			if c == '{' && s.capDepth == 0 && s.usageHere() {
+				s.capDepth, s.capture = s.depth+1, append(s.capture[:0], '{')
+				s.capStart = s.depth == 2 && bytes.Equal(s.key[1], keyMessage)
+			}
+			s.depth++
+			if s.depth <= maxTracked {
+				s.obj[s.depth] = c == '{'
+				s.key[s.depth] = s.key[s.depth][:0]
+			}
+			s.expectKey = c == '{'
+		case '}', ']':
+			if s.capDepth > 0 && s.depth == s.capDepth {
+				if len(s.capture) <= maxUsage {
+					s.usages = append(s.usages, found{obj: append([]byte(nil), s.capture...), start: s.capStart})
+				}
+				s.capDepth = 0
+			}
+			if s.depth > 0 {
+				s.depth--
+			}
+			s.expectKey = false
+		case ',':
+			s.expectKey = s.depth > 0 && s.depth <= maxTracked && s.obj[s.depth]
+		case ':':
+			s.expectKey = false
+		}
+	}
+}
+
+// endString closes the string just read: a key is kept for its depth,
+// a value of a text key is counted.
+func (s *docScanner) endString() {
+	s.inString = false
+	if s.depth < 1 || s.depth > maxTracked {
+		return
+	}
+	if s.isKey {
+		if len(s.keyBuf) <= maxKey {
+			s.key[s.depth] = append(s.key[s.depth][:0], s.keyBuf...)
+		} else {
+			s.key[s.depth] = s.key[s.depth][:0]
+		}
+		return
+	}
+	if s.obj[s.depth] && isTextKey(s.key[s.depth]) && s.strLen > 0 {
+		s.textBytes += int64(s.strLen)
+		s.sawText = true
+	}
+}
+
+// usageHere says whether an object opening now is a usage where the
+// APIs put one: "usage" at the top, or in the top's message or response.
+func (s *docScanner) usageHere() bool {
+	switch s.depth {
+	case 1:
+		return s.obj[1] && bytes.Equal(s.key[1], keyUsage)
+	case 2:
+		return s.obj[1] && s.obj[2] && bytes.Equal(s.key[2], keyUsage) &&
+			(bytes.Equal(s.key[1], keyMessage) || bytes.Equal(s.key[1], keyResponse))
+	}
+	return false
+}
+
+func (s *docScanner) keep(b []byte) {
+	if len(s.capture) <= maxUsage {
+		s.capture = append(s.capture, b...)
+	}
+}
+
+func isTextKey(k []byte) bool {
+	for _, t := range textKeys {
+		if bytes.Equal(k, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// reset readies s for the next document (the next event of a stream),
+// keeping its buffers and what it counted.
+func (s *docScanner) reset() {
+	s.depth, s.expectKey, s.inString, s.escaped, s.capDepth = 0, false, false, false, 0
+}
+
+// sse reads a server-sent event stream as it passes, feeding each
+// event's data to the document scanner: the bytes themselves go on
+// unchanged and unheld, whatever the length of a line.
+type sse struct {
+	doc      *docScanner
+	prefix   []byte // a line's first bytes, until it is known to be data: or not
+	kind     lineKind
+	lineText bool // more than '\r' on the line so far
+	events   int  // events that carried text
+	inEvent  bool
+}
+
+type lineKind uint8
+
+const (
+	lineUnknown lineKind = iota
+	lineData
+	lineDataSpace // after "data:", where one space is dropped
+	lineOther
+)
+
+var dataField = []byte("data:")
+
+func (s *sse) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		s.lineBytes(seg)
+		if i < 0 {
+			return
+		}
+		s.endLine()
+		p = p[i+1:]
+	}
+}
+
+// lineBytes takes the next bytes of a line (no newline among them).
+func (s *sse) lineBytes(b []byte) {
+	for len(b) > 0 {
+		switch s.kind {
+		case lineUnknown:
+			s.lineText = s.lineText || len(bytes.Trim(b, "\r")) > 0
+			n := min(len(dataField)-len(s.prefix), len(b))
+			s.prefix = append(s.prefix, b[:n]...)
+			b = b[n:]
+			switch {
+			case !bytes.HasPrefix(dataField, s.prefix):
+				s.kind = lineOther
+			case len(s.prefix) == len(dataField):
+				s.kind = lineDataSpace
+			}
+		case lineDataSpace:
+			if b[0] == ' ' {
+				b = b[1:]
+			}
+			s.kind = lineData
+			s.inEvent = true
+		case lineData:
+			s.doc.write(b)
+			return
+		default:
+			s.lineText = s.lineText || len(bytes.Trim(b, "\r")) > 0
+			return
+		}
+	}
+}
+
+// endLine ends a line; an empty one ends the event, and its document.
+func (s *sse) endLine() {
+	empty := !s.lineText
+	if s.kind == lineData {
+		s.doc.write([]byte{'\n'}) // the lines of one event's data are joined by newlines
+	}
+	s.prefix, s.kind, s.lineText = s.prefix[:0], lineUnknown, false
+	if empty {
+		s.endEvent()
+	}
+}
+
+// endEvent ends an event: the next data begins a document of its own.
+func (s *sse) endEvent() {
+	if !s.inEvent {
+		return
+	}
+	if s.doc.sawText {
+		s.events++
+	}
+	s.doc.sawText = false
+	s.doc.reset()
+	s.inEvent = false
+}
