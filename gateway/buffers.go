@@ -14,8 +14,12 @@ import (
 // it only, so that agent's flood leaves room for the others. Beyond
 // either, a request is refused before its body is read.
 const (
-	MaxBuffered         = 160 << 20
+	MaxBuffered         = 128 << 20
 	MaxBufferedPerAgent = 2 * MaxRequestBody
+	// ProxyMemoryLimit is flock-proxy's Go memory limit (its GOMEMLIMIT
+	// unless the environment sets one): the bodies held and room for the
+	// rest, well under its unit's MemoryHigh (512 MiB).
+	ProxyMemoryLimit = 200 << 20
 )
 
 // buffers counts the bytes of request bodies held, in all and per agent.

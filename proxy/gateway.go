@@ -48,7 +48,14 @@ func (s *Server) dispatch(c net.Conn) {
 func (s *Server) gatewayShare(c *peeked) (net.Conn, bool) {
 	uid, err := s.UIDs.UID(addrPort(c.RemoteAddr()), addrPort(c.LocalAddr()))
 	if err != nil {
-		return c, true
+		// Refused here, not asked again by the gateway: a second lookup
+		// could find another socket with the same four addresses.
+		if s.Record != nil {
+			s.Record(Record{Reason: ReasonNotAgent, Detail: err.Error()})
+		}
+		refuse(c, "403 Forbidden", "", "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway")
+		c.Close()
+		return nil, false
 	}
 	a, ok := s.Policy().Agents[uid]
 	if !ok {

@@ -122,3 +122,33 @@ func TestGatewayConnectionsAreInTheTunnelShare(t *testing.T) {
 		}
 	}
 }
+
+// A connection whose socket the kernel cannot name (reset before the
+// lookup: sock_diag's ErrNoSocket) is refused by the proxy itself, never
+// handed to the gateway to be asked about again.
+func TestGatewayConnectionOfNoKnownSocketIsRefused(t *testing.T) {
+	ln := gateway.NewListener(&net.TCPAddr{})
+	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443")}}}, func(s *Server) { s.Gateway = ln })
+	r.uids.err = ErrNoSocket
+	handed := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			handed <- c
+		}
+	}()
+	defer ln.Close()
+	resp, err := http.Post("http://"+r.addr+"/anthropic/v1/messages", "application/json", strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "the kernel could not say who owns this connection") {
+		t.Errorf("a connection of no known socket: %d %s", resp.StatusCode, b)
+	}
+	select {
+	case <-handed:
+		t.Error("the connection was handed to the gateway")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -20,9 +20,12 @@ import (
 )
 
 // fakeUIDs says every client is uid (the test's stand-in for sock_diag).
-type fakeUIDs struct{ uid uint32 }
+type fakeUIDs struct {
+	uid uint32
+	err error // the kernel knows no such socket
+}
 
-func (f *fakeUIDs) UID(_, _ netip.AddrPort) (uint32, error) { return f.uid, nil }
+func (f *fakeUIDs) UID(_, _ netip.AddrPort) (uint32, error) { return f.uid, f.err }
 
 // fakeDNS resolves from a table.
 type fakeDNS map[string][]netip.Addr

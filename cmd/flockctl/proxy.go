@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/wire"
 )
@@ -62,6 +64,12 @@ each agent's counts on flock.usage.<id>.`,
 // runProxy carries the agents' tunnels until ctx ends or the listener
 // fails.
 func runProxy(ctx context.Context, o proxyOpts) error {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The gateway holds agents' bodies up to gateway.MaxBuffered: the
+		// collector keeps the heap near what is live instead of twice it,
+		// well under the unit's MemoryHigh.
+		debug.SetMemoryLimit(gateway.ProxyMemoryLimit)
+	}
 	cfg, err := proxy.ReadConfig(o.configPath)
 	if err != nil {
 		return err
