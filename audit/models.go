@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/audit/probe"
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -78,6 +79,54 @@ func modelProbes(f *spec.Flock, a spec.Agent, keys []ModelKey) []Probe {
 			break
 		}
 	}
+	return ps
+}
+
+// gatewayProbes are agent a's attacks on the model gateway, through its
+// first grant: a path with dot segments, a provider-side tool that
+// reaches the network (Anthropic's web search, OpenAI's web_search_options),
+// and more of the largest bodies at once than the gateway holds for one
+// agent (bodies it refuses once read, so nothing reaches the provider).
+// The controls make the same call from outside the unit as the agent's
+// uid without what is refused: the clean path, no tool, as many bodies
+// as one agent may have held. A control's request may reach the provider
+// (the audit's model name is no model: a real provider answers 404, and
+// nothing is spent).
+func gatewayProbes(f *spec.Flock, a spec.Agent) []Probe {
+	if len(a.Models) == 0 {
+		return nil
+	}
+	g := a.Models[0]
+	p, ok := f.Provider(g.Provider)
+	if !ok {
+		return nil
+	}
+	base := spec.GatewayURL(spec.DefaultProxyListen, p.Name)
+	uid := int(f.UID(a.ID))
+	models, send := "/models", "/chat/completions"
+	ask := `{"model":"flock-audit-probe","max_tokens":1,"messages":[{"role":"user","content":"hi"}]`
+	tool := ask + `,"web_search_options":{}}`
+	if p.Kind == spec.KindAnthropic {
+		models, send = "/v1/models", "/v1/messages"
+		tool = ask + `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1}]}`
+	}
+	var ps []Probe
+	add := func(name string, req, control probe.Request) {
+		control.Key = uid
+		ps = append(ps, Probe{Name: name, Category: "models", Req: req, Control: control})
+	}
+	dots := strings.TrimSuffix(models, "/models") + "/flock-audit/.." + models
+	add(fmt.Sprintf("call provider %s by a path with a dot segment", p.Name),
+		probe.Request{Op: "model-request", Addr: base, Path: dots},
+		probe.Request{Op: "model-request", Addr: base, Path: models})
+	add(fmt.Sprintf("ask provider %s for a tool that reaches the network", p.Name),
+		probe.Request{Op: "model-request", Addr: base, Path: send, Data: tool},
+		probe.Request{Op: "model-request", Addr: base, Path: send, Data: ask + "}"})
+	part := int(gateway.MaxBufferedPerAgent / gateway.MaxRequestBody)
+	burst := probe.Request{Op: "model-burst", Addr: base, Path: send, Size: gateway.MaxRequestBody, Count: part + 1, Alone: true, TimeoutMS: 60_000}
+	control := burst
+	control.Count = part
+	add(fmt.Sprintf("send provider %s more of the largest bodies at once than the gateway holds for it", p.Name), burst, control)
 	return ps
 }
 

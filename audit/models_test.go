@@ -54,6 +54,9 @@ agents:
 			if p.Req.Op == "secret-in-env" && (len(p.Control.Env) != 1 || !strings.HasSuffix(p.Control.Env[0], "=sk-ant-secret-0123")) {
 				t.Errorf("the control of %q looks in %q", p.Name, p.Control.Env)
 			}
+			if strings.HasPrefix(p.Req.Op, "model-") && p.Req.Op != "model-call" && p.Control.Key != int(f.UID(id)) {
+				t.Errorf("the control of %q calls as uid %d, not the agent's", p.Name, p.Control.Key)
+			}
 			if p.Req.Op == "model-call" && p.Control.Key != int(f.UID(2)) && p.Control.Key != int(f.UID(1)) {
 				t.Errorf("the control of %q calls as uid %d", p.Name, p.Control.Key)
 			}
@@ -61,9 +64,14 @@ agents:
 		return out
 	}
 	base := []string{"read provider anthropic's key file", "find provider anthropic's key in its environment"}
+	// An agent with a grant attacks its gateway through it.
+	attacks := func(p string) []string {
+		return []string{"call provider " + p + " by a path with a dot segment", "ask provider " + p + " for a tool that reaches the network",
+			"send provider " + p + " more of the largest bodies at once than the gateway holds for it"}
+	}
 	for id, want := range map[int][]string{
-		1: append(base, "call provider local, agent 2's grant"),
-		2: append(base, "call provider anthropic, agent 1's grant"),
+		1: append(append(base, "call provider local, agent 2's grant"), attacks("anthropic")...),
+		2: append(append(base, "call provider anthropic, agent 1's grant"), attacks("local")...),
 		3: append(base, "call provider anthropic, agent 1's grant", "call provider local, agent 2's grant"),
 	} {
 		if got := names(id); strings.Join(got, "|") != strings.Join(want, "|") {

@@ -208,6 +208,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	suid := add("host", "set a setuid bit", probe.Request{Op: "setuid-bit", Path: filepath.Join(f.AgentDir(a.ID), "flock-audit-suid")})
 	suid.Control.Path = "/var/tmp/flock-audit-suid-" + me
 	ps = append(ps, modelProbes(f, a, t.Keys)...)
+	ps = append(ps, gatewayProbes(f, a)...)
 	if !a.JIT {
 		add("kernel", "map memory writable and executable", probe.Request{Op: "mmap-rwx"})
 	}

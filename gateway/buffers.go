@@ -41,9 +41,17 @@ type errBuffers struct {
 
 func (e *errBuffers) Error() string {
 	if e.agentOver {
-		return fmt.Sprintf("the gateway holds %d MiB of this agent's request bodies, and this one needs %d MiB more: over its part (%d MiB); send fewer large requests at once", e.held>>20, (e.want+1<<20-1)>>20, e.bound>>20)
+		return fmt.Sprintf("the gateway holds %s of this agent's request bodies, and this one needs %s more: over its part (%s); send fewer large requests at once", size(e.held), size(e.want), size(e.bound))
 	}
-	return fmt.Sprintf("the gateway holds %d MiB of request bodies for all agents, and this one needs %d MiB more: over its bound (%d MiB); retry in a moment", e.held>>20, (e.want+1<<20-1)>>20, e.bound>>20)
+	return fmt.Sprintf("the gateway holds %s of request bodies for all agents, and this one needs %s more: over its bound (%s); retry in a moment", size(e.held), size(e.want), size(e.bound))
+}
+
+// size is n bytes for a line: in MiB from one MiB up.
+func size(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%.4g MiB", float64(n)/(1<<20))
 }
 
 func (b *buffers) bounds() (int64, int64) {

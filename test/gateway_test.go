@@ -10,6 +10,7 @@ package test
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/flockrun/flock/events"
 	"github.com/flockrun/flock/test/harness"
+	"github.com/flockrun/flock/test/standin"
 	"github.com/flockrun/flock/test/transcript"
 )
 
@@ -84,7 +86,7 @@ func TestModelGateway(t *testing.T) {
 
 	t.Run("a key file others may read is refused, and nothing changes", func(t *testing.T) {
 		mustRun(t, m, "chmod", "0644", "/etc/flock/keys/openai")
-		writeSpec(t, m, gatewaySpec(60))
+		writeSpec(t, m, gatewaySpec(400))
 		_, stderr, err := run(t, m, "flockctl", "provision", "-f", specPath)
 		want := specPath + ": providers[1].key_file: /etc/flock/keys/openai is readable or writable by others (mode 0644), and any user of this host could copy the key; chmod 600 /etc/flock/keys/openai"
 		if err == nil || !strings.Contains(stderr, want) {
@@ -96,7 +98,7 @@ func TestModelGateway(t *testing.T) {
 		mustRun(t, m, "chmod", "0600", "/etc/flock/keys/openai")
 	})
 
-	provision(t, m, gatewaySpec(60))
+	provision(t, m, gatewaySpec(400))
 	all := []int{1, 2, 3, 4, 5, 6, 7, 8}
 	waitActive(t, m, all...)
 	waitBus(t, m, time.Time{}, 1, 2, 3, 4, 5, 6, 8) // 7, the probe, speaks no NATS
@@ -207,12 +209,77 @@ func TestModelGateway(t *testing.T) {
 		}
 	})
 
+	var estimated standin.Usage // what flock estimated of a stream cut before its usage
+	t.Run("the gateway holds against its agent: a stream cut before its usage, a dot path, a burst of the largest bodies", func(t *testing.T) {
+		p := startedProbe(t, m, 7)
+		base := "http://127.0.0.1:4230/openai"
+		proxyPID := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock-proxy.service")
+		before := map[string]uint64{}
+		for _, r := range usageOf(t, m, "7") {
+			if r.Provider == "openai" {
+				before["in"], before["out"], before["est"], before["cut"] = r.InputTokens, r.OutputTokens, r.Estimated, r.Errors["cut"]
+			}
+		}
+		// The client reads twenty text events of a stream of 400 words and
+		// closes it, before the usage in its last chunk.
+		r := p.do(t, map[string]any{"op": "model-cut", "addr": base, "path": "/chat/completions", "count": 20,
+			"data": `{"model":"gpt-x","stream":true,"messages":[{"role":"user","content":"write"}]}`,
+			"env":  []string{"X-Standin-Words=400", "X-Standin-Delay=5ms"}})
+		if !r.OK {
+			t.Fatalf("agent 7's cut stream: %s", r)
+		}
+		m.Eventually(t, 20*time.Second, func() error {
+			for _, u := range usageOf(t, m, "7") {
+				if u.Provider == "openai" && u.OutputTokens >= before["out"]+20 && u.Estimated == before["est"]+1 && u.Errors["cut"] == before["cut"]+1 {
+					t.Logf("FIGURE a stream closed after 20 text events of 400: %d output tokens counted, estimated", u.OutputTokens-before["out"])
+					// The stand-in stopped when the gateway left, and
+					// reported nothing: flock's estimate is its own.
+					estimated = standin.Usage{Input: u.InputTokens - before["in"], Output: u.OutputTokens - before["out"]}
+					return nil
+				}
+			}
+			return fmt.Errorf("agent 7 closed a stream after 20 words; flockctl usage 7: %+v (before: %v)", usageOf(t, m, "7"), before)
+		})
+		for _, tc := range []struct {
+			name string
+			req  map[string]any
+			want string
+		}{
+			{"a path with a dot segment", map[string]any{"op": "model-request", "addr": base, "path": "/x/../models"}, `HTTP 400 Bad Request: flock proxy: agent 7: the path "/x/../models" has a ".." segment`},
+			{"a body with a key twice", map[string]any{"op": "model-request", "addr": base, "path": "/chat/completions", "data": `{"model":"gpt-x","stream":false,"stream":true}`}, `is in the request body twice`},
+			{"three bodies of 32 MiB at once", map[string]any{"op": "model-burst", "addr": base, "path": "/chat/completions", "size": 32 << 20, "count": 3, "timeout_ms": 9000},
+				`3 bodies of 33554432 bytes at once: 1 refused before their end, 2 read whole and answered; the first refusal: 429 flock proxy: agent 7: the gateway holds 64 MiB of this agent's request bodies`},
+		} {
+			r := p.do(t, tc.req)
+			if r.OK || !strings.Contains(r.Err, tc.want) {
+				t.Errorf("agent 7: %s: %s\nwant refused: %s", tc.name, r, tc.want)
+			}
+		}
+		if again := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock-proxy.service"); again != proxyPID {
+			t.Errorf("flock-proxy restarted (pid %s, was %s)", strings.TrimSpace(again), strings.TrimSpace(proxyPID))
+		}
+		if out, stderr, err := run(t, m, "flockctl", "send", "--to", "4", "openai: after the burst"); err != nil {
+			t.Errorf("a bystander after the burst: %v %s %s", err, out, stderr)
+		}
+	})
+
 	t.Run("over tokens_per_day: a 429 with the line, one event, a new limit without a restart", func(t *testing.T) {
 		since := time.Now()
-		refused := 0
+		var used uint64 // before: the audit's control spent a few
+		for _, r := range usageOf(t, m, "8") {
+			if r.Provider == "anthropic" {
+				used = r.TodayTokens
+			}
+		}
+		refused, through := 0, 0
 		// What the operator sees of it (docs/troubleshooting.md): the last
 		// send, refused, then usage and events.
 		limit := transcript.New(t, "model-429")
+		// Each request reserves its max_tokens (256) and its input's
+		// estimate before it goes: the first whose reservation does not
+		// fit beside what is used is refused, and what is used never
+		// passes the limit.
+		line := regexp.MustCompile(`flock proxy: agent 8: over its limit tokens_per_day=400 of provider anthropic: (\d+) tokens used today \(UTC\); this request may spend up to (\d+) \(256 of output at most, about \d+ of input\) and (\d+) are left: ask for less output \(max_tokens\), or retry when requests under way end; resets at `)
 		for i := 0; i < 6; i++ {
 			var stderr string
 			var err error
@@ -225,32 +292,39 @@ func TestModelGateway(t *testing.T) {
 				if refused > 0 {
 					t.Fatalf("request %d went through after a refusal", i)
 				}
+				through++
+				used += 32
 				continue
 			}
 			refused++
-			if !strings.Contains(stderr, "429") || !strings.Contains(stderr, "flock proxy: agent 8: over its limit tokens_per_day=60 of provider anthropic: 64 tokens used today (UTC); resets at ") {
-				t.Errorf("request %d: %s", i, stderr)
+			mm := line.FindStringSubmatch(stderr)
+			if !strings.Contains(stderr, "429") || mm == nil || mm[1] != strconv.FormatUint(used, 10) {
+				t.Errorf("request %d (%d tokens used): %s", i, used, stderr)
+				continue
+			}
+			if want, _ := strconv.ParseUint(mm[2], 10, 64); used+want <= 400 || used > 400 {
+				t.Errorf("request %d refused with %d used and %d wanted of 400", i, used, want)
 			}
 		}
-		if refused != 4 {
-			t.Errorf("%d of 6 refused, want 4 (two of 32 tokens went through)", refused)
+		if through == 0 || refused == 0 {
+			t.Errorf("%d of 6 through, %d refused; want some of each", through, refused)
 		}
 		m.Eventually(t, 20*time.Second, func() error {
 			evs := eventsOf(t, m, "--since", since.Add(-time.Second).Format(time.RFC3339), "--agent", "8")
-			if n := count(evs, events.LimitReached, 8, "over its limit tokens_per_day=60 of provider anthropic"); n != 1 {
+			if n := count(evs, events.LimitReached, 8, "over its limit tokens_per_day=400 of provider anthropic"); n != 1 {
 				return fmt.Errorf("%d limit-reached events of agent 8, want 1:\n%s", n, texts(evs))
 			}
 			return nil
 		})
 		m.Eventually(t, 10*time.Second, func() error {
 			for _, r := range usageOf(t, m, "8") {
-				if r.Provider == "anthropic" && r.Refused["tokens_per_day"] == 4 && r.TodayTokens == 64 {
+				if r.Provider == "anthropic" && r.Refused["tokens_per_day"] == uint64(refused) && r.TodayTokens == used {
 					return nil
 				}
 			}
 			return fmt.Errorf("flockctl usage 8: %+v", usageOf(t, m, "8"))
 		})
-		limit.Want(m, "flockctl usage 8", "tokens_per_day: 4")
+		limit.Want(m, "flockctl usage 8", fmt.Sprintf("tokens_per_day: %d", refused))
 		if out, _ := limit.Run(m, "flockctl events --agent 8 --since 10m | grep limit-reached"); strings.Count(out, "limit-reached") != 1 {
 			t.Errorf("flockctl events --agent 8: want one limit-reached event:\n%s", out)
 		}
@@ -278,7 +352,7 @@ func TestModelGateway(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			want = want.Plus(local)
+			want = want.Plus(local).Plus(estimated)
 			got := sumUsage(usageOf(t, m))
 			if got.Input != want.Input || got.Output != want.Output || got.CacheRead != want.CacheRead || got.CacheWrite != want.CacheWrite || want.Output == 0 {
 				return fmt.Errorf("flock counted %+v, the stand-in reported %+v", got, want)

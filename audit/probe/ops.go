@@ -169,6 +169,9 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 	case "mmap-rwx":
 		return mmapRWX()
 	}
+	if detail, err, ok := gatewayOp(ctx, r); ok {
+		return detail, err
+	}
 	if detail, err, ok := hostile(r); ok {
 		return detail, err
 	}

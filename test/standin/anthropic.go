@@ -172,7 +172,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		s.report(sh.tag, u)
 		return
 	}
-	e := newEvents(w, sh)
+	e := newEvents(w, r, sh)
 	// What each written event reported goes in the ledger at once: a
 	// stream cut after it has reported it.
 	defer func() {

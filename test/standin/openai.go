@@ -52,7 +52,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	withUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
-	e := newEvents(w, sh)
+	e := newEvents(w, r, sh)
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": q.Model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}

@@ -216,21 +216,27 @@ func text(n int) string {
 // stream ends abruptly after sh.cut of them (counted only once written).
 type events struct {
 	w    http.ResponseWriter
+	r    *http.Request
 	sh   shape
 	sent int
 }
 
-func newEvents(w http.ResponseWriter, sh shape) *events {
+func newEvents(w http.ResponseWriter, r *http.Request, sh shape) *events {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &events{w: w, sh: sh}
+	return &events{w: w, r: r, sh: sh}
 }
 
 // send writes one event and says whether the stream goes on; a cut
 // aborts the handler (the connection or HTTP/2 stream is reset after the
 // bytes already written, as a provider that fails mid-answer).
 func (e *events) send(name string, data any) {
+	if e.r.Context().Err() != nil {
+		// The client went away: a provider stops writing, and what it
+		// would have written is never reported (nor billed).
+		panic(http.ErrAbortHandler)
+	}
 	if e.sh.cut > 0 && e.sent >= e.sh.cut {
 		e.w.(http.Flusher).Flush() // what was written before the cut goes out whole
 		panic(http.ErrAbortHandler)
