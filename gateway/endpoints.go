@@ -16,10 +16,12 @@ import (
 type endpoint struct {
 	method string
 	path   string // relative to the provider's base URL; a trailing "/" takes one more segment
-	// judge reads a body (nil: the endpoint takes none) and says what the
+	// judge reads a body (nil: the endpoint takes none) with the
+	// request's headers, under the agent's grant, and says what the
 	// request may spend and how it is sent; an error is a 400 naming the
-	// problem.
-	judge func(b *reqBody, limited bool) (plan, error)
+	// problem (badBody), or a 403 for what the grant does not allow
+	// (refusal: a provider-side tool, a beta).
+	judge func(b *reqBody, h http.Header, g spec.Grant) (plan, error)
 	// spends: its answers report a usage (an answer without one is
 	// counted as an error of its own, and estimated).
 	spends bool
@@ -105,30 +107,41 @@ const (
 )
 
 // anyObject takes any JSON object; its usage is input only.
-func anyObject(*reqBody, bool) (plan, error) { return plan{}, nil }
+func anyObject(*reqBody, http.Header, spec.Grant) (plan, error) { return plan{}, nil }
 
-// anthropicMessages: a stream is a boolean, and max_tokens (which the
-// API requires) is the most the answer may write.
-func anthropicMessages(b *reqBody, _ bool) (plan, error) {
+// limited says whether g counts tokens: a request to it needs a maximum.
+func limited(g spec.Grant) bool { return g.TokensPerDay > 0 || g.TokensPerMonth > 0 }
+
+// anthropicMessages: a stream is a boolean, max_tokens (which the API
+// requires) is the most the answer may write, and the provider-side
+// tools and betas are the grant's (anthropicTools).
+func anthropicMessages(b *reqBody, h http.Header, g spec.Grant) (plan, error) {
 	if _, err := b.boolOf("stream"); err != nil {
 		return plan{}, err
 	}
 	max, _, err := b.countOf("max_tokens", spec.MaxTokens)
-	return plan{maxOutput: max}, err
-}
-
-// openaiChat: a Chat Completion's maximum, and its usage when streamed.
-func openaiChat(b *reqBody, limited bool) (plan, error) {
-	p, err := openaiMax(b, limited, "max_completion_tokens", "max_completion_tokens", "max_tokens")
 	if err != nil {
 		return plan{}, err
 	}
-	return p, includeUsage(b, &p)
+	return plan{maxOutput: max}, anthropicTools(b, h, g)
+}
+
+// openaiChat: a Chat Completion's maximum, its usage when streamed, and
+// no provider-side tool its grant does not allow (chatTools).
+func openaiChat(b *reqBody, _ http.Header, g spec.Grant) (plan, error) {
+	p, err := openaiMax(b, limited(g), "max_completion_tokens", "max_completion_tokens", "max_tokens")
+	if err != nil {
+		return plan{}, err
+	}
+	if err := includeUsage(b, &p); err != nil {
+		return plan{}, err
+	}
+	return p, chatTools(b, g)
 }
 
 // openaiCompletions: the legacy API writes max_tokens (16 unless set) for
 // each of best_of or n choices.
-func openaiCompletions(b *reqBody, _ bool) (plan, error) {
+func openaiCompletions(b *reqBody, _ http.Header, _ spec.Grant) (plan, error) {
 	max, set, err := b.countOf("max_tokens", spec.MaxTokens)
 	if err != nil {
 		return plan{}, err
@@ -176,8 +189,9 @@ func includeUsage(b *reqBody, p *plan) error {
 }
 
 // openaiResponses: run in the foreground only (a background response's
-// usage would come with a later retrieval the gateway does not carry).
-func openaiResponses(b *reqBody, limited bool) (plan, error) {
+// usage would come with a later retrieval the gateway does not carry),
+// with no provider-side tool its grant does not allow (responsesTools).
+func openaiResponses(b *reqBody, _ http.Header, g spec.Grant) (plan, error) {
 	if _, err := b.boolOf("stream"); err != nil {
 		return plan{}, err
 	}
@@ -188,7 +202,11 @@ func openaiResponses(b *reqBody, limited bool) (plan, error) {
 	if bg {
 		return plan{}, badBody("a Responses request with background: true spends tokens the gateway cannot meter; run it in the foreground (stream: true for long ones)")
 	}
-	return openaiMax(b, limited, "max_output_tokens", "max_output_tokens")
+	p, err := openaiMax(b, limited(g), "max_output_tokens", "max_output_tokens")
+	if err != nil {
+		return plan{}, err
+	}
+	return p, responsesTools(b, g)
 }
 
 // openaiMax reads the maximum of output a request names (the largest of

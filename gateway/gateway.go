@@ -277,11 +277,12 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	body, err := parseBody(raw)
 	var p plan
 	if err == nil {
-		p, err = ep.judge(body, grant.TokensPerDay > 0 || grant.TokensPerMonth > 0)
+		p, err = ep.judge(body, r.Header, grant)
 	}
 	if err != nil {
 		x.release()
-		g.refuse(w, x.agent, x.provider, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %v", x.agent, err), 0)
+		reason, status, line := judged(err, x.agent) // a 400, or a 403 for what the grant does not allow
+		g.refuse(w, x.agent, x.provider, kind, reason, status, line, 0)
 		return false
 	}
 	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.maxOutput

@@ -93,6 +93,10 @@ type GrantEntry struct {
 	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
 	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
 	Concurrent        int    `json:"concurrent,omitempty"`
+	// ServerTools and Betas are what the grant's requests may ask of
+	// the provider beyond the model (spec.Grant's): none unless listed.
+	ServerTools []string `json:"server_tools,omitempty"`
+	Betas       []string `json:"betas,omitempty"`
 }
 
 // Entries are p's providers in name order, and each uid's grants in
@@ -107,8 +111,12 @@ func (p Policy) Entries() ([]ProviderEntry, map[uint32][]GrantEntry) {
 	for uid, a := range p.Agents {
 		for _, name := range slices.Sorted(maps.Keys(a.Grants)) {
 			g := a.Grants[name]
-			grants[uid] = append(grants[uid], GrantEntry{Provider: name, RequestsPerMinute: g.RequestsPerMinute,
-				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent})
+			e := GrantEntry{Provider: name, RequestsPerMinute: g.RequestsPerMinute,
+				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent, Betas: slices.Clone(g.Betas)}
+			for _, t := range g.ServerTools {
+				e.ServerTools = append(e.ServerTools, string(t))
+			}
+			grants[uid] = append(grants[uid], e)
 		}
 	}
 	return prs, grants
@@ -138,8 +146,15 @@ func FromEntries(prs []ProviderEntry, grants map[uint32][]GrantEntry, ids map[ui
 			if _, ok := p.Providers[g.Provider]; !ok {
 				return Policy{}, fmt.Errorf("agent %d: grant of %q, which is not a provider", a.ID, g.Provider)
 			}
-			a.Grants[g.Provider] = spec.Grant{Provider: g.Provider, RequestsPerMinute: g.RequestsPerMinute,
-				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent}
+			gr := spec.Grant{Provider: g.Provider, RequestsPerMinute: g.RequestsPerMinute,
+				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent, Betas: slices.Clone(g.Betas)}
+			for _, t := range g.ServerTools {
+				if !slices.Contains(spec.ServerTools[:], spec.ServerTool(t)) {
+					return Policy{}, fmt.Errorf("agent %d: grant of %s: server tool %q is not one this proxy knows (%v)", a.ID, g.Provider, t, spec.ServerTools)
+				}
+				gr.ServerTools = append(gr.ServerTools, spec.ServerTool(t))
+			}
+			a.Grants[g.Provider] = gr
 		}
 		p.Agents[uid] = a
 	}

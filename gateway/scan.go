@@ -32,6 +32,7 @@ type docScanner struct {
 	usages    []found
 	textBytes int64
 	sawText   bool
+	tools     toolScan // the provider-side tools used (toolscan.go)
 }
 
 type found struct {
@@ -93,6 +94,7 @@ func (s *docScanner) write(p []byte) {
 			if s.capDepth > 0 {
 				s.keep(p[i:min(j+1, len(p))])
 			}
+			s.tools.str(s, p[i:min(j, len(p))], j < len(p))
 			if j >= len(p) {
 				return
 			}

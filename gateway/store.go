@@ -85,6 +85,8 @@ type logLine struct {
 	NoUsage  bool    `json:"nousage,omitempty"`
 	Est      bool    `json:"est,omitempty"` // the tokens are estimated
 	Seconds  float64 `json:"s"`
+	// Tools are the provider-side tools' uses, by name.
+	Tools map[string]uint64 `json:"tools,omitempty"`
 }
 
 type snapshot struct {
@@ -163,7 +165,7 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	s.seq++
 	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.Input, Out: o.Usage.Output,
 		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
-		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds()}
+		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map()}
 	s.apply(l)
 	b, _ := json.Marshal(l)
 	var err error
@@ -192,6 +194,12 @@ func (s *Store) apply(l logLine) {
 	u.CacheWriteTokens += l.CW
 	if l.Est {
 		u.EstimatedRequests++
+	}
+	for tool, n := range l.Tools {
+		if u.ServerToolUses == nil {
+			u.ServerToolUses = map[string]uint64{}
+		}
+		u.ServerToolUses[tool] += n
 	}
 	switch {
 	case l.Cut:
@@ -281,7 +289,7 @@ func (s *Store) Usage(agent int) map[string]wire.ModelUsage {
 	for k, u := range s.counts {
 		if k.Agent == agent {
 			c := *u
-			c.Errors, c.Refused = maps.Clone(u.Errors), maps.Clone(u.Refused)
+			c.Errors, c.Refused, c.ServerToolUses = maps.Clone(u.Errors), maps.Clone(u.Refused), maps.Clone(u.ServerToolUses)
 			c.LatencyBuckets = slices.Clone(u.LatencyBuckets)
 			out[k.Provider] = c
 		}

@@ -8,9 +8,10 @@ import (
 
 // Usage is what a provider reported of one request, in flock's terms:
 // input tokens not read from a cache, output tokens, and cache reads and
-// writes.
+// writes; and the provider-side tools it ran (ServerTools).
 type Usage struct {
 	Input, Output, CacheRead, CacheWrite uint64
+	ServerTools                          ToolUses
 	Reported                             bool // the answer carried a usage at all
 	Estimated                            bool // the answer ended before its usage: estimated (meter.estimate)
 }
@@ -27,6 +28,12 @@ type rawUsage struct {
 	OutputTokens             *uint64 `json:"output_tokens"`
 	CacheCreationInputTokens *uint64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *uint64 `json:"cache_read_input_tokens"`
+	// ServerToolUse counts Anthropic's server tools' uses so far.
+	ServerToolUse *struct {
+		WebSearchRequests     *uint64 `json:"web_search_requests"`
+		WebFetchRequests      *uint64 `json:"web_fetch_requests"`
+		CodeExecutionRequests *uint64 `json:"code_execution_requests"`
+	} `json:"server_tool_use"`
 	// OpenAI's Chat Completions (prompt, completion) and Responses
 	// (input, output, with the cached part in the details).
 	PromptTokens        *uint64 `json:"prompt_tokens"`
@@ -50,6 +57,7 @@ type meter struct {
 	sse  *sse // nil: the answer is one JSON document
 	// Anthropic's fields as last reported.
 	in, out, cacheRead, cacheWrite uint64
+	serverTools                    ToolUses // usage.server_tool_use's
 	// OpenAI's.
 	prompt, cached uint64
 	reported       bool
@@ -109,6 +117,18 @@ func (m *meter) take(u *rawUsage) bool {
 		set(&m.out, u.OutputTokens)
 		set(&m.cacheWrite, u.CacheCreationInputTokens)
 		set(&m.cacheRead, u.CacheReadInputTokens)
+		if t := u.ServerToolUse; t != nil {
+			// Counts, not tokens: they say nothing of whether the
+			// usage was reported.
+			tool := func(st spec.ServerTool, v *uint64) {
+				if v != nil {
+					m.serverTools[toolIndex(st)] = *v
+				}
+			}
+			tool(spec.ToolWebSearch, t.WebSearchRequests)
+			tool(spec.ToolWebFetch, t.WebFetchRequests)
+			tool(spec.ToolCodeExecution, t.CodeExecutionRequests)
+		}
 	default:
 		// Chat Completions' prompt_tokens, or Responses' input_tokens:
 		// both include the cached part.
@@ -128,11 +148,17 @@ func (m *meter) take(u *rawUsage) bool {
 
 // usage is what the answer reported so far.
 func (m *meter) usage() Usage {
+	// The server tools: the most that the usage reported (Anthropic's)
+	// or the tool calls that passed counted.
+	tools := m.doc.tools.most()
+	for i, n := range m.serverTools {
+		tools[i] = max(tools[i], n)
+	}
 	if m.kind == spec.KindAnthropic {
-		return Usage{Input: m.in, Output: m.out, CacheRead: m.cacheRead, CacheWrite: m.cacheWrite, Reported: m.reported}
+		return Usage{Input: m.in, Output: m.out, CacheRead: m.cacheRead, CacheWrite: m.cacheWrite, ServerTools: tools, Reported: m.reported}
 	}
 	cached := min(m.cached, m.prompt)
-	return Usage{Input: m.prompt - cached, Output: m.out, CacheRead: cached, Reported: m.reported}
+	return Usage{Input: m.prompt - cached, Output: m.out, CacheRead: cached, ServerTools: tools, Reported: m.reported}
 }
 
 // BytesPerToken is the estimate of text a token stands for when an

@@ -79,6 +79,7 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 				Models: &wire.ModelReport{Agent: 1, At: scrapeTime, Usage: map[string]wire.ModelUsage{"anthropic": {
 					Requests: 9, InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000, CacheWriteTokens: 100,
 					Errors: map[string]uint64{"529": 1, "cut": 1}, Refused: map[string]uint64{"tokens_per_day": 2},
+					ServerToolUses: map[string]uint64{"web_search": 5, "web_fetch": 1},
 					LatencyBuckets: []uint64{0, 1, 2, 3, 1, 1, 0, 1, 0, 0, 0, 0}, LatencySeconds: 21.5,
 					Day: "2026-11-27", DayRequests: 4, DayTokens: 2500, Month: "2026-11", MonthRequests: 9, MonthTokens: 5600}},
 					Limit: map[string]wire.ModelLimits{"anthropic": {RequestsPerMinute: 60, TokensPerDay: 2500}}}},

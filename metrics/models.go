@@ -18,6 +18,8 @@ var (
 		"The agent's requests that failed, by status: the provider's status (400 and up), 502 when flock could not reach it, 499 when the client left first, cut when the answer ended early, no-usage when a whole answer reported none.", "agent", "provider", "status")
 	modelEstimated = desc("agent_model_estimated_requests_total",
 		"The agent's requests whose tokens flock estimated, because the answer ended before the provider reported its usage (cut short by the client or the provider, or a provider that reports none): counted at least as the text that passed.", "agent", "provider")
+	modelServerTools = desc("agent_model_server_tool_uses_total",
+		"Provider-side tools the provider ran for the agent's requests (web_search, web_fetch, code_execution, mcp, file_search, image_generation), each charged beside the tokens, by tool.", "agent", "provider", "tool")
 	modelRefused = desc("agent_model_refused_total",
 		"Requests the gateway refused itself because the agent was over a limit of its grant, by limit.", "agent", "provider", "limit")
 	modelDuration = desc("agent_model_request_duration_seconds",
@@ -28,7 +30,7 @@ var (
 		"A limit of the agent's grant in force (absent: none), by limit.", "agent", "provider", "limit")
 )
 
-var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelEstimated, modelRefused, modelDuration, modelWindow, modelLimit}
+var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelEstimated, modelServerTools, modelRefused, modelDuration, modelWindow, modelLimit}
 
 // collectModels sends agent a's model figures from its last report.
 func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire.ModelReport) {
@@ -42,6 +44,9 @@ func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire
 			ch <- counter(modelTokens, float64(n), a, p, kind)
 		}
 		ch <- counter(modelEstimated, float64(u.EstimatedRequests), a, p)
+		for tool, n := range u.ServerToolUses {
+			ch <- counter(modelServerTools, float64(n), a, p, tool)
+		}
 		for status, n := range u.Errors {
 			ch <- counter(modelErrors, float64(n), a, p, status)
 		}

@@ -18,8 +18,9 @@ var (
 	limitKeys    = []string{"memory", "cpu", "tasks"}
 	shareKeys    = []string{"connections", "tasks", "task_bytes", "tunnels", "handshakes"}
 	subjectsKeys = []string{"publish", "subscribe"}
-	// grantKeys are the limits of one provider in an agent's models:.
-	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent"}
+	// grantKeys are the limits of one provider in an agent's models:, and
+	// what its requests may ask of the provider beyond the model.
+	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent", "server_tools", "betas"}
 )
 
 // acceptedFields lists every field the parser accepts, from the lists it

@@ -56,7 +56,77 @@ type Grant struct {
 	TokensPerDay      uint64
 	TokensPerMonth    uint64
 	Concurrent        int // requests at once
+	// ServerTools are the provider-side tools its requests may ask for
+	// (none unless listed): the provider runs them on the agent's behalf,
+	// reaching the network outside the agent's egress or running code,
+	// and charges each use beside the tokens.
+	ServerTools []ServerTool
+	// Betas are the anthropic-beta values that turn such tools on which
+	// its requests may send (GuardedBeta); any other beta passes.
+	Betas []string
 }
+
+// ServerTool is a tool a provider runs itself when a request asks for it
+// (a "server" or "hosted" tool), by flock's one name for both APIs.
+type ServerTool string
+
+const (
+	// ToolWebSearch: Anthropic's web_search_*, OpenAI's web_search
+	// (Responses) and web_search_options (Chat Completions).
+	ToolWebSearch ServerTool = "web_search"
+	// ToolWebFetch: Anthropic's web_fetch_*.
+	ToolWebFetch ServerTool = "web_fetch"
+	// ToolCodeExecution: Anthropic's code_execution_* (and skills, which
+	// run in its container), OpenAI's code_interpreter.
+	ToolCodeExecution ServerTool = "code_execution"
+	// ToolMCP: Anthropic's MCP connector (mcp_servers), OpenAI's remote
+	// MCP (mcp).
+	ToolMCP ServerTool = "mcp"
+	// ToolFileSearch: OpenAI's file_search over the account's vector
+	// stores.
+	ToolFileSearch ServerTool = "file_search"
+	// ToolImageGeneration: OpenAI's image_generation.
+	ToolImageGeneration ServerTool = "image_generation"
+)
+
+// ServerTools are every server tool, in the order a fix lists them and
+// the gateway counts them.
+var ServerTools = [...]ServerTool{ToolWebSearch, ToolWebFetch, ToolCodeExecution, ToolMCP, ToolFileSearch, ToolImageGeneration}
+
+// ServerToolsOf are the server tools a provider of kind k offers.
+func ServerToolsOf(k ProviderKind) []ServerTool {
+	switch k {
+	case KindAnthropic:
+		return []ServerTool{ToolWebSearch, ToolWebFetch, ToolCodeExecution, ToolMCP}
+	case KindOpenAI:
+		return []ServerTool{ToolWebSearch, ToolCodeExecution, ToolMCP, ToolFileSearch, ToolImageGeneration}
+	}
+	return nil
+}
+
+// GuardedBetas are the anthropic-beta prefixes that turn on what a
+// grant must allow: the MCP connector, code execution, web fetch,
+// skills (code run in the provider's container) and files stored with
+// the provider.
+var GuardedBetas = []string{"mcp-client-", "code-execution-", "web-fetch-", "skills-", "files-api-"}
+
+// GuardedBeta says whether the anthropic-beta value b turns on what a
+// grant must list in betas.
+func GuardedBeta(b string) bool {
+	for _, p := range GuardedBetas {
+		if strings.HasPrefix(b, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsTool says whether g lets its requests use t.
+func (g Grant) AllowsTool(t ServerTool) bool { return slices.Contains(g.ServerTools, t) }
+
+// AllowsBeta says whether g lets its requests send the anthropic-beta
+// value b: any that turns on nothing guarded, or one listed.
+func (g Grant) AllowsBeta(b string) bool { return !GuardedBeta(b) || slices.Contains(g.Betas, b) }
 
 // Limited says whether g has any limit.
 func (g Grant) Limited() bool {
@@ -83,6 +153,8 @@ const (
 const (
 	providersExample = `providers: [{name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}]`
 	modelsExample    = `models: {anthropic: {requests_per_minute: 60, tokens_per_day: 2M}}`
+	toolsExample     = "server_tools: [web_search]"
+	betasExample     = "betas: [mcp-client-2025-11-20]"
 	keyFileExample   = "/etc/flock/keys/anthropic"
 )
 
@@ -261,8 +333,82 @@ func (w *walker) models(n *yaml.Node, path string) []Grant {
 			if g.TokensPerDay > 0 && g.TokensPerMonth > 0 && g.TokensPerDay > g.TokensPerMonth {
 				w.fail(join(p, "tokens_per_day"), "%d is more than tokens_per_month %d; a day cannot spend more than its month", g.TokensPerDay, g.TokensPerMonth)
 			}
+			if x, ok := fs["server_tools"]; ok {
+				g.ServerTools = w.serverTools(x, join(p, "server_tools"), name)
+			}
+			if x, ok := fs["betas"]; ok {
+				g.Betas = w.betas(x, join(p, "betas"), name)
+			}
 		}
 		out = append(out, g)
+	}
+	return out
+}
+
+// serverTools reads the provider-side tools a grant of provider allows:
+// names of ServerTools, each once, of those its kind offers (when the
+// provider is known).
+func (w *walker) serverTools(n *yaml.Node, path, provider string) []ServerTool {
+	items, ok := w.strList(n, path, toolsExample)
+	if !ok {
+		return nil
+	}
+	kind := w.providerKinds[provider]
+	offered := ServerToolsOf(kind)
+	if kind == "" {
+		offered = ServerTools[:]
+	}
+	var out []ServerTool
+	for i, s := range items {
+		t, p := ServerTool(s), index(path, i)
+		switch {
+		case !slices.Contains(ServerTools[:], t):
+			w.fail(p, "%q is not a server tool; choose %s (the provider-side tools flock knows; any other is refused)", s, or(toolNames(offered)))
+		case !slices.Contains(offered, t):
+			w.fail(p, "%q is not a server tool of provider %s (kind %s); choose %s", s, provider, kind, or(toolNames(offered)))
+		case slices.Contains(out, t):
+			w.fail(p, "%q is listed twice; keep one", s)
+		default:
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func toolNames(ts []ServerTool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return out
+}
+
+// betaRe is an anthropic-beta value as Anthropic names them
+// (mcp-client-2025-11-20).
+var betaRe = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// betas reads the anthropic-beta values a grant of provider allows: an
+// Anthropic provider's, each once.
+func (w *walker) betas(n *yaml.Node, path, provider string) []string {
+	items, ok := w.strList(n, path, betasExample)
+	if !ok {
+		return nil
+	}
+	if kind := w.providerKinds[provider]; kind != "" && kind != KindAnthropic {
+		w.fail(path, "provider %s is of kind %s, which has no beta headers (anthropic-beta is Anthropic's); remove betas", provider, kind)
+		return nil
+	}
+	var out []string
+	for i, s := range items {
+		p := index(path, i)
+		switch {
+		case len(s) > 100 || !betaRe.MatchString(s):
+			w.fail(p, "%q is not an anthropic-beta value; write one as Anthropic names it, e.g. mcp-client-2025-11-20", s)
+		case slices.Contains(out, s):
+			w.fail(p, "%q is listed twice; keep one", s)
+		default:
+			out = append(out, s)
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,8 +22,9 @@ defaults:
 agents:
   - id: 1
     models:
-      anthropic: {requests_per_minute: 60, tokens_per_day: 2M, tokens_per_month: 40M, concurrent: 4}
-      corp: {}
+      anthropic: {requests_per_minute: 60, tokens_per_day: 2M, tokens_per_month: 40M, concurrent: 4,
+                  server_tools: [web_search, mcp], betas: [mcp-client-2025-11-20]}
+      corp: {server_tools: []}
   - id: 2
   - id: 3
     models: {}
@@ -39,7 +41,8 @@ agents:
 		t.Errorf("providers:\n got %+v\nwant %+v", f.Providers, want)
 	}
 	a1, _ := f.Agent(1)
-	if w := []Grant{{Provider: "anthropic", RequestsPerMinute: 60, TokensPerDay: 2e6, TokensPerMonth: 40e6, Concurrent: 4}, {Provider: "corp"}}; !reflect.DeepEqual(a1.Models, w) {
+	if w := []Grant{{Provider: "anthropic", RequestsPerMinute: 60, TokensPerDay: 2e6, TokensPerMonth: 40e6, Concurrent: 4,
+		ServerTools: []ServerTool{ToolWebSearch, ToolMCP}, Betas: []string{"mcp-client-2025-11-20"}}, {Provider: "corp"}}; !reflect.DeepEqual(a1.Models, w) {
 		t.Errorf("agent 1's grants (its own replace the defaults'):\n got %+v\nwant %+v", a1.Models, w)
 	}
 	a2, _ := f.Agent(2)
@@ -48,6 +51,46 @@ agents:
 	}
 	if a3, _ := f.Agent(3); a3.HasModels() {
 		t.Errorf("agent 3 gave models: {} and has %+v", a3.Models)
+	}
+}
+
+// A grant allows no provider-side tool and no guarded beta unless it
+// lists them; every other beta passes (Claude Code's among them).
+func TestGrantAllowsWhatItLists(t *testing.T) {
+	none := Grant{Provider: "anthropic"}
+	some := Grant{Provider: "anthropic", ServerTools: []ServerTool{ToolWebFetch}, Betas: []string{"mcp-client-2025-11-20"}}
+	for _, tool := range ServerTools {
+		if none.AllowsTool(tool) || some.AllowsTool(tool) != (tool == ToolWebFetch) {
+			t.Errorf("%s: allowed by a grant that lists none: %v; by one that lists web_fetch: %v", tool, none.AllowsTool(tool), some.AllowsTool(tool))
+		}
+	}
+	for _, tc := range []struct {
+		beta       string
+		none, some bool
+	}{
+		{"claude-code-20250219", true, true},
+		{"interleaved-thinking-2025-05-14", true, true},
+		{"fine-grained-tool-streaming-2025-05-14", true, true},
+		{"context-management-2025-06-27", true, true},
+		{"oauth-2025-04-20", true, true},
+		{"mcp-client-2025-11-20", false, true},
+		{"mcp-client-2025-04-04", false, false},
+		{"code-execution-2025-08-25", false, false},
+		{"web-fetch-2025-09-10", false, false},
+		{"skills-2025-10-02", false, false},
+		{"files-api-2025-04-14", false, false},
+	} {
+		if none.AllowsBeta(tc.beta) != tc.none || some.AllowsBeta(tc.beta) != tc.some {
+			t.Errorf("%s: allowed by a grant that lists none: %v, want %v; by one that lists mcp-client-2025-11-20: %v, want %v",
+				tc.beta, none.AllowsBeta(tc.beta), tc.none, some.AllowsBeta(tc.beta), tc.some)
+		}
+	}
+	for _, k := range ProviderKinds {
+		for _, tool := range ServerToolsOf(k) {
+			if !slices.Contains(ServerTools[:], tool) {
+				t.Errorf("kind %s offers %s, which is not in ServerTools", k, tool)
+			}
+		}
 	}
 }
 

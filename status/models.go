@@ -37,9 +37,12 @@ type ModelUse struct {
 	CacheWrite    uint64 `json:"cache_write_tokens"`
 	// Estimated are the requests whose tokens flock estimated (the
 	// answer ended before its usage): at least the text that passed.
-	Estimated uint64            `json:"estimated_requests,omitempty"`
-	Errors    map[string]uint64 `json:"errors_by_status,omitempty"`
-	Refused   map[string]uint64 `json:"refused_by_limit,omitempty"`
+	Estimated uint64 `json:"estimated_requests,omitempty"`
+	// ServerToolUses are the provider-side tools the provider ran, by
+	// tool (web_search: 3), each charged beside the tokens.
+	ServerToolUses map[string]uint64 `json:"server_tool_uses,omitempty"`
+	Errors         map[string]uint64 `json:"errors_by_status,omitempty"`
+	Refused        map[string]uint64 `json:"refused_by_limit,omitempty"`
 }
 
 // ModelsOf is agent a's use of each provider it is granted or has used,
@@ -61,7 +64,7 @@ func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 			m.TodayRequests, m.TodayTokens = u.Today(now)
 			m.MonthRequests, m.MonthTokens = u.ThisMonth(now)
 			m.Requests, m.InputTokens, m.OutputTokens, m.CacheRead, m.CacheWrite = u.Requests, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
-			m.Errors, m.Refused, m.Estimated = u.Errors, u.Refused, u.EstimatedRequests
+			m.Errors, m.Refused, m.Estimated, m.ServerToolUses = u.Errors, u.Refused, u.EstimatedRequests, u.ServerToolUses
 		}
 		for p := range byName {
 			if _, ok := r.Usage[p]; !ok {
@@ -100,8 +103,13 @@ func WriteUsage(w io.Writer, rows []ModelUse) {
 		if m.Estimated > 0 {
 			requests += fmt.Sprintf(" (%d estimated)", m.Estimated)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s/%s/%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, requests,
-			count(m.InputTokens), count(m.OutputTokens), count(m.CacheRead+m.CacheWrite), byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
+		tokens := count(m.InputTokens) + "/" + count(m.OutputTokens) + "/" + count(m.CacheRead+m.CacheWrite)
+		if len(m.ServerToolUses) > 0 {
+			// Beside the tokens, what the provider ran for it.
+			tokens += " + " + byKey(m.ServerToolUses)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, requests,
+			tokens, byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
 	}
 	tw.Flush()
 }

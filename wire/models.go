@@ -47,6 +47,11 @@ type ModelUsage struct {
 	// because the answer ended before its usage (cut short, or a
 	// provider that sent none): at least the text that passed.
 	EstimatedRequests uint64 `json:"estimated_requests,omitempty"`
+	// ServerToolUses are the provider-side tools the provider ran for
+	// the agent's requests (web_search, web_fetch, code_execution, mcp,
+	// file_search, image_generation: spec.ServerTools), each use charged
+	// beside the tokens, by tool.
+	ServerToolUses map[string]uint64 `json:"server_tool_uses,omitempty"`
 	// Day (2006-01-02) and Month (2006-01), UTC, are the windows the
 	// tokens_per_day and tokens_per_month limits count in.
 	Day           string `json:"day"`
