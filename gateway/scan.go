@@ -8,7 +8,7 @@ import "bytes"
 // message or response: Anthropic's message_start, OpenAI's
 // response.completed), however long the document around them, and
 // counts the bytes of text the model wrote (the string values of the
-// keys in textKeys), which is what a stream cut before its usage is
+// keys isTextKey names), which is what a stream cut before its usage is
 // estimated from. It assumes the provider's JSON: an agent can steer
 // what a model writes, but never unescaped quotes or braces, so no text
 // of the model's can look like a usage.
@@ -51,11 +51,6 @@ const maxUsage = 16 << 10
 // maxKey bounds a key kept: the ones the scanner looks for are short.
 const maxKey = 32
 
-// textKeys are the keys whose string values are text the model wrote, in
-// either API's answers and streams.
-var textKeys = [][]byte{[]byte("text"), []byte("thinking"), []byte("partial_json"), []byte("content"),
-	[]byte("delta"), []byte("arguments"), []byte("refusal"), []byte("reasoning_content"), []byte("reasoning")}
-
 var (
 	keyUsage    = []byte("usage")
 	keyMessage  = []byte("message")
@@ -74,7 +69,7 @@ func (s *docScanner) write(p []byte) {
 					j++
 					continue
 				}
-				k := bytes.IndexAny(p[j:], `"\`)
+				k := quoteOrEscape(p[j:])
 				if k < 0 {
 					j = len(p)
 					break
@@ -181,11 +176,22 @@ func (s *docScanner) keep(b []byte) {
 	}
 }
 
-func isTextKey(k []byte) bool {
-	for _, t := range textKeys {
-		if bytes.Equal(k, t) {
-			return true
+// quoteOrEscape is the index of the first '"' or '\\' in p, or -1: a
+// plain loop, faster than bytes.IndexAny for the short strings of a
+// stream's events.
+func quoteOrEscape(p []byte) int {
+	for i, c := range p {
+		if c == '"' || c == '\\' {
+			return i
 		}
+	}
+	return -1
+}
+
+func isTextKey(k []byte) bool {
+	switch string(k) { // no allocation: the compiler compares in place
+	case "text", "thinking", "partial_json", "content", "delta", "arguments", "refusal", "reasoning_content", "reasoning":
+		return true
 	}
 	return false
 }
