@@ -174,58 +174,80 @@ func TestGatewayBoundsTheBodiesItHolds(t *testing.T) {
 
 // Requests at once cannot spend past a token limit: each reserves its
 // most before it goes, streams closed by the client before their usage
-// are counted at least as what they received, and the day's count ends
-// at or under the limit.
+// are counted at least as what they received, and each agent's day ends
+// at or under its limit. A hundred agents, four requests each at once,
+// half of them streams cut after twenty events.
 func TestGatewayTokenLimitIsACeiling(t *testing.T) {
-	const limit = 2000
-	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: limit}}, nil))
+	const limit, agents = 300, 100
+	grantsOf := map[uint32]Agent{}
+	for i := range agents {
+		grantsOf[uint32(3000000000+i)] = Agent{ID: 100 + i, Grants: map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: limit}}}
+	}
+	r := newRig(t, grantsOf)
 	req := func(stream bool) string {
 		return fmt.Sprintf(`{"model":"claude-x","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"write"}]}`, stream)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stream := i%2 == 0
-			httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(req(stream)))
-			httpReq.Header.Set("X-Standin-Words", "100")
-			httpReq.Header.Set("X-Standin-Delay", "2ms")
-			resp, err := r.client(uidA).Do(httpReq)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			statuses[resp.StatusCode]++
-			mu.Unlock()
-			if stream && resp.StatusCode == 200 {
-				// Read twenty events' worth, then leave.
-				io.CopyN(io.Discard, resp.Body, 2000)
-			} else {
-				io.Copy(io.Discard, resp.Body)
-			}
-			resp.Body.Close()
-		}()
+	received := map[int]uint64{} // words the agent's clients read, by agent
+	for uid := range grantsOf {
+		c := r.client(uid)
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stream := i%2 == 0
+				httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(req(stream)))
+				httpReq.Header.Set("X-Standin-Words", "100")
+				httpReq.Header.Set("X-Standin-Delay", "1ms")
+				resp, err := c.Do(httpReq)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				statuses[resp.StatusCode]++
+				mu.Unlock()
+				var got strings.Builder
+				if stream && resp.StatusCode == 200 {
+					io.CopyN(&got, resp.Body, 2000) // twenty events' worth, then leave
+				} else {
+					io.Copy(&got, resp.Body)
+				}
+				resp.Body.Close()
+				mu.Lock()
+				received[grantsOf[uid].ID] += uint64(strings.Count(got.String(), "word"))
+				mu.Unlock()
+			}()
+		}
 	}
 	wg.Wait()
 	eventually(t, func() error {
 		r.g.limiter.mu.Lock()
 		defer r.g.limiter.mu.Unlock()
-		if n := r.g.limiter.reserved[key{idA, "anth"}]; n != 0 {
-			return errorf("%d tokens still reserved", n)
+		if len(r.g.limiter.reserved) != 0 {
+			return errorf("%d grants still hold reservations", len(r.g.limiter.reserved))
 		}
 		return nil
 	})
-	u := r.g.Store.Usage(idA)["anth"]
-	t.Logf("statuses %v; %d tokens counted of %d, %d requests estimated", statuses, u.DayTokens, limit, u.EstimatedRequests)
-	if u.DayTokens > limit {
-		t.Errorf("%d tokens counted today, past the limit of %d", u.DayTokens, limit)
+	over, most, est := 0, uint64(0), uint64(0)
+	for _, a := range grantsOf {
+		u := r.g.Store.Usage(a.ID)["anth"]
+		most, est = max(most, u.DayTokens), est+u.EstimatedRequests
+		if u.DayTokens > limit {
+			over++
+		}
+		if u.OutputTokens < received[a.ID] {
+			t.Errorf("agent %d: %d output tokens counted, its clients received %d words", a.ID, u.OutputTokens, received[a.ID])
+		}
 	}
-	if statuses[429] == 0 || statuses[200] == 0 {
-		t.Errorf("statuses %v: want some let through and some refused", statuses)
+	t.Logf("%d agents, 4 requests each at once: statuses %v; the most an agent spent %d of %d; %d estimated", agents, statuses, most, limit, est)
+	if over > 0 {
+		t.Errorf("%d agents spent past their tokens_per_day of %d (the most: %d)", over, limit, most)
+	}
+	if statuses[429] == 0 || statuses[200] == 0 || est == 0 {
+		t.Errorf("statuses %v, %d estimated: want some let through, some refused, some cut", statuses, est)
 	}
 }
 
