@@ -86,7 +86,8 @@ func modelProbes(f *spec.Flock, a spec.Agent, keys []ModelKey) []Probe {
 // first grant: a path with dot segments, a provider-side tool that
 // reaches the network (Anthropic's web search, OpenAI's web_search_options),
 // and more of the largest bodies at once than the gateway holds for one
-// agent (bodies it refuses once read, so nothing reaches the provider).
+// agent (let go before their last byte, and bodies it would refuse, so
+// nothing reaches the provider).
 // The controls make the same call from outside the unit as the agent's
 // uid without what is refused: the clean path, no tool, as many bodies
 // as one agent may have held. A control's request may reach the provider

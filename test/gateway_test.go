@@ -248,7 +248,7 @@ func TestModelGateway(t *testing.T) {
 			{"a path with a dot segment", map[string]any{"op": "model-request", "addr": base, "path": "/x/../models"}, `HTTP 400 Bad Request: flock proxy: agent 7: the path "/x/../models" has a ".." segment`},
 			{"a body with a key twice", map[string]any{"op": "model-request", "addr": base, "path": "/chat/completions", "data": `{"model":"gpt-x","stream":false,"stream":true}`}, `is in the request body twice`},
 			{"three bodies of 32 MiB at once", map[string]any{"op": "model-burst", "addr": base, "path": "/chat/completions", "size": 32 << 20, "count": 3, "timeout_ms": 9000},
-				`3 bodies of 33554432 bytes at once: 1 refused before their end, 2 read whole and answered; the first refusal: 429 flock proxy: agent 7: the gateway holds 64 MiB of this agent's request bodies`},
+				`3 bodies of 33554432 bytes at once: 1 refused before their end, 2 held; the first refusal: 429 flock proxy: agent 7: the gateway holds 64 MiB of this agent's request bodies`},
 		} {
 			r := p.do(t, tc.req)
 			if r.OK || !strings.Contains(r.Err, tc.want) {
