@@ -224,6 +224,9 @@ func (l *limiter) reserve(k key, g spec.Grant, day, month, want, output uint64, 
 // settle gives back what reserve held, once the request's usage is
 // counted.
 func (l *limiter) settle(k key, n uint64) {
+	if n == 0 {
+		return // nothing reserved (an endpoint that spends nothing, or refused)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.reserved[k] -= min(n, l.reserved[k]); l.reserved[k] == 0 {

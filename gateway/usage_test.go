@@ -117,3 +117,25 @@ func TestMeterEstimatesAStreamCutBeforeItsUsage(t *testing.T) {
 		}
 	}
 }
+
+// A whole answer that reports no usage (a provider or a compatible
+// server that sends none) is counted as estimated, and as the error
+// no-usage; one cut before its usage is the error cut.
+func TestAnAnswerWithoutUsageIsAnErrorOfItsOwn(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g := &Gateway{Store: st}
+	for _, cut := range []bool{false, true} {
+		x := &exchange{g: g, agent: 1, provider: "oai", status: 200, spends: true, metered: true, meter: newMeter(spec.KindOpenAI), inputEstimate: 40, maxOutput: 100}
+		x.meter.write([]byte(`{"choices":[{"message":{"content":"` + strings.Repeat("word ", 20) + `"}}]}`))
+		x.meter.end()
+		x.finish(cut)
+	}
+	u := st.Usage(1)["oai"]
+	if u.Errors[ErrorNoUsage] != 1 || u.Errors[ErrorCut] != 1 || u.EstimatedRequests != 2 || u.InputTokens != 80 || u.OutputTokens < 2*20 {
+		t.Errorf("two answers without usage, one whole and one cut: %+v", u)
+	}
+}
