@@ -97,8 +97,10 @@ func agentCgroup(id int) string {
 // TestVMEnforcesLimits proves MemoryMax, TasksMax and CPUQuota are
 // enforced on agents, and that a neighbour keeps heartbeating through it;
 // /metrics and flockctl events show what the kernel did (OOM kills, a
-// firewall refusal in the kernel's log), and flock.service killed at its
-// own MemoryMax keeps its tasks.
+// firewall refusal in the kernel's log), flock.service killed at its
+// own MemoryMax keeps its tasks, and flock-proxy, flooded with one
+// agent's whole share of 32 MiB bodies at once, stays within 256 MiB
+// and is not restarted.
 // Tier: root + VM (qemu).
 func TestVMEnforcesLimits(t *testing.T) {
 	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
@@ -149,6 +151,10 @@ func TestVMEnforcesLimits(t *testing.T) {
 	})
 	t.Run("flockctl events: each OOM kill one event, a refused connect the kernel's line", func(t *testing.T) {
 		checkEvents(t, v)
+	})
+	// Last: it deprovisions the hogs (vm_gateway_flood_test.go).
+	t.Run("flock-proxy holds an agent's whole share of 32 MiB bodies at once within 256 MiB, without a restart", func(t *testing.T) {
+		checkGatewayFlood(t, v)
 	})
 }
 
