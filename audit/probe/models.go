@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -65,35 +63,13 @@ func modelCall(ctx context.Context, base, kind string, uid int) (string, error) 
 	if kind == "anthropic" {
 		path = "/v1/models"
 	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	if uid > 0 {
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) { return DialAs(ctx, uid, addr) }
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("X-Api-Key", "flock-audit-placeholder")
 	req.Header.Set("Authorization", "Bearer flock-audit-placeholder")
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 == 2 {
-		return "HTTP " + resp.Status, nil
-	}
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		msg = e.Error.Message
-	}
-	return "", fmt.Errorf("HTTP %s: %s", resp.Status, clip(msg))
+	return answerOf(modelClient(uid).Do(req))
 }
 
 // DialAs connects to addr (an IPv4 host:port) over a TCP socket the
