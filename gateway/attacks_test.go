@@ -284,3 +284,41 @@ func TestGatewayCountsStreamsTheClientCloses(t *testing.T) {
 		})
 	}
 }
+
+// A proxy stopped while a stream is under way (a restart to replace a
+// key) lets it run a moment, then cuts it and counts it as what passed,
+// before the store closes: nothing is left for the next start to count
+// at its reservation.
+func TestGatewayCountsWhatIsUnderWayAtAStop(t *testing.T) {
+	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: 100000}}, nil))
+	httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(anthropicStreamReq))
+	httpReq.Header.Set("X-Standin-Words", "100")
+	httpReq.Header.Set("X-Standin-Delay", "20ms")
+	resp, err := r.client(uidA).Do(httpReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for words := 0; words < 5; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		words += strings.Count(line, "word")
+	}
+	Shutdown(r.srv, 100*time.Millisecond)
+	if !r.g.Drain(5 * time.Second) {
+		t.Fatal("the request under way did not end")
+	}
+	u := r.g.Store.Usage(idA)["anth"]
+	if u.Requests != 1 || u.Errors[ErrorCut] != 1 || u.EstimatedRequests != 1 || u.OutputTokens < 5 || u.OutputTokens >= 100 {
+		t.Errorf("the stream under way at the stop: %+v; want it counted as cut, estimated from what passed", u)
+	}
+	r.g.Store.mu.Lock()
+	open := len(r.g.Store.begun)
+	r.g.Store.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d requests left begun in the log", open)
+	}
+}

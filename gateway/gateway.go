@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,9 +50,10 @@ type Gateway struct {
 	// Logf reports the gateway's own troubles (a count not written).
 	Logf func(format string, args ...any)
 
-	state   atomic.Pointer[state]
-	limiter limiter
-	buffers buffers
+	state    atomic.Pointer[state]
+	limiter  limiter
+	buffers  buffers
+	handlers sync.WaitGroup // the requests under way (Drain)
 }
 
 // state is a policy with its upstreams, swapped whole.
@@ -150,6 +152,8 @@ func addrPort(a net.Addr) netip.AddrPort {
 // ServeHTTP takes one request of an agent: who, which provider, whether
 // its grant and limits let it, then the provider's answer, metered.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.handlers.Add(1)
+	defer g.handlers.Done()
 	start := g.now()
 	st := g.state.Load()
 	if st == nil {
@@ -295,6 +299,11 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 			return false
 		}
 		x.key = k
+		// Logged before it is sent: a proxy killed while it is under
+		// way counts it at what it reserved when it starts again.
+		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.maxOutput); err != nil {
+			g.logf("gateway: logging a request of agent %d to %s: %v", x.agent, x.provider, err)
+		}
 	}
 	pieces, n := body.with(p.edits)
 	r.Body = &heldBody{Reader: piecesReader(pieces), give: x.release}

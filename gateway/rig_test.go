@@ -57,6 +57,7 @@ type rig struct {
 	up      *standin.Server
 	upSrv   *httptest.Server
 	addr    string
+	srv     *http.Server
 	uids    *portUIDs
 	secrets map[string]Secret
 
@@ -98,9 +99,9 @@ func newRig(t testing.TB, grants map[uint32]Agent) *rig {
 		t.Fatal(err)
 	}
 	r.addr = ln.Addr().String()
-	srv := r.g.Server()
-	go srv.Serve(ln)
-	t.Cleanup(func() { Shutdown(srv, time.Second); st.Close() })
+	r.srv = r.g.Server()
+	go r.srv.Serve(ln)
+	t.Cleanup(func() { Shutdown(r.srv, time.Second); st.Close() })
 	return r
 }
 

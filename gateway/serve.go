@@ -65,11 +65,31 @@ func (g *Gateway) Server() *http.Server {
 	}
 }
 
-// Shutdown stops srv, letting answers under way finish for up to d.
+// Shutdown stops srv, letting answers under way finish for up to d, then
+// closes the connections still open: their exchanges end cut, and are
+// counted as such (Drain waits for that).
 func Shutdown(srv *http.Server, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		err = srv.Close()
+	}
+	return err
+}
+
+// Drain waits up to d for the requests under way to end and be counted,
+// and says whether they did. A request still under way when the proxy
+// exits is counted at what it reserved when the store is opened again.
+func (g *Gateway) Drain(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { g.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 type logWriter struct{ g *Gateway }

@@ -41,6 +41,9 @@ type Store struct {
 	unsynced bool
 	logged   int          // lines since the snapshot
 	changed  map[int]bool // agents whose counts changed since Changed
+	// begun are the requests under way (their begin lines), which a
+	// compaction writes again into the emptied log.
+	begun map[uint64]logLine
 }
 
 // Errors of an answer of its own kind, beside the statuses: cut short
@@ -68,6 +71,8 @@ type Outcome struct {
 	Cut      bool // the answer ended early (the provider or the client went away)
 	NoUsage  bool // a whole answer that reported no usage (its usage is estimated)
 	Duration time.Duration
+	// Begun is what Begin returned for the request (0: none logged).
+	Begun uint64
 }
 
 // logLine is a request in the log.
@@ -87,6 +92,11 @@ type logLine struct {
 	Seconds  float64 `json:"s"`
 	// Tools are the provider-side tools' uses, by name.
 	Tools map[string]uint64 `json:"tools,omitempty"`
+	// Begin marks a request begun, not a request counted: its In and
+	// Out are what it reserved. Of is the begin line a request's end
+	// closes.
+	Begin bool   `json:"begin,omitempty"`
+	Of    uint64 `json:"of,omitempty"`
 }
 
 type snapshot struct {
@@ -104,7 +114,7 @@ type snapshotCount struct {
 // for the requests to come. A line the proxy was killed while writing
 // (the last, torn) is dropped: its request had not ended in the counts.
 func OpenStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, counts: map[key]*wire.ModelUsage{}, changed: map[int]bool{}}
+	s := &Store{dir: dir, counts: map[key]*wire.ModelUsage{}, changed: map[int]bool{}, begun: map[uint64]logLine{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the counts' directory: %w", err)
 	}
@@ -129,16 +139,38 @@ func OpenStore(dir string) (*Store, error) {
 	if f, err := os.Open(lp); err == nil {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		open := map[uint64]logLine{}
 		for sc.Scan() {
 			var l logLine
-			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Seq <= s.seq {
-				continue // torn, or already in the snapshot
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue // torn
+			}
+			if l.Begin {
+				// A begin is written again after each compaction
+				// while its request is under way: it may precede the
+				// snapshot's seq.
+				open[l.Seq] = l
+				continue
+			}
+			delete(open, l.Of) // ended, whether or not in the snapshot
+			if l.Seq <= s.seq {
+				continue // already in the snapshot
 			}
 			s.apply(l)
 			s.seq = l.Seq
 			s.logged++
 		}
 		f.Close()
+		// Requests begun and never ended: the proxy was killed while
+		// they were under way. Their tokens were spent, how many is not
+		// known: each is counted as cut, at what it reserved (its most),
+		// and marked estimated, so that no limit is outrun by a crash.
+		for _, seq := range slices.Sorted(maps.Keys(open)) {
+			l := open[seq]
+			s.seq = max(s.seq, seq) + 1
+			l.Seq, l.Begin, l.Cut, l.Est, l.Status = s.seq, false, true, true, 499
+			s.apply(l)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("reading the requests' log: %w", err)
 	}
@@ -157,6 +189,19 @@ func OpenStore(dir string) (*Store, error) {
 	return s, nil
 }
 
+// Begin logs a request of agent to provider about to be sent, with the
+// input and output it reserved, and returns what its Outcome's Begun must
+// be: a proxy killed before the request ends counts it, when it opens the
+// store again, at what it reserved.
+func (s *Store) Begin(agent int, provider string, at time.Time, input, output uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	l := logLine{Seq: s.seq, At: at.UnixNano(), Agent: agent, Provider: provider, In: input, Out: output, Begin: true}
+	s.begun[l.Seq] = l
+	return l.Seq, s.append(l)
+}
+
 // Record counts a request of agent to provider that ended as o, in
 // memory and in the log.
 func (s *Store) Record(agent int, provider string, o Outcome) error {
@@ -165,20 +210,28 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	s.seq++
 	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.Input, Out: o.Usage.Output,
 		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
-		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map()}
+		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map(), Of: o.Begun}
+	delete(s.begun, o.Begun)
 	s.apply(l)
-	b, _ := json.Marshal(l)
-	var err error
-	if s.log != nil {
-		if _, err = s.log.Write(append(b, '\n')); err != nil {
-			err = fmt.Errorf("appending to the requests' log: %w", err)
-		}
-		s.unsynced = true
-		if s.logged++; s.logged >= compactAfter {
-			err = errors.Join(err, s.compact())
-		}
+	err := s.append(l)
+	if s.log != nil && s.logged >= compactAfter {
+		err = errors.Join(err, s.compact())
 	}
 	return err
+}
+
+// append writes l to the log.
+func (s *Store) append(l logLine) error {
+	if s.log == nil {
+		return nil
+	}
+	b, _ := json.Marshal(l)
+	s.unsynced = true
+	s.logged++
+	if _, err := s.log.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("appending to the requests' log: %w", err)
+	}
+	return nil
 }
 
 // apply counts one logged request: the one code for a request now and a
@@ -352,6 +405,12 @@ func (s *Store) compact() error {
 	// truncation replays none of them twice.
 	if err := s.log.Truncate(0); err != nil {
 		return fmt.Errorf("emptying the requests' log: %w", err)
+	}
+	// The requests under way keep their begin lines.
+	for _, seq := range slices.Sorted(maps.Keys(s.begun)) {
+		if err := s.append(s.begun[seq]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -105,3 +105,60 @@ func withoutRefusals(u wire.ModelUsage) wire.ModelUsage {
 	u.Refused = nil
 	return u
 }
+
+// A request under way when the proxy is killed was spent, how much is not
+// known: the store counts it at what it reserved, once, marked estimated
+// and cut, whether the proxy was killed before or after a compaction of
+// the log, or between a compaction's snapshot and its emptying of the
+// log; a request that ended is never counted again.
+func TestStoreCountsRequestsUnderWayAtAKill(t *testing.T) {
+	at := time.Date(2026, 5, 31, 23, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		kill func(t *testing.T, dir string, s *Store)
+	}{
+		{"killed", func(*testing.T, string, *Store) {}},
+		{"killed after a compaction", func(t *testing.T, _ string, s *Store) {
+			if err := s.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"killed between a compaction's snapshot and its emptying of the log", func(t *testing.T, dir string, s *Store) {
+			before, _ := os.ReadFile(filepath.Join(dir, logFile))
+			if err := s.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, logFile), before, 0o600)
+		}},
+	} {
+		dir := t.TempDir()
+		s, err := OpenStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, _ := s.Begin(3, "anthropic", at, 40, 100)
+		if err := s.Record(3, "anthropic", Outcome{At: at, Usage: Usage{Input: 40, Output: 12}, Status: 200, Begun: ended}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Begin(3, "anthropic", at, 50, 1000); err != nil { // under way at the kill
+			t.Fatal(err)
+		}
+		tc.kill(t, dir, s)
+		after, err := OpenStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := after.Usage(3)["anthropic"]
+		if u.Requests != 2 || u.InputTokens != 90 || u.OutputTokens != 1012 || u.EstimatedRequests != 1 || u.Errors[ErrorCut] != 1 {
+			t.Errorf("%s: %+v; want the ended request and the one under way at its reservation (50 in, 1000 out)", tc.name, u)
+		}
+		// Opened again: counted once.
+		again, err := OpenStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := again.Usage(3)["anthropic"]; v.Requests != 2 || v.OutputTokens != 1012 {
+			t.Errorf("%s, opened again: %+v", tc.name, v)
+		}
+	}
+}

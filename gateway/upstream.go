@@ -163,6 +163,7 @@ type exchange struct {
 	reserved      uint64
 	inputEstimate uint64
 	maxOutput     uint64 // the most the request asked for (0: unknown)
+	begun         uint64 // its begin line in the store (Store.Begin)
 	held          func()
 	releaseOnce   sync.Once
 }
@@ -206,12 +207,7 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 // (413), or the provider unreachable (502, in its own format).
 func (u *upstream) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r)
-	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge):
-		line := fmt.Sprintf("flock proxy: agent %d: the request body is more than the gateway carries (%d bytes); send less", x.agent, MaxRequestBody)
-		x.g.refuse(w, x.agent, x.provider, u.p.Kind, ReasonTooLarge, http.StatusRequestEntityTooLarge, line, 0)
-		x.status = http.StatusRequestEntityTooLarge
 	case r.Context().Err() != nil:
 		// The client went away before the answer began.
 		x.status = 499
@@ -268,12 +264,7 @@ func (x *exchange) finish(cut bool) {
 		if status == 0 {
 			status = 499
 		}
-		if status == http.StatusRequestEntityTooLarge {
-			x.g.limiter.settle(x.key, x.reserved)
-			x.release()
-			return // refused, not forwarded
-		}
-		o := Outcome{At: x.g.now(), Usage: x.meter.usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start)}
+		o := Outcome{At: x.g.now(), Usage: x.meter.usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start), Begun: x.begun}
 		if x.spends && status < 300 && !x.meter.final {
 			// No usage ended the answer: count at least what it
 			// passed, and say so.

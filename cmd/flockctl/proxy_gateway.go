@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -158,9 +157,10 @@ func union(a, b []int) []int {
 // seconds, and keeps the counts.
 func (m *modelGateway) close() error {
 	m.listener.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m.server.Shutdown(ctx)
+	gateway.Shutdown(m.server, 5*time.Second)
+	if !m.gw.Drain(2 * time.Second) {
+		fmt.Fprintln(os.Stderr, "[WRN] gateway: requests still under way at the stop count at what they reserved")
+	}
 	close(m.stop)
 	return m.store.Close()
 }
