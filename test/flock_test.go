@@ -287,6 +287,24 @@ type probeResult = probeop.Result
 // reads half a request.
 func (p *probe) do(t *testing.T, req map[string]any) probeResult {
 	t.Helper()
+	name := p.send(t, req)
+	base := path.Join(agentsDir, strconv.Itoa(p.id), "probe")
+	var r probeResult
+	p.m.Eventually(t, 10*time.Second, func() error {
+		b, err := p.m.ReadFile(path.Join(base, "out", name+".json"))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &r)
+	})
+	return r
+}
+
+// send hands the agent req and returns its name, without waiting for its
+// answer (for a request in the background, whose answer comes when it
+// ends).
+func (p *probe) send(t *testing.T, req map[string]any) string {
+	t.Helper()
 	body, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
@@ -298,15 +316,7 @@ func (p *probe) do(t *testing.T, req map[string]any) probeResult {
 		t.Fatalf("agent %d request %s: %v", p.id, body, err)
 	}
 	mustRun(t, p.m, "mv", tmp, path.Join(base, "in", name+".json"))
-	var r probeResult
-	p.m.Eventually(t, 10*time.Second, func() error {
-		b, err := p.m.ReadFile(path.Join(base, "out", name+".json"))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(b, &r)
-	})
-	return r
+	return name
 }
 
 // asRootInside runs the same request as root from outside the unit, in the

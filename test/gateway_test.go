@@ -397,7 +397,7 @@ func TestModelGateway(t *testing.T) {
 		// was spent, how much is not known, so it counts at what it
 		// reserved (its input's estimate and the default maximum).
 		p := startedProbe(t, m, 7)
-		p.do(t, map[string]any{"op": "model-cut", "addr": "http://127.0.0.1:4230/openai", "path": "/chat/completions", "count": 1000, "background": true,
+		p.send(t, map[string]any{"op": "model-cut", "addr": "http://127.0.0.1:4230/openai", "path": "/chat/completions", "count": 1000, "background": true,
 			"timeout_ms": 60000, "data": `{"model":"gpt-x","stream":true,"messages":[{"role":"user","content":"write"}]}`,
 			"env": []string{"X-Standin-Words=1000", "X-Standin-Delay=20ms", "X-Standin-Tag=killed"}})
 		m.Eventually(t, 20*time.Second, func() error {
