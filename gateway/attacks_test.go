@@ -322,3 +322,34 @@ func TestGatewayCountsWhatIsUnderWayAtAStop(t *testing.T) {
 		t.Errorf("%d requests left begun in the log", open)
 	}
 }
+
+// A client that resets its socket in the middle of its body leaves
+// nothing behind: the bytes held for it are given back, its place under
+// concurrent is free, and nothing reached the provider.
+func TestGatewayClientResetMidBody(t *testing.T) {
+	r := newRig(t, grants(map[string]spec.Grant{"anth": {Provider: "anth", Concurrent: 1}}, nil))
+	c := r.rawRequest(uidA, "/anth/v1/messages", 8<<20, `{"model":"x","max_tokens":5,"messages":[{"role":"user","content":"`+strings.Repeat("a", 1<<20))
+	eventually(t, func() error {
+		if n := r.g.buffers.held(); n != 8<<20 {
+			return errorf("%d held", n)
+		}
+		return nil
+	})
+	c.(*net.TCPConn).SetLinger(0)
+	c.Close() // a reset, mid-body
+	eventually(t, func() error {
+		r.g.limiter.mu.Lock()
+		n := r.g.limiter.inflight[key{idA, "anth"}]
+		r.g.limiter.mu.Unlock()
+		if held := r.g.buffers.held(); held != 0 || n != 0 {
+			return errorf("after the reset: %d bytes held, %d under way", held, n)
+		}
+		return nil
+	})
+	if seen := r.up.Seen(); len(seen) != 0 {
+		t.Errorf("a body cut by a reset reached the provider: %v", seen)
+	}
+	if status, _, body := r.call(uidA, http.MethodPost, "/anth/v1/messages", anthropicReq); status != 200 {
+		t.Errorf("the next request: %d %s", status, body)
+	}
+}
