@@ -5,12 +5,15 @@ package proxy
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flockrun/flock/gateway"
 )
 
 // connected is a connection through the proxy that CONNECT example.com
@@ -125,32 +128,49 @@ func TestHandshakeShare(t *testing.T) {
 }
 
 // A tunnel that carries nothing either way for the idle bound is closed
-// and its place given back; one that carries goes on.
+// and its place given back; one that carries goes on. So too beside the
+// gateway, as flock-proxy always runs: there dispatch's reader wraps the
+// client's socket, and the kernel is asked about the socket under it.
 func TestIdleTunnelIsClosed(t *testing.T) {
-	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443"), Tunnels: 4, Handshakes: 4}}})
-	r.srv.Idle = 300 * time.Millisecond
-	quiet := r.tunnel(t)
-	busy := r.tunnel(t)
-	stop := time.Now().Add(time.Second)
-	for time.Now().Before(stop) {
-		io.WriteString(busy, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
-		if err != nil {
-			t.Fatalf("the busy tunnel after %s: %v", time.Until(stop), err)
+	for _, beside := range []bool{false, true} {
+		name := "alone"
+		if beside {
+			name = "beside the gateway"
 		}
-		io.Copy(io.Discard, resp.Body)
-		time.Sleep(50 * time.Millisecond)
-	}
-	quiet.SetReadDeadline(time.Now().Add(time.Second))
-	if _, err := quiet.Read(make([]byte, 1)); err == nil {
-		t.Error("the quiet tunnel still carries")
-	}
-	rec := r.last(t, 1)
-	if !rec.Allowed() || !strings.Contains(rec.Detail, "carrying nothing") {
-		t.Errorf("record of the idle tunnel %+v", rec)
-	}
-	if n := r.srv.tunnels.Held(1001); n != 1 {
-		t.Errorf("agent 1 holds %d tunnels, want the busy one", n)
+		t.Run(name, func(t *testing.T) {
+			var before []func(*Server)
+			if beside {
+				ln := gateway.NewListener(&net.TCPAddr{})
+				t.Cleanup(func() { ln.Close() })
+				before = append(before, func(s *Server) { s.Gateway = ln })
+			}
+			r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443"), Tunnels: 4, Handshakes: 4}}}, before...)
+			r.srv.Idle = 300 * time.Millisecond
+			quiet := r.tunnel(t)
+			busy := r.tunnel(t)
+			stop := time.Now().Add(time.Second)
+			for time.Now().Before(stop) {
+				io.WriteString(busy, "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+				if err != nil {
+					t.Fatalf("the busy tunnel after %s: %v", time.Until(stop), err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				time.Sleep(50 * time.Millisecond)
+			}
+			quiet.SetReadDeadline(time.Now().Add(time.Second))
+			var ne net.Error
+			if _, err := quiet.Read(make([]byte, 1)); err == nil || errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("the quiet tunnel is still open: %v", err)
+			}
+			rec := r.last(t, 1)
+			if !rec.Allowed() || !strings.Contains(rec.Detail, "carrying nothing") {
+				t.Errorf("record of the idle tunnel %+v", rec)
+			}
+			if n := r.srv.tunnels.Held(1001); n != 1 {
+				t.Errorf("agent 1 holds %d tunnels, want the busy one", n)
+			}
+		})
 	}
 }
 
