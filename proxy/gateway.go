@@ -99,7 +99,7 @@ type peeked struct {
 func (p *peeked) Read(b []byte) (int, error) { return p.r.Read(b) }
 
 // CloseWrite half-closes the connection underneath, as a tunnel's end
-// does (splice).
+// does (carry).
 func (p *peeked) CloseWrite() error {
 	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()

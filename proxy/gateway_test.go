@@ -115,7 +115,7 @@ func TestGatewayConnectionsAreInTheTunnelShare(t *testing.T) {
 	if _, resp = open(); resp.StatusCode != 200 {
 		t.Errorf("a connection after one closed: %d", resp.StatusCode)
 	}
-	r.uids.uid = 1005
+	r.uids.set(1005, nil)
 	for i := 0; i < 3; i++ {
 		if _, resp = open(); resp.StatusCode != 200 {
 			t.Errorf("a uid the proxy does not know, connection %d: %d, want it handed to the gateway", i+1, resp.StatusCode)
@@ -129,7 +129,7 @@ func TestGatewayConnectionsAreInTheTunnelShare(t *testing.T) {
 func TestGatewayConnectionOfNoKnownSocketIsRefused(t *testing.T) {
 	ln := gateway.NewListener(&net.TCPAddr{})
 	r := newRig(t, testDNS, Policy{Agents: map[uint32]AgentRules{1001: {ID: 1, Rules: rules(t, "example.com:443")}}}, func(s *Server) { s.Gateway = ln })
-	r.uids.err = ErrNoSocket
+	r.uids.set(0, ErrNoSocket)
 	handed := make(chan net.Conn, 1)
 	go func() {
 		if c, err := ln.Accept(); err == nil {

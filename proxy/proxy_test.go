@@ -21,11 +21,23 @@ import (
 
 // fakeUIDs says every client is uid (the test's stand-in for sock_diag).
 type fakeUIDs struct {
+	mu  sync.Mutex
 	uid uint32
 	err error // the kernel knows no such socket
 }
 
-func (f *fakeUIDs) UID(_, _ netip.AddrPort) (uint32, error) { return f.uid, f.err }
+func (f *fakeUIDs) UID(_, _ netip.AddrPort) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.uid, f.err
+}
+
+// set makes every client uid from now on (the server reads it at once).
+func (f *fakeUIDs) set(uid uint32, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uid, f.err = uid, err
+}
 
 // fakeDNS resolves from a table.
 type fakeDNS map[string][]netip.Addr
@@ -209,7 +221,7 @@ func TestRefusals(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, testDNS, p)
-			r.uids.uid = c.uid
+			r.uids.set(c.uid, nil)
 			code, body, took := r.connect(t, c.target)
 			if code != http.StatusForbidden || !strings.Contains(body, c.body) || strings.Count(body, "\n") != 1 {
 				t.Errorf("got %d %q, want 403 with %q", code, body, c.body)

@@ -71,9 +71,9 @@ func TestTunnelShare(t *testing.T) {
 	if rec := r.last(t, 1); rec.Reason != ReasonTunnels || rec.Agent != 1 || rec.Fields()["DECISION"] != "deny" {
 		t.Errorf("record %+v", rec)
 	}
-	r.uids.uid = 1002
+	r.uids.set(1002, nil)
 	r.tunnel(t)
-	r.uids.uid = 1001
+	r.uids.set(1001, nil)
 	first.Close()
 	deadline := time.Now().Add(3 * time.Second)
 	for r.srv.tunnels.Held(1001) != 1 {
@@ -123,7 +123,7 @@ func TestHandshakeShare(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Errorf("the carrying tunnel during the loris: %v %v", resp, err)
 	}
-	r.uids.uid = 1002
+	r.uids.set(1002, nil)
 	r.tunnel(t)
 }
 
