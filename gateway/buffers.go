@@ -17,9 +17,11 @@ const (
 	MaxBuffered         = 128 << 20
 	MaxBufferedPerAgent = 2 * MaxRequestBody
 	// ProxyMemoryLimit is flock-proxy's Go memory limit (its GOMEMLIMIT
-	// unless the environment sets one): the bodies held and room for the
-	// rest, well under its unit's MemoryHigh (512 MiB).
-	ProxyMemoryLimit = 200 << 20
+	// unless the environment sets one): the collector works harder as the
+	// heap nears it, before the unit's MemoryHigh (512 MiB) throttles the
+	// whole proxy. Not lower: the tunnels' copy buffers (64 KiB each) are
+	// live memory too, and a collector held under what is live only spins.
+	ProxyMemoryLimit = 384 << 20
 )
 
 // buffers counts the bytes of request bodies held, in all and per agent.

@@ -35,7 +35,7 @@ const (
 	quietFor = 8 * time.Second
 	// floodRSSBound is the bound on flock-proxy's resident set:
 	// the 64 MiB of one agent's bodies the gateway holds, under its Go
-	// memory limit (200 MiB), well under MemoryHigh (512M).
+	// memory limit (gateway.ProxyMemoryLimit), under MemoryHigh (512M).
 	floodRSSBound  = 256 << 20
 	floodModelAddr = "127.0.0.1:11434" // the keyless stand-in (probe standin-serve ADDR -)
 	floodScript    = hogDir + "/gateway-flood.py"
