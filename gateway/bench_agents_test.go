@@ -149,7 +149,10 @@ func BenchmarkModelGatewayAgents(b *testing.B) {
 		requests += u.Requests
 		counted += u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 		reported += rep.Tokens()
-		if u.InputTokens != rep.Input || u.OutputTokens != rep.Output || u.CacheReadTokens != rep.CacheRead || u.CacheWriteTokens != rep.CacheWrite {
+		// A stream cut before its usage counts at least the text that
+		// passed (estimated), so output may be more than the upstream's
+		// events had said; the rest is exact.
+		if u.InputTokens != rep.Input || u.OutputTokens < rep.Output || u.CacheReadTokens != rep.CacheRead || u.CacheWriteTokens != rep.CacheWrite {
 			b.Errorf("agent %d: counted %+v, the stand-in reported %+v", i, u, rep)
 		}
 	}
@@ -163,7 +166,7 @@ func BenchmarkModelGatewayAgents(b *testing.B) {
 	for _, row := range []benchrow.Row{
 		{What: "requests lost of 10,000 from 100 agents at once", N: agents, Unit: "requests", Flock: []float64{float64(lost.Load())}, Goal: "0"},
 		{What: "tokens counted by flock, of 10,000 requests with streams cut", Floor: "tokens the stand-in reported", N: agents, Unit: "tokens",
-			Flock: []float64{float64(counted)}, Base: []float64{float64(reported)}, Goal: "= (exact)"},
+			Flock: []float64{float64(counted)}, Base: []float64{float64(reported)}, Goal: "≥ (exact but cut streams' output, estimated)"},
 		{What: "flock-proxy's peak RSS, 100 agents at once", N: agents, Unit: "MiB", Flock: []float64{float64(hwm) / 1024}, Goal: "≤ 64 MiB"},
 		{What: "requests per second, 100 agents at once", N: agents, Unit: "req/s", Higher: true, Flock: []float64{float64(agents*perAgent) / took.Seconds()}},
 	} {
