@@ -189,7 +189,12 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("nobody through a loosened socket: %s, want a refusal and no counters", out)
 		}
 		m.Eventually(t, 10*time.Second, func() error {
-			j := mustRun(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-counters@*")
+			// Until the reader's line is in the journal, journalctl
+			// finds no unit of the pattern and exits 1: asked again.
+			j, stderr, err := run(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-counters@*")
+			if err != nil {
+				return fmt.Errorf("journalctl: %v: %s", err, stderr)
+			}
 			if !strings.Contains(j, "uid 65534 may not read") {
 				return fmt.Errorf("the reader's refusal is not in its journal:\n%s", j)
 			}
