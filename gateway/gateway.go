@@ -221,7 +221,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{g: g, agent: a.ID, provider: name, start: start, meter: newMeter(kind), spends: ep.spends}
 	if ep.judge == nil {
 		r.Body, r.ContentLength = http.NoBody, 0
-	} else if !g.judge(w, r, x, ep, grant, k, day, month) {
+	} else if !g.judge(w, r, x, ep, grant, k) {
 		return
 	}
 	defer x.release()
@@ -250,7 +250,7 @@ func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind spec.ProviderK
 // decides by of their type), reserves the most it may spend against the
 // grant's token limits, and makes it the body sent. false: refused, and
 // answered.
-func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep endpoint, grant spec.Grant, k key, day, month uint64) bool {
+func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep endpoint, grant spec.Grant, k key) bool {
 	kind := x.meter.kind
 	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 	// A body must come in bodyTimeout: one trickled in holds its place
@@ -292,7 +292,9 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.maxOutput
 	if ep.spends {
 		x.reserved = x.inputEstimate + p.maxOutput
-		v := g.limiter.reserve(k, grant, day, month, x.reserved, p.maxOutput, g.now())
+		now := g.now()
+		window := func() (uint64, uint64) { return g.Store.Window(x.agent, x.provider, now) }
+		v := g.limiter.reserve(k, grant, window, x.reserved, p.maxOutput, now)
 		if !g.admitted(w, v, kind) {
 			x.reserved = 0
 			x.release()

@@ -208,10 +208,16 @@ func (l *limiter) tokensFit(r *Refusal, g spec.Grant, day, month, reserved, want
 // admit let through, against the token limits: requests under way
 // together never spend past one. settle gives them back when its usage
 // is counted.
-func (l *limiter) reserve(k key, g spec.Grant, day, month, want, output uint64, now time.Time) verdict {
+//
+// window reads the tokens used today and this month; it is read under the
+// limiter's lock, so that a request counted meanwhile is seen either in
+// what is used or still in what is reserved (its Record comes before its
+// settle), never in neither.
+func (l *limiter) reserve(k key, g spec.Grant, window func() (day, month uint64), want, output uint64, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
+	day, month := window()
 	r := Refusal{Agent: k.Agent, Provider: k.Provider, WantOutput: output}
 	if l.tokensFit(&r, g, day, month, l.reserved[k], want, now) {
 		l.reserved[k] += want
