@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -297,15 +298,15 @@ func TestLiveModels(t *testing.T) {
   - {name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}
 agents:
   - id: 1
-    models: {anthropic: {tokens_per_day: 2M, concurrent: 4}}
+    models: {anthropic: {tokens_per_day: 2M, concurrent: 4, server_tools: [web_search]}}
 `)
 	r, err := Live(context.Background(), h.sources(), h.d, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Model{{Provider: "anthropic", Kind: "anthropic", BaseURL: "http://127.0.0.1:4230/anthropic", Upstream: "https://api.anthropic.com",
-		KeyFile: "/etc/flock/keys/anthropic", TokensPerDay: 2e6, Concurrent: 4}}
-	if !slices.Equal(r.Models, want) || r.Proxy != "127.0.0.1:4230" {
+		KeyFile: "/etc/flock/keys/anthropic", TokensPerDay: 2e6, Concurrent: 4, ServerTools: []string{"web_search"}}}
+	if !reflect.DeepEqual(r.Models, want) || r.Proxy != "127.0.0.1:4230" {
 		t.Errorf("models %+v proxy %q; want %+v", r.Models, r.Proxy, want)
 	}
 	if !slices.Contains(r.Drift, Drift{"proxy", units.ProxyUnit, "active (the agent has model APIs)", "inactive"}) {
@@ -313,7 +314,7 @@ agents:
 	}
 	var out strings.Builder
 	r.WriteText(&out)
-	line := "#   anthropic: anthropic API at https://api.anthropic.com, key /etc/flock/keys/anthropic (flock-proxy's alone); the agent calls http://127.0.0.1:4230/anthropic; limits: tokens_per_day 2000000, concurrent 4\n"
+	line := "#   anthropic: anthropic API at https://api.anthropic.com, key /etc/flock/keys/anthropic (flock-proxy's alone); the agent calls http://127.0.0.1:4230/anthropic; limits: tokens_per_day 2000000, concurrent 4; provider-side tools: web_search\n"
 	if !strings.Contains(out.String(), line) {
 		t.Errorf("text lacks %q:\n%s", line, out.String())
 	}

@@ -22,6 +22,11 @@ type Model struct {
 	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
 	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
 	Concurrent        int    `json:"concurrent,omitempty"`
+	// ServerTools and Betas are the provider-side tools (and the
+	// anthropic-beta values that turn them on) its requests may ask for:
+	// none unless the grant lists them.
+	ServerTools []string `json:"server_tools,omitempty"`
+	Betas       []string `json:"betas,omitempty"`
 }
 
 // Models are agent a's grants in f, reached at the proxy on listen.
@@ -29,8 +34,13 @@ func Models(f *spec.Flock, a spec.Agent, listen string) []Model {
 	out := []Model{}
 	for _, g := range a.Models {
 		p, _ := f.Provider(g.Provider)
-		out = append(out, Model{Provider: g.Provider, Kind: string(p.Kind), BaseURL: spec.GatewayURL(listen, g.Provider), Upstream: p.URL, KeyFile: p.KeyFile,
-			RequestsPerMinute: g.RequestsPerMinute, TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent})
+		m := Model{Provider: g.Provider, Kind: string(p.Kind), BaseURL: spec.GatewayURL(listen, g.Provider), Upstream: p.URL, KeyFile: p.KeyFile,
+			RequestsPerMinute: g.RequestsPerMinute, TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent,
+			Betas: g.Betas}
+		for _, t := range g.ServerTools {
+			m.ServerTools = append(m.ServerTools, string(t))
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -57,7 +67,14 @@ func ModelLines(ms []Model) []string {
 		if m.KeyFile != "" {
 			key = "key " + m.KeyFile + " (flock-proxy's alone)"
 		}
-		out = append(out, fmt.Sprintf("#   %s: %s API at %s, %s; the agent calls %s; limits: %s", m.Provider, m.Kind, m.Upstream, key, m.BaseURL, m.LimitsText()))
+		tools := "none"
+		if len(m.ServerTools) > 0 {
+			tools = strings.Join(m.ServerTools, ", ")
+		}
+		if len(m.Betas) > 0 {
+			tools += " (betas " + strings.Join(m.Betas, ", ") + ")"
+		}
+		out = append(out, fmt.Sprintf("#   %s: %s API at %s, %s; the agent calls %s; limits: %s; provider-side tools: %s", m.Provider, m.Kind, m.Upstream, key, m.BaseURL, m.LimitsText(), tools))
 	}
 	return out
 }
