@@ -162,14 +162,14 @@ func readErr(err error) error {
 }
 
 // heldBody is a body sent upstream: its bytes are given back once the
-// transport has read it and closed it, or the exchange ends.
+// transport has read it and closed it, or the exchange ends (give is the
+// exchange's release, which gives them back once).
 type heldBody struct {
 	io.Reader
-	once sync.Once
 	give func()
 }
 
 func (h *heldBody) Close() error {
-	h.once.Do(h.give)
+	h.give()
 	return nil
 }

@@ -30,9 +30,6 @@ const (
 	// MaxRequestBody is the largest request body carried: Anthropic's
 	// own limit for the Messages API (32 MB); beyond it, 413.
 	MaxRequestBody = 32 << 20
-	// maxJSON is how much of an answer that is not a stream the meter
-	// holds to read its usage whole; a longer one is read from its tail.
-	maxJSON = 8 << 20
 )
 
 // Gateway serves the model APIs of a Policy. Set the policy (SetPolicy)
@@ -213,8 +210,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The limits are judged before the body is read: a request over one
 	// costs the gateway nothing but its headers.
 	k := key{a.ID, name}
-	day, month := g.Store.Window(a.ID, name, start)
-	if !g.admitted(w, g.limiter.admit(k, grant, day, month, start), kind) {
+	if !g.admitted(w, g.limiter.admit(k, grant, g.used(k, start), start), kind) {
 		return
 	}
 	defer g.limiter.done(k)
@@ -229,6 +225,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The answer is passed on (or failed); an exchange not recorded by
 	// its body's end (a body never read) is recorded now.
 	x.finish(true)
+}
+
+// used reads k's tokens today and this month, as of now, from the counts.
+func (g *Gateway) used(k key, now time.Time) window {
+	return func() (uint64, uint64) { return g.Store.Window(k.Agent, k.Provider, now) }
 }
 
 // admitted answers a request a limit refuses (the verdict of admit or
@@ -293,8 +294,7 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	if ep.spends {
 		x.reserved = x.inputEstimate + p.maxOutput
 		now := g.now()
-		window := func() (uint64, uint64) { return g.Store.Window(x.agent, x.provider, now) }
-		v := g.limiter.reserve(k, grant, window, x.reserved, p.maxOutput, now)
+		v := g.limiter.reserve(k, grant, g.used(k, now), x.reserved, p.maxOutput, now)
 		if !g.admitted(w, v, kind) {
 			x.reserved = 0
 			x.release()

@@ -134,13 +134,20 @@ func (l *limiter) init() {
 	}
 }
 
+// window reads the tokens a grant used today and this month. The limiter
+// reads it under its lock, so that a request counted meanwhile is seen
+// either in what is used or still in what is reserved (its Record comes
+// before its settle), never in neither.
+type window func() (day, month uint64)
+
 // admit says whether a request of k under grant g may go now, given the
-// tokens of the day and month so far and those reserved; if so the
-// caller must call done when it ends.
-func (l *limiter) admit(k key, g spec.Grant, day, month uint64, now time.Time) verdict {
+// tokens used (used) and reserved; if so the caller must call done when
+// it ends.
+func (l *limiter) admit(k key, g spec.Grant, used window, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
+	day, month := used()
 	r := Refusal{Agent: k.Agent, Provider: k.Provider}
 	res := l.reserved[k]
 	var rg *ring
@@ -208,16 +215,11 @@ func (l *limiter) tokensFit(r *Refusal, g spec.Grant, day, month, reserved, want
 // admit let through, against the token limits: requests under way
 // together never spend past one. settle gives them back when its usage
 // is counted.
-//
-// window reads the tokens used today and this month; it is read under the
-// limiter's lock, so that a request counted meanwhile is seen either in
-// what is used or still in what is reserved (its Record comes before its
-// settle), never in neither.
-func (l *limiter) reserve(k key, g spec.Grant, window func() (day, month uint64), want, output uint64, now time.Time) verdict {
+func (l *limiter) reserve(k key, g spec.Grant, used window, want, output uint64, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
-	day, month := window()
+	day, month := used()
 	r := Refusal{Agent: k.Agent, Provider: k.Provider, WantOutput: output}
 	if l.tokensFit(&r, g, day, month, l.reserved[k], want, now) {
 		l.reserved[k] += want

@@ -134,6 +134,9 @@ func TestGatewayConcurrentLimit(t *testing.T) {
 	}
 }
 
+// noTokens is a window with nothing used.
+func noTokens() (uint64, uint64) { return 0, 0 }
+
 // An agent flapping at a limit (under it, over it, under it...) crosses
 // it again and again; it is told at most once a minute.
 func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
@@ -143,10 +146,10 @@ func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
 	told := 0
 	for i := range 200 {
 		now = now.Add(time.Second)
-		if v := l.admit(k, g, 0, 0, now); !v.ok {
+		if v := l.admit(k, g, noTokens, now); !v.ok {
 			t.Fatalf("round %d: the first request refused", i)
 		}
-		if v := l.admit(k, g, 0, 0, now); v.ok {
+		if v := l.admit(k, g, noTokens, now); v.ok {
 			t.Fatalf("round %d: a second request at once let through", i)
 		} else if v.crossing {
 			told++

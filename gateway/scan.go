@@ -21,7 +21,6 @@ type docScanner struct {
 	escaped   bool
 	isKey     bool
 	strLen    int
-	strStart  int // where the key being read began in its chunk (-1: in an earlier one)
 	keyBuf    []byte
 
 	capDepth int    // the depth a usage object being captured opened at (0: none)

@@ -215,8 +215,10 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// errorHandler answers a request the provider did not: too large a body
-// (413), or the provider unreachable (502, in its own format).
+// errorHandler answers a request the provider did not: the client gone
+// before the answer began (499, counted), or the provider unreachable
+// (502, in its own format). A body too large never gets here: the gateway
+// read it whole before sending (judge).
 func (u *upstream) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r)
 	switch {
