@@ -224,20 +224,7 @@ func TestSockDiagRefusesAResetClient(t *testing.T) {
 			if tc.v6 && !hasIPv6() {
 				t.Skip("no IPv6 on lo here")
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := ln.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			c, s := pair(t)
 			client, server := addrPort(s.RemoteAddr()), addrPort(s.LocalAddr())
 			// Known before the reset: the lookup names the client.
 			if uid, err := (SockDiag{}).UID(client, server); err != nil || uid != uint32(os.Getuid()) {
