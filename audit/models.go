@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockrun/flock/audit/probe"
 	"github.com/flockrun/flock/gateway"
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -72,7 +73,11 @@ func modelProbes(f *spec.Flock, a spec.Agent, keys []ModelKey) []Probe {
 			if b.ID == a.ID || b.Host != a.Host || !grants(b, p.Name) {
 				continue
 			}
-			call := probe.Request{Op: "model-call", Addr: spec.GatewayURL(spec.DefaultProxyListen, p.Name), Name: string(p.Kind)}
+			kind, ok := modelapi.Lookup(string(p.Kind))
+			if !ok {
+				break
+			}
+			call := probe.Request{Op: "model-call", Addr: spec.GatewayURL(spec.DefaultProxyListen, p.Name), Path: kind.Probe.List}
 			control := call
 			control.Key = int(f.UID(b.ID))
 			ps = append(ps, Probe{Name: fmt.Sprintf("call provider %s, agent %d's grant", p.Name, b.ID), Category: "models", Req: call, Control: control})
@@ -104,13 +109,11 @@ func gatewayProbes(f *spec.Flock, a spec.Agent) []Probe {
 	}
 	base := spec.GatewayURL(spec.DefaultProxyListen, p.Name)
 	uid := int(f.UID(a.ID))
-	models, send := "/models", "/chat/completions"
-	ask := `{"model":"flock-audit-probe","max_tokens":1,"messages":[{"role":"user","content":"hi"}]`
-	tool := ask + `,"web_search_options":{}}`
-	if p.Kind == spec.KindAnthropic {
-		models, send = "/v1/models", "/v1/messages"
-		tool = ask + `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1}]}`
+	kind, ok := modelapi.Lookup(string(p.Kind))
+	if !ok {
+		return nil
 	}
+	models, send, ask, tool := kind.Probe.List, kind.Probe.Send, kind.Probe.Ask, kind.Probe.Tool
 	var ps []Probe
 	add := func(name string, req, control probe.Request) {
 		control.Key = uid
@@ -122,7 +125,7 @@ func gatewayProbes(f *spec.Flock, a spec.Agent) []Probe {
 		probe.Request{Op: "model-request", Addr: base, Path: models})
 	add(fmt.Sprintf("ask provider %s for a tool that reaches the network", p.Name),
 		probe.Request{Op: "model-request", Addr: base, Path: send, Data: tool},
-		probe.Request{Op: "model-request", Addr: base, Path: send, Data: ask + "}"})
+		probe.Request{Op: "model-request", Addr: base, Path: send, Data: ask})
 	part := int(gateway.MaxBufferedPerAgent / gateway.MaxRequestBody)
 	burst := probe.Request{Op: "model-burst", Addr: base, Path: send, Size: gateway.MaxRequestBody, Count: part + 1, Alone: true, TimeoutMS: 60_000}
 	control := burst

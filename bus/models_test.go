@@ -23,7 +23,7 @@ func TestModelReports(t *testing.T) {
 	at := time.Now().UTC()
 	report := func(c *client, agent int, requests uint64, when time.Time) {
 		t.Helper()
-		u := wire.ModelUsage{Requests: requests, InputTokens: 10 * requests, LatencyBuckets: make([]uint64, len(wire.LatencyBounds)+1)}
+		u := wire.ModelUsage{Requests: requests, Tokens: wire.Tokens{InputTokens: 10 * requests}, LatencyBuckets: make([]uint64, len(wire.LatencyBounds)+1)}
 		b, err := wire.EncodeModelReport(wire.ModelReport{Agent: agent, At: when, Usage: map[string]wire.ModelUsage{"anthropic": u},
 			Limit: map[string]wire.ModelLimits{"anthropic": {TokensPerDay: 1000}}})
 		if err != nil {

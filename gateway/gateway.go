@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
@@ -165,39 +167,45 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := r.Context().Value(ctxKey{}).(peer)
 	if !ok || p.err != nil {
-		g.refuse(w, 0, "", "", ReasonNotAgent, http.StatusForbidden, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway", 0)
+		g.refuse(w, 0, "", nil, ReasonNotAgent, http.StatusForbidden, "flock proxy: refused: the kernel could not say who owns this connection; only flock agents may call the model gateway", 0)
 		return
 	}
 	name, rest := splitProvider(r.URL.Path)
 	a, ok := st.policy.Agents[p.uid]
 	if !ok {
-		g.refuse(w, 0, name, "", ReasonNotAgent, http.StatusForbidden, fmt.Sprintf("flock proxy: refused: uid %d is not a flock agent granted a model API (an agent's models: in the spec)", p.uid), 0)
+		g.refuse(w, 0, name, nil, ReasonNotAgent, http.StatusForbidden, fmt.Sprintf("flock proxy: refused: uid %d is not a flock agent granted a model API (an agent's models: in the spec)", p.uid), 0)
 		return
 	}
 	up, known := st.upstreams[name]
 	grant, granted := a.Grants[name]
 	switch {
 	case !known && !granted:
-		g.refuse(w, a.ID, name, "", ReasonNoProvider, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: no provider %q here; %s", a.ID, name, grantsLine(a)), 0)
+		g.refuse(w, a.ID, name, nil, ReasonNoProvider, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: no provider %q here; %s", a.ID, name, grantsLine(a)), 0)
 		return
 	case !granted:
-		g.refuse(w, a.ID, name, up.p.Kind, ReasonNoGrant, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d is not granted provider %s; add %s to agents[id=%d].models in the spec (%s)", a.ID, name, name, a.ID, grantsLine(a)), 0)
+		g.refuse(w, a.ID, name, up.kind, ReasonNoGrant, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d is not granted provider %s; add %s to agents[id=%d].models in the spec (%s)", a.ID, name, name, a.ID, grantsLine(a)), 0)
 		return
 	case !known:
 		// Granted, but its provider did not load: the proxy's config is
 		// behind the spec.
-		g.refuse(w, a.ID, name, "", ReasonNoProvider, http.StatusBadGateway, fmt.Sprintf("flock proxy: agent %d: provider %s is not loaded; run flockctl provision", a.ID, name), 0)
+		g.refuse(w, a.ID, name, nil, ReasonNoProvider, http.StatusBadGateway, fmt.Sprintf("flock proxy: agent %d: provider %s is not loaded; run flockctl provision", a.ID, name), 0)
 		return
 	}
-	kind := up.p.Kind
-	if problem := pathProblem(rest); problem != "" {
+	kind := up.kind
+	if problem := modelapi.PathProblem(rest); problem != "" {
 		g.refuse(w, a.ID, name, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %s", a.ID, problem), 0)
 		return
 	}
-	ep, ok := endpointOf(kind, r.Method, rest)
+	ep, ok := kind.Endpoint(r.Method, rest)
 	if !ok {
-		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, quoted(rest), name, endpointList(kind)), 0)
+		g.refuse(w, a.ID, name, kind, ReasonNoEndpoint, http.StatusNotFound, fmt.Sprintf("flock proxy: agent %d: %s %s is not an endpoint the model gateway carries for provider %s (only what it can meter: %s)", a.ID, r.Method, quoted(rest), name, kind.EndpointList()), 0)
 		return
+	}
+	if kind.Query != nil {
+		if err := kind.Query(r.URL.Query(), ep); err != nil {
+			g.refuse(w, a.ID, name, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %v", a.ID, err), 0)
+			return
+		}
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" {
 		g.refuse(w, a.ID, name, kind, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: the request body is encoded (Content-Encoding: %s), which the gateway does not read; send it unencoded", a.ID, quoted(ce)), 0)
@@ -214,8 +222,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.limiter.done(k)
-	x := &exchange{g: g, agent: a.ID, provider: name, start: start, meter: newMeter(kind), spends: ep.spends}
-	if ep.judge == nil {
+	x := &exchange{g: g, agent: a.ID, provider: name, start: start, kind: kind, meter: modelapi.NewMeter(kind), spends: ep.Spends}
+	if ep.Judge == nil {
 		r.Body, r.ContentLength = http.NoBody, 0
 	} else if !g.judge(w, r, x, ep, grant, k) {
 		return
@@ -234,7 +242,7 @@ func (g *Gateway) used(k key, now time.Time) window {
 
 // admitted answers a request a limit refuses (the verdict of admit or
 // reserve), and says whether it may go on.
-func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind spec.ProviderKind) bool {
+func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind *modelapi.Kind) bool {
 	if v.ok {
 		return true
 	}
@@ -251,8 +259,8 @@ func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind spec.ProviderK
 // decides by of their type), reserves the most it may spend against the
 // grant's token limits, and makes it the body sent. false: refused, and
 // answered.
-func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep endpoint, grant spec.Grant, k key) bool {
-	kind := x.meter.kind
+func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep modelapi.Endpoint, grant spec.Grant, k key) bool {
+	kind := x.kind
 	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 	// A body must come in bodyTimeout: one trickled in holds its place
 	// in the buffers no longer.
@@ -279,10 +287,10 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 		return false
 	}
 	x.held = func() { g.buffers.give(x.agent, held) }
-	body, err := parseBody(raw)
-	var p plan
+	body, err := modelapi.ParseBody(raw)
+	var p modelapi.Plan
 	if err == nil {
-		p, err = ep.judge(body, r.Header, grant)
+		p, err = ep.Judge(body, r.Header, grant.Allowed())
 	}
 	if err != nil {
 		x.release()
@@ -290,11 +298,11 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 		g.refuse(w, x.agent, x.provider, kind, reason, status, line, 0)
 		return false
 	}
-	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.maxOutput
-	if ep.spends {
-		x.reserved = x.inputEstimate + p.maxOutput
+	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.MaxOutput
+	if ep.Spends {
+		x.reserved = x.inputEstimate + p.MaxOutput
 		now := g.now()
-		v := g.limiter.reserve(k, grant, g.used(k, now), x.reserved, p.maxOutput, now)
+		v := g.limiter.reserve(k, grant, g.used(k, now), x.reserved, p.MaxOutput, now)
 		if !g.admitted(w, v, kind) {
 			x.reserved = 0
 			x.release()
@@ -303,12 +311,12 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 		x.key = k
 		// Logged before it is sent: a proxy killed while it is under
 		// way counts it at what it reserved when it starts again.
-		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.maxOutput); err != nil {
+		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.MaxOutput); err != nil {
 			g.logf("gateway: logging a request of agent %d to %s: %v", x.agent, x.provider, err)
 		}
 	}
-	pieces, n := body.with(p.edits)
-	r.Body = &heldBody{Reader: piecesReader(pieces), give: x.release}
+	pieces, n := body.With(p.Edits)
+	r.Body = &heldBody{Reader: modelapi.PiecesReader(pieces), give: x.release}
 	r.ContentLength = int64(n)
 	r.Header.Set("Content-Length", strconv.Itoa(n))
 	r.Header.Del("Transfer-Encoding")
@@ -335,15 +343,48 @@ const (
 	ReasonLimit      = "over-limit"
 	ReasonBusy       = "busy"
 	ReasonUpstream   = "provider-unreachable"
+	// ReasonTool is a server tool or beta the grant does not allow, or a
+	// tool the gateway does not know (modelapi.NotAllowed).
+	ReasonTool = "server-tool"
 )
+
+// judged is how the gateway answers a body its judge refused: what the
+// grant does not allow is a 403, anything else (a modelapi.BadBody) a 400
+// naming the problem.
+func judged(err error, agent int) (reason string, status int, line string) {
+	var r *modelapi.NotAllowed
+	if errors.As(err, &r) {
+		return ReasonTool, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: %s", agent, r.Line(agent))
+	}
+	return ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("flock proxy: agent %d: %v", agent, err)
+}
 
 // refuse answers a request flock does not forward, and says so; a limit's
 // refusals are told as their crossing (Crossed), not one by one.
-func (g *Gateway) refuse(w http.ResponseWriter, agent int, provider string, kind spec.ProviderKind, reason string, status int, line string, retry time.Duration) {
+func (g *Gateway) refuse(w http.ResponseWriter, agent int, provider string, kind *modelapi.Kind, reason string, status int, line string, retry time.Duration) {
 	if g.Refused != nil && reason != ReasonLimit {
 		g.Refused(agent, provider, reason, status, line)
 	}
 	apiError(w, kind, status, line, retry)
+}
+
+// apiError writes an error the way provider kind's API writes its own, so
+// an SDK raises its usual exception with the message flock gives (every
+// SDK reads the message). Kind nil (the provider is not known) writes a
+// body each reads.
+func apiError(w http.ResponseWriter, kind *modelapi.Kind, status int, msg string, retryAfter time.Duration) {
+	b, _ := json.Marshal(modelapi.ErrorBody(kind, status, msg))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	// The SDKs retry 429 and 5xx by themselves; they wait what
+	// retry-after says.
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
+	}
+	h.Set("X-Flock-Proxy", "refused")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
 }
 
 // grantsLine lists an agent's grants with their base URLs.
@@ -370,13 +411,8 @@ func splitProvider(path string) (string, string) {
 	return name, "/" + rest
 }
 
-// quoted is what the client sent, short and quoted (printable, escaped).
-func quoted(s string) string {
-	if len(s) > 120 {
-		s = s[:120] + "..."
-	}
-	return strconv.Quote(s)
-}
+// quoted is what the client sent, short and quoted.
+var quoted = modelapi.Quoted
 
 // Reports are the agents' counts as the bus hears them, for ids.
 func (g *Gateway) Reports(ids []int) []wire.ModelReport {

@@ -56,7 +56,7 @@ func TestGatewayInjectsTheKeyAndMetersEveryAnswer(t *testing.T) {
 		}
 	}
 	want := reported(r.up.Reported("a"))
-	if want.Tokens() == 0 || want.CacheRead == 0 || want.CacheWrite == 0 {
+	if want.Total() == 0 || want.CacheReadTokens == 0 || want.CacheWriteTokens == 0 {
 		t.Errorf("the stand-in reported %+v: want every kind of token", want)
 	}
 	eventually(t, func() error {
@@ -130,7 +130,7 @@ func TestGatewayStreamsEventByEvent(t *testing.T) {
 		t.Errorf("the rest of the stream: %q", rest)
 	}
 	eventually(t, func() error {
-		if u := r.usageOf(idA, "anth"); u.Input != 7 || u.Output != 9 {
+		if u := r.usageOf(idA, "anth"); u.InputTokens != 7 || u.OutputTokens != 9 {
 			return fmt.Errorf("counted %+v, want 7 in, 9 out", u)
 		}
 		return nil
@@ -168,14 +168,14 @@ func TestGatewayCountsCutStreams(t *testing.T) {
 	want := reported(r.up.Reported("cut"))
 	eventually(t, func() error {
 		got := sum(r.usageOf(idA, "anth"), r.usageOf(idA, "oai"))
-		if got.Input < want.Input || got.Output < want.Output || got.CacheRead < want.CacheRead || got.CacheWrite < want.CacheWrite {
+		if got.InputTokens < want.InputTokens || got.OutputTokens < want.OutputTokens || got.CacheReadTokens < want.CacheReadTokens || got.CacheWriteTokens < want.CacheWriteTokens {
 			return fmt.Errorf("flock counted %+v, less than the upstream reported %+v", got, want)
 		}
-		if got.Output < uint64(words) {
-			return fmt.Errorf("flock counted %d output tokens, the client received %d words", got.Output, words)
+		if got.OutputTokens < uint64(words) {
+			return fmt.Errorf("flock counted %d output tokens, the client received %d words", got.OutputTokens, words)
 		}
-		if got.Output > 3*uint64(words)+want.Output {
-			return fmt.Errorf("flock counted %d output tokens, more than 3 a word (%d words) and what was reported (%d)", got.Output, words, want.Output)
+		if got.OutputTokens > 3*uint64(words)+want.OutputTokens {
+			return fmt.Errorf("flock counted %d output tokens, more than 3 a word (%d words) and what was reported (%d)", got.OutputTokens, words, want.OutputTokens)
 		}
 		return nil
 	})

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -131,7 +132,7 @@ func FromEntries(prs []ProviderEntry, grants map[uint32][]GrantEntry, ids map[ui
 			return Policy{}, fmt.Errorf("provider %q twice or unnamed", e.Name)
 		}
 		kind := spec.ProviderKind(e.Kind)
-		if !slices.Contains(spec.ProviderKinds, kind) {
+		if _, ok := modelapi.Lookup(e.Kind); !ok {
 			return Policy{}, fmt.Errorf("provider %s: kind %q", e.Name, e.Kind)
 		}
 		u, problem := spec.ProviderURLProblem(e.URL)
@@ -149,8 +150,8 @@ func FromEntries(prs []ProviderEntry, grants map[uint32][]GrantEntry, ids map[ui
 			gr := spec.Grant{Provider: g.Provider, RequestsPerMinute: g.RequestsPerMinute,
 				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent, Betas: slices.Clone(g.Betas)}
 			for _, t := range g.ServerTools {
-				if !slices.Contains(spec.ServerTools[:], spec.ServerTool(t)) {
-					return Policy{}, fmt.Errorf("agent %d: grant of %s: server tool %q is not one this proxy knows (%v)", a.ID, g.Provider, t, spec.ServerTools)
+				if !slices.Contains(modelapi.ServerTools[:], spec.ServerTool(t)) {
+					return Policy{}, fmt.Errorf("agent %d: grant of %s: server tool %q is not one this proxy knows (%v)", a.ID, g.Provider, t, modelapi.ServerTools)
 				}
 				gr.ServerTools = append(gr.ServerTools, spec.ServerTool(t))
 			}

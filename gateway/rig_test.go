@@ -19,6 +19,7 @@ import (
 
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/standin"
+	"github.com/flockrun/flock/wire"
 )
 
 // Keys the stand-in expects, as the operator's key files hold them.
@@ -108,8 +109,8 @@ func newRig(t testing.TB, grants map[uint32]Agent) *rig {
 func (r *rig) policy(grants map[uint32]Agent) Policy {
 	return Policy{
 		Providers: map[string]spec.Provider{
-			"anth": {Name: "anth", Kind: spec.KindAnthropic, URL: r.upSrv.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
-			"oai":  {Name: "oai", Kind: spec.KindOpenAI, URL: r.upSrv.URL + "/v1", KeyFile: "/etc/flock/keys/oai", CAFile: "/etc/flock/ca.pem"},
+			"anth": {Name: "anth", Kind: "anthropic", URL: r.upSrv.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
+			"oai":  {Name: "oai", Kind: "openai", URL: r.upSrv.URL + "/v1", KeyFile: "/etc/flock/keys/oai", CAFile: "/etc/flock/ca.pem"},
 		},
 		Agents: grants,
 	}
@@ -159,13 +160,12 @@ func (r *rig) call(uid uint32, method, path string, body string, headers ...stri
 }
 
 // usageOf is what flock counted of agent id's use of provider.
-func (r *rig) usageOf(id int, provider string) Usage {
-	u := r.g.Store.Usage(id)[provider]
-	return Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+func (r *rig) usageOf(id int, provider string) wire.Tokens {
+	return r.g.Store.Usage(id)[provider].Tokens
 }
 
-func reported(u standin.Usage) Usage {
-	return Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+func reported(u standin.Usage) wire.Tokens {
+	return wire.Tokens{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheWrite}
 }
 
 // errorMessage is error.message of a body in either API's format.
@@ -207,10 +207,10 @@ func eventually(t testing.TB, cond func() error) {
 }
 
 // sum adds a provider's counts to another's.
-func sum(us ...Usage) Usage {
-	var out Usage
+func sum(us ...wire.Tokens) wire.Tokens {
+	var out wire.Tokens
 	for _, u := range us {
-		out.Input, out.Output, out.CacheRead, out.CacheWrite = out.Input+u.Input, out.Output+u.Output, out.CacheRead+u.CacheRead, out.CacheWrite+u.CacheWrite
+		out.Add(u)
 	}
 	return out
 }

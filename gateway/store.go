@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -66,7 +67,7 @@ const compactAfter = 100000
 // Outcome is how one forwarded request ended: what it reported and how.
 type Outcome struct {
 	At       time.Time
-	Usage    Usage
+	Usage    modelapi.Usage
 	Status   int  // the provider's status (502: flock could not reach it)
 	Cut      bool // the answer ended early (the provider or the client went away)
 	NoUsage  bool // a whole answer that reported no usage (its usage is estimated)
@@ -208,8 +209,8 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.Input, Out: o.Usage.Output,
-		CR: o.Usage.CacheRead, CW: o.Usage.CacheWrite, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
+	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.InputTokens, Out: o.Usage.OutputTokens,
+		CR: o.Usage.CacheReadTokens, CW: o.Usage.CacheWriteTokens, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
 		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map(), Of: o.Begun}
 	delete(s.begun, o.Begun)
 	s.apply(l)
@@ -239,12 +240,10 @@ func (s *Store) append(l logLine) error {
 func (s *Store) apply(l logLine) {
 	u := s.usage(key{l.Agent, l.Provider})
 	at := time.Unix(0, l.At).UTC()
-	tokens := l.In + l.Out + l.CR + l.CW
+	t := l.tokens()
+	tokens := t.Total()
 	u.Requests++
-	u.InputTokens += l.In
-	u.OutputTokens += l.Out
-	u.CacheReadTokens += l.CR
-	u.CacheWriteTokens += l.CW
+	u.Tokens.Add(t)
 	if l.Est {
 		u.EstimatedRequests++
 	}
@@ -282,6 +281,11 @@ func (s *Store) apply(l logLine) {
 		u.MonthTokens += tokens
 	}
 	s.changed[l.Agent] = true
+}
+
+// tokens are l's counts (a begin's: what it reserved).
+func (l logLine) tokens() wire.Tokens {
+	return wire.Tokens{InputTokens: l.In, OutputTokens: l.Out, CacheReadTokens: l.CR, CacheWriteTokens: l.CW}
 }
 
 func bump(m *map[string]uint64, k string) {

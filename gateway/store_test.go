@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -23,7 +24,7 @@ func TestStoreSurvivesTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		o := Outcome{At: at.Add(time.Duration(i) * 10 * time.Minute), Usage: Usage{Input: 100, Output: 10, CacheRead: 5, CacheWrite: 1},
+		o := Outcome{At: at.Add(time.Duration(i) * 10 * time.Minute), Usage: modelapi.Usage{Tokens: wire.Tokens{InputTokens: 100, OutputTokens: 10, CacheReadTokens: 5, CacheWriteTokens: 1}},
 			Status: 200, Duration: time.Duration(i) * 100 * time.Millisecond}
 		if i == 9 {
 			o.Status = 529
@@ -51,7 +52,7 @@ func TestStoreSurvivesTheProxy(t *testing.T) {
 	}
 
 	// Killed mid-line: the torn line is dropped, the rest counts.
-	if err := reopened.Record(3, "anthropic", Outcome{At: at, Usage: Usage{Output: 7}, Status: 200}); err != nil {
+	if err := reopened.Record(3, "anthropic", Outcome{At: at, Usage: modelapi.Usage{Tokens: wire.Tokens{OutputTokens: 7}}, Status: 200}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, logFile), os.O_APPEND|os.O_WRONLY, 0)
@@ -70,7 +71,7 @@ func TestStoreSurvivesTheProxy(t *testing.T) {
 
 	// Killed after the snapshot, before the log was emptied: the lines
 	// the snapshot holds are not counted again.
-	if err := third.Record(3, "openai", Outcome{At: at, Usage: Usage{Input: 1}, Status: 200}); err != nil {
+	if err := third.Record(3, "openai", Outcome{At: at, Usage: modelapi.Usage{Tokens: wire.Tokens{InputTokens: 1}}, Status: 200}); err != nil {
 		t.Fatal(err)
 	}
 	logBefore, _ := os.ReadFile(filepath.Join(dir, logFile))
@@ -137,7 +138,7 @@ func TestStoreCountsRequestsUnderWayAtAKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		ended, _ := s.Begin(3, "anthropic", at, 40, 100)
-		if err := s.Record(3, "anthropic", Outcome{At: at, Usage: Usage{Input: 40, Output: 12}, Status: 200, Begun: ended}); err != nil {
+		if err := s.Record(3, "anthropic", Outcome{At: at, Usage: modelapi.Usage{Tokens: wire.Tokens{InputTokens: 40, OutputTokens: 12}}, Status: 200, Begun: ended}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Begin(3, "anthropic", at, 50, 1000); err != nil { // under way at the kill

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -61,6 +62,7 @@ func LoadSecrets(dir string, p Policy) (map[string]Secret, error) {
 // agents), and its key.
 type upstream struct {
 	p     spec.Provider
+	kind  *modelapi.Kind
 	sec   Secret
 	base  *url.URL
 	tr    *http.Transport
@@ -95,7 +97,11 @@ func newUpstream(g *Gateway, p spec.Provider, sec Secret) (*upstream, error) {
 		// No response header timeout: an answer that is not streamed
 		// comes whole, after the model has written it (minutes).
 	}
-	u := &upstream{p: p, sec: sec, base: base, tr: tr}
+	kind, ok := modelapi.Lookup(string(p.Kind))
+	if !ok {
+		return nil, fmt.Errorf("provider %s: kind %q is not one this proxy knows (%s)", p.Name, p.Kind, modelapi.Choices())
+	}
+	u := &upstream{p: p, kind: kind, sec: sec, base: base, tr: tr}
 	u.proxy = &httputil.ReverseProxy{
 		Rewrite:        u.rewrite,
 		Transport:      tr,
@@ -129,7 +135,7 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 var dropped = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Cookie",
 	"OpenAI-Organization", "OpenAI-Project", "Anthropic-Admin-Key",
 	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via",
-	"Accept-Encoding"}
+	"Accept-Encoding", "X-Http-Method-Override"}
 
 // rewrite sends the request to the provider: its base URL and the rest
 // of the path, the client's query, the provider's key.
@@ -144,14 +150,11 @@ func (u *upstream) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range dropped {
 		out.Header.Del(h)
 	}
-	if u.sec.Key == "" {
-		return
+	for _, h := range u.kind.Dropped {
+		out.Header.Del(h)
 	}
-	switch u.p.Kind {
-	case spec.KindAnthropic:
-		out.Header.Set("X-Api-Key", u.sec.Key)
-	default:
-		out.Header.Set("Authorization", "Bearer "+u.sec.Key)
+	if u.sec.Key != "" {
+		u.kind.Auth(out.Header, u.sec.Key)
 	}
 }
 
@@ -165,7 +168,8 @@ type exchange struct {
 	provider string
 	start    time.Time
 	status   int
-	meter    meter
+	kind     *modelapi.Kind
+	meter    *modelapi.Meter
 	metered  bool // the answer is read by the meter (a stream, or JSON)
 	spends   bool // the endpoint's answers report a usage
 	once     sync.Once
@@ -206,7 +210,7 @@ func (u *upstream) modifyResponse(resp *http.Response) error {
 	switch {
 	case resp.StatusCode >= 300:
 	case strings.HasPrefix(ct, "text/event-stream"):
-		x.meter.stream()
+		x.meter.Stream()
 		x.metered = true
 	case strings.Contains(ct, "json"):
 		x.metered = true
@@ -227,7 +231,7 @@ func (u *upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		x.status = 499
 	default:
 		line := fmt.Sprintf("flock proxy: agent %d: provider %s (%s) did not answer: %v", x.agent, x.provider, u.p.URL, unwrapURL(err))
-		x.g.refuse(w, x.agent, x.provider, u.p.Kind, ReasonUpstream, http.StatusBadGateway, line, 0)
+		x.g.refuse(w, x.agent, x.provider, u.kind, ReasonUpstream, http.StatusBadGateway, line, 0)
 		x.status = http.StatusBadGateway
 	}
 	x.finish(false)
@@ -253,11 +257,11 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	x := b.x
 	if n > 0 && x.metered {
-		x.meter.write(p[:n])
+		x.meter.Write(p[:n])
 	}
 	switch {
 	case err == io.EOF:
-		x.meter.end()
+		x.meter.End()
 		x.finish(false)
 	case err != nil:
 		x.finish(true)
@@ -278,11 +282,11 @@ func (x *exchange) finish(cut bool) {
 		if status == 0 {
 			status = 499
 		}
-		o := Outcome{At: x.g.now(), Usage: x.meter.usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start), Begun: x.begun}
-		if x.spends && status < 300 && !x.meter.final {
+		o := Outcome{At: x.g.now(), Usage: x.meter.Usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start), Begun: x.begun}
+		if x.spends && status < 300 && !x.meter.Final() {
 			// No usage ended the answer: count at least what it
 			// passed, and say so.
-			o.Usage = x.meter.estimate(o.Usage, x.inputEstimate, x.maxOutput)
+			o.Usage = x.meter.Estimate(o.Usage, x.inputEstimate, x.maxOutput)
 			o.NoUsage = !o.Cut
 		}
 		if err := x.g.Store.Record(x.agent, x.provider, o); err != nil {

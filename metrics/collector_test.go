@@ -77,7 +77,7 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 			1: {HeartbeatAt: scrapeTime.Add(-2500 * time.Millisecond), Connections: 1, TasksOK: 7, TasksFailed: 1,
 				Violations: map[string]uint64{"publish": 3, "forged-lease": 1, "connections": 2}, Egress: map[string]uint64{"allow": 4, "deny": 12},
 				Models: &wire.ModelReport{Agent: 1, At: scrapeTime, Usage: map[string]wire.ModelUsage{"anthropic": {
-					Requests: 9, InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000, CacheWriteTokens: 100,
+					Requests: 9, Tokens: wire.Tokens{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000, CacheWriteTokens: 100},
 					Errors: map[string]uint64{"529": 1, "cut": 1}, Refused: map[string]uint64{"tokens_per_day": 2},
 					ServerToolUses: map[string]uint64{"web_search": 5, "web_fetch": 1},
 					LatencyBuckets: []uint64{0, 1, 2, 3, 1, 1, 0, 1, 0, 0, 0, 0}, LatencySeconds: 21.5,

@@ -40,8 +40,8 @@ func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire
 	now := c.now()
 	for p, u := range r.Usage {
 		ch <- counter(modelRequests, float64(u.Requests), a, p)
-		for kind, n := range map[string]uint64{"input": u.InputTokens, "output": u.OutputTokens, "cache_read": u.CacheReadTokens, "cache_write": u.CacheWriteTokens} {
-			ch <- counter(modelTokens, float64(n), a, p, kind)
+		for i, n := range u.Tokens.ByKind() {
+			ch <- counter(modelTokens, float64(n), a, p, wire.TokenKinds[i])
 		}
 		ch <- counter(modelEstimated, float64(u.EstimatedRequests), a, p)
 		for tool, n := range u.ServerToolUses {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flockrun/flock/modelapi"
 )
 
 // Model APIs: the operator names each provider once (providers:), and
@@ -18,19 +20,9 @@ import (
 // reaches its grants through flock-proxy, which knows it by the uid of
 // its socket and injects the provider's key: no key is ever the agent's.
 
-// ProviderKind is the API a provider speaks.
+// ProviderKind is the API a provider speaks: the name of a kind
+// registered in modelapi (anthropic, gemini, openai).
 type ProviderKind string
-
-const (
-	// KindAnthropic is Anthropic's Messages API (x-api-key).
-	KindAnthropic ProviderKind = "anthropic"
-	// KindOpenAI is the OpenAI API and the servers compatible with it
-	// (Ollama, vLLM, llama.cpp's server): Authorization: Bearer.
-	KindOpenAI ProviderKind = "openai"
-)
-
-// ProviderKinds are every kind, in the order a fix lists them.
-var ProviderKinds = []ProviderKind{KindAnthropic, KindOpenAI}
 
 // Provider is one model API.
 type Provider struct {
@@ -66,67 +58,14 @@ type Grant struct {
 	Betas []string
 }
 
-// ServerTool is a tool a provider runs itself when a request asks for it
-// (a "server" or "hosted" tool), by flock's one name for both APIs.
-type ServerTool string
+// ServerTool is a provider-side tool, by flock's one name for every API.
+type ServerTool = modelapi.ServerTool
 
-const (
-	// ToolWebSearch: Anthropic's web_search_*, OpenAI's web_search
-	// (Responses) and web_search_options (Chat Completions).
-	ToolWebSearch ServerTool = "web_search"
-	// ToolWebFetch: Anthropic's web_fetch_*.
-	ToolWebFetch ServerTool = "web_fetch"
-	// ToolCodeExecution: Anthropic's code_execution_* (and skills, which
-	// run in its container), OpenAI's code_interpreter.
-	ToolCodeExecution ServerTool = "code_execution"
-	// ToolMCP: Anthropic's MCP connector (mcp_servers), OpenAI's remote
-	// MCP (mcp).
-	ToolMCP ServerTool = "mcp"
-	// ToolFileSearch: OpenAI's file_search over the account's vector
-	// stores.
-	ToolFileSearch ServerTool = "file_search"
-	// ToolImageGeneration: OpenAI's image_generation.
-	ToolImageGeneration ServerTool = "image_generation"
-)
-
-// ServerTools are every server tool, in the order a fix lists them and
-// the gateway counts them.
-var ServerTools = [...]ServerTool{ToolWebSearch, ToolWebFetch, ToolCodeExecution, ToolMCP, ToolFileSearch, ToolImageGeneration}
-
-// ServerToolsOf are the server tools a provider of kind k offers.
-func ServerToolsOf(k ProviderKind) []ServerTool {
-	switch k {
-	case KindAnthropic:
-		return []ServerTool{ToolWebSearch, ToolWebFetch, ToolCodeExecution, ToolMCP}
-	case KindOpenAI:
-		return []ServerTool{ToolWebSearch, ToolCodeExecution, ToolMCP, ToolFileSearch, ToolImageGeneration}
-	}
-	return nil
+// Allowed is what g lets its requests ask for beyond the model: what the
+// gateway judges a request's body by.
+func (g Grant) Allowed() modelapi.Allowed {
+	return modelapi.Allowed{Provider: g.Provider, Tools: g.ServerTools, Betas: g.Betas, Limited: g.TokensPerDay > 0 || g.TokensPerMonth > 0}
 }
-
-// GuardedBetas are the anthropic-beta prefixes that turn on what a
-// grant must allow: the MCP connector, code execution, web fetch,
-// skills (code run in the provider's container) and files stored with
-// the provider.
-var GuardedBetas = []string{"mcp-client-", "code-execution-", "web-fetch-", "skills-", "files-api-"}
-
-// GuardedBeta says whether the anthropic-beta value b turns on what a
-// grant must list in betas.
-func GuardedBeta(b string) bool {
-	for _, p := range GuardedBetas {
-		if strings.HasPrefix(b, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// AllowsTool says whether g lets its requests use t.
-func (g Grant) AllowsTool(t ServerTool) bool { return slices.Contains(g.ServerTools, t) }
-
-// AllowsBeta says whether g lets its requests send the anthropic-beta
-// value b: any that turns on nothing guarded, or one listed.
-func (g Grant) AllowsBeta(b string) bool { return !GuardedBeta(b) || slices.Contains(g.Betas, b) }
 
 // Limited says whether g has any limit.
 func (g Grant) Limited() bool {
@@ -147,7 +86,7 @@ func (f *Flock) Provider(name string) (Provider, bool) {
 const (
 	MaxRequestsPerMinute = 100000
 	MaxConcurrent        = 10000
-	MaxTokens            = 1 << 50
+	MaxTokens            = modelapi.MaxTokens
 )
 
 const (
@@ -193,10 +132,10 @@ func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
 			seen[s], pr.Name = i, s
 		}
 		if kn, given := fs["kind"]; !given {
-			w.fail(join(p, "kind"), "missing; write kind: anthropic (the Messages API) or kind: openai (the OpenAI API, Ollama, vLLM)")
+			w.fail(join(p, "kind"), "missing; write kind: %s", modelapi.Choices())
 			good = false
-		} else if k, ok := oneOf(w, kn, join(p, "kind"), "a provider kind", "anthropic (the Messages API) or openai (the OpenAI API and servers compatible with it: Ollama, vLLM)", KindAnthropic, ProviderKinds...); ok {
-			pr.Kind = k
+		} else if k, ok := oneOf(w, kn, join(p, "kind"), "a provider kind", modelapi.Choices(), "anthropic", modelapi.Names()...); ok {
+			pr.Kind = ProviderKind(k)
 		} else {
 			good = false
 		}
@@ -354,15 +293,15 @@ func (w *walker) serverTools(n *yaml.Node, path, provider string) []ServerTool {
 		return nil
 	}
 	kind := w.providerKinds[provider]
-	offered := ServerToolsOf(kind)
-	if kind == "" {
-		offered = ServerTools[:]
+	offered := modelapi.ServerTools[:]
+	if k, ok := modelapi.Lookup(string(kind)); ok {
+		offered = k.ServerTools
 	}
 	var out []ServerTool
 	for i, s := range items {
 		t, p := ServerTool(s), index(path, i)
 		switch {
-		case !slices.Contains(ServerTools[:], t):
+		case !slices.Contains(modelapi.ServerTools[:], t):
 			w.fail(p, "%q is not a server tool; choose %s (the provider-side tools flock knows; any other is refused)", s, or(toolNames(offered)))
 		case !slices.Contains(offered, t):
 			w.fail(p, "%q is not a server tool of provider %s (kind %s); choose %s", s, provider, kind, or(toolNames(offered)))
@@ -394,8 +333,8 @@ func (w *walker) betas(n *yaml.Node, path, provider string) []string {
 	if !ok {
 		return nil
 	}
-	if kind := w.providerKinds[provider]; kind != "" && kind != KindAnthropic {
-		w.fail(path, "provider %s is of kind %s, which has no beta headers (anthropic-beta is Anthropic's); remove betas", provider, kind)
+	if k, ok := modelapi.Lookup(string(w.providerKinds[provider])); ok && k.Betas == nil {
+		w.fail(path, "provider %s is of kind %s, which has no beta headers (anthropic-beta is Anthropic's); remove betas", provider, k.Name)
 		return nil
 	}
 	var out []string
@@ -461,11 +400,8 @@ func (w *walker) providerRef(name, path string) {
 // a provider of kind k: the base URL the official SDKs and tools read,
 // and the key they insist on, a placeholder.
 func GrantEnvNames(k ProviderKind) []string {
-	switch k {
-	case KindAnthropic:
-		return []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
-	case KindOpenAI:
-		return []string{"OPENAI_BASE_URL", "OPENAI_API_KEY"}
+	if kind, ok := modelapi.Lookup(string(k)); ok {
+		return []string{kind.BaseURLEnv, kind.KeyEnv}
 	}
 	return nil
 }

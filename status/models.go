@@ -31,10 +31,7 @@ type ModelUse struct {
 	MonthRequests uint64 `json:"month_requests"`
 	MonthTokens   uint64 `json:"month_tokens"`
 	Requests      uint64 `json:"requests"`
-	InputTokens   uint64 `json:"input_tokens"`
-	OutputTokens  uint64 `json:"output_tokens"`
-	CacheRead     uint64 `json:"cache_read_tokens"`
-	CacheWrite    uint64 `json:"cache_write_tokens"`
+	wire.Tokens
 	// Estimated are the requests whose tokens flock estimated (the
 	// answer ended before its usage): at least the text that passed.
 	Estimated uint64 `json:"estimated_requests,omitempty"`
@@ -63,7 +60,7 @@ func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 			m.Reported = true
 			m.TodayRequests, m.TodayTokens = u.Today(now)
 			m.MonthRequests, m.MonthTokens = u.ThisMonth(now)
-			m.Requests, m.InputTokens, m.OutputTokens, m.CacheRead, m.CacheWrite = u.Requests, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
+			m.Requests, m.Tokens = u.Requests, u.Tokens
 			m.Errors, m.Refused, m.Estimated, m.ServerToolUses = u.Errors, u.Refused, u.EstimatedRequests, u.ServerToolUses
 		}
 		for p := range byName {
@@ -103,7 +100,7 @@ func WriteUsage(w io.Writer, rows []ModelUse) {
 		if m.Estimated > 0 {
 			requests += fmt.Sprintf(" (%d estimated)", m.Estimated)
 		}
-		tokens := count(m.InputTokens) + "/" + count(m.OutputTokens) + "/" + count(m.CacheRead+m.CacheWrite)
+		tokens := count(m.InputTokens) + "/" + count(m.OutputTokens) + "/" + count(m.CacheReadTokens+m.CacheWriteTokens)
 		if len(m.ServerToolUses) > 0 {
 			// Beside the tokens, what the provider ran for it.
 			tokens += " + " + byKey(m.ServerToolUses)

@@ -23,7 +23,7 @@ func TestModelsOf(t *testing.T) {
 		t.Errorf("with no report: %+v", got)
 	}
 	r := &wire.ModelReport{Agent: 3, Usage: map[string]wire.ModelUsage{
-		"anthropic": {Requests: 10, InputTokens: 500, Day: "2026-04-02", DayRequests: 2, DayTokens: 1.2e6, Month: "2026-04", MonthTokens: 1.5e6,
+		"anthropic": {Requests: 10, Tokens: wire.Tokens{InputTokens: 500}, Day: "2026-04-02", DayRequests: 2, DayTokens: 1.2e6, Month: "2026-04", MonthTokens: 1.5e6,
 			Refused: map[string]uint64{"tokens_per_day": 2}, ServerToolUses: map[string]uint64{"web_search": 3, "web_fetch": 1}},
 		"old": {Requests: 1, Day: "2026-04-01", DayRequests: 1, DayTokens: 9, Month: "2026-04", MonthRequests: 1, MonthTokens: 9},
 	}}

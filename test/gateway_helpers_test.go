@@ -258,14 +258,14 @@ func usageOf(t *testing.T, m *harness.Machine, args ...string) []statusview.Mode
 }
 
 func tokensOf(u statusview.ModelUse) uint64 {
-	return u.InputTokens + u.OutputTokens + u.CacheRead + u.CacheWrite
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // sumUsage adds every row's counts, as the stand-in's ledger has them.
 func sumUsage(rows []statusview.ModelUse) standin.Usage {
 	var s standin.Usage
 	for _, r := range rows {
-		s = s.Plus(standin.Usage{Requests: r.Requests, Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheRead, CacheWrite: r.CacheWrite})
+		s = s.Plus(standin.Usage{Requests: r.Requests, Input: r.InputTokens, Output: r.OutputTokens, CacheRead: r.CacheReadTokens, CacheWrite: r.CacheWriteTokens})
 	}
 	return s
 }

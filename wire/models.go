@@ -28,11 +28,8 @@ var LatencyBounds = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 // ModelUsage is one agent's use of one provider: since its first request
 // (the totals), today and this month (UTC), and what flock refused it.
 type ModelUsage struct {
-	Requests         uint64 `json:"requests"` // forwarded to the provider
-	InputTokens      uint64 `json:"input_tokens"`
-	OutputTokens     uint64 `json:"output_tokens"`
-	CacheReadTokens  uint64 `json:"cache_read_tokens"`
-	CacheWriteTokens uint64 `json:"cache_write_tokens"`
+	Requests uint64 `json:"requests"` // forwarded to the provider
+	Tokens
 	// Errors are the provider's answers of status 400 and up, and the
 	// proxy's own 502 when it could not reach it, by status.
 	Errors map[string]uint64 `json:"errors_by_status,omitempty"`
@@ -62,10 +59,37 @@ type ModelUsage struct {
 	MonthTokens   uint64 `json:"month_tokens"`
 }
 
-// Tokens is every token counted: input, output, and cache reads and
+// Tokens are a model's tokens, by kind: the one shape of a usage, for a
+// request (the gateway's meter), an agent's counts (ModelUsage), status
+// and /metrics. Input does not include what was read from the cache.
+type Tokens struct {
+	InputTokens      uint64 `json:"input_tokens"`
+	OutputTokens     uint64 `json:"output_tokens"`
+	CacheReadTokens  uint64 `json:"cache_read_tokens"`
+	CacheWriteTokens uint64 `json:"cache_write_tokens"`
+}
+
+// Total is every token counted: input, output, and cache reads and
 // writes (each billed, at its own price).
-func (u ModelUsage) Tokens() uint64 {
-	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+func (t Tokens) Total() uint64 {
+	return t.InputTokens + t.OutputTokens + t.CacheReadTokens + t.CacheWriteTokens
+}
+
+// Add adds u's tokens to t's.
+func (t *Tokens) Add(u Tokens) {
+	t.InputTokens += u.InputTokens
+	t.OutputTokens += u.OutputTokens
+	t.CacheReadTokens += u.CacheReadTokens
+	t.CacheWriteTokens += u.CacheWriteTokens
+}
+
+// TokenKinds are the kinds of Tokens by name, in order, as /metrics
+// labels them.
+var TokenKinds = [...]string{"input", "output", "cache_read", "cache_write"}
+
+// ByKind is t's counts in TokenKinds' order.
+func (t Tokens) ByKind() [len(TokenKinds)]uint64 {
+	return [...]uint64{t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheWriteTokens}
 }
 
 // Today is the day's figures if the day is now's (UTC), else zero: counts

@@ -54,15 +54,12 @@ func readSecret(path string) (string, error) {
 }
 
 // modelCall asks the model gateway at base (a provider's base URL) for
-// the provider's models, a request that spends no tokens, over a socket
+// path, the provider's models (its kind's Probe.List), a request that
+// spends no tokens, over a socket
 // made as uid (0: the process's own; only root may make one as another
 // uid, which is how a control calls as the agent granted the provider).
 // 2xx is OK; any other answer is the error, with the gateway's message.
-func modelCall(ctx context.Context, base, kind string, uid int) (string, error) {
-	path := "/models"
-	if kind == "anthropic" {
-		path = "/v1/models"
-	}
+func modelCall(ctx context.Context, base, path string, uid int) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
 		return "", err

@@ -62,17 +62,17 @@ func TestModelCall(t *testing.T) {
 	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }
 	srv.Start()
 	defer srv.Close()
-	if r := Run(Request{Op: "model-call", Addr: srv.URL + "/granted", Name: "anthropic"}, time.Second); !r.OK {
+	if r := Run(Request{Op: "model-call", Addr: srv.URL + "/granted", Path: "/v1/models"}, time.Second); !r.OK {
 		t.Errorf("a granted call: %s", r)
 	}
-	r := Run(Request{Op: "model-call", Addr: srv.URL + "/other", Name: "anthropic"}, time.Second)
+	r := Run(Request{Op: "model-call", Addr: srv.URL + "/other", Path: "/v1/models"}, time.Second)
 	if r.OK || r.Err != "HTTP 403 Forbidden: flock proxy: agent 1 is not granted provider other" {
 		t.Errorf("a refused call: %s", r)
 	}
 	if os.Getuid() != 0 {
 		t.Skip("a call as another uid needs root")
 	}
-	if r := Run(Request{Op: "model-call", Addr: srv.URL + "/granted", Name: "anthropic", Key: 65534}, time.Second); !r.OK {
+	if r := Run(Request{Op: "model-call", Addr: srv.URL + "/granted", Path: "/v1/models", Key: 65534}, time.Second); !r.OK {
 		t.Errorf("a call as uid 65534: %s", r)
 	}
 	mu.Lock()

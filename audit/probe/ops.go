@@ -134,8 +134,8 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		return readSecret(r.Path)
 	case "secret-in-env": // Name: the salt, Data: the hash, Key: the length
 		return secretInEnv(r.Name, r.Data, r.Key, r.Env)
-	case "model-call": // Addr: the base URL, Name: the kind, Key: a uid to call as
-		return modelCall(ctx, r.Addr, r.Name, r.Key)
+	case "model-call": // Addr: the base URL, Path: the models' path, Key: a uid to call as
+		return modelCall(ctx, r.Addr, r.Path, r.Key)
 	case "read-file":
 		b, err := os.ReadFile(r.Path)
 		if err != nil {

@@ -1,6 +1,4 @@
-package gateway
-
-import "github.com/flockrun/flock/spec"
+package modelapi
 
 // toolScan is the meter's reading of the provider-side tools an answer
 // used, beside its usage: docScanner hands it each string value as it
@@ -72,22 +70,22 @@ const maxToolValue = 48
 
 // openaiItemTools are the Responses output items that are one use of a
 // server tool each.
-var openaiItemTools = map[string]spec.ServerTool{
-	"web_search_call":       spec.ToolWebSearch,
-	"file_search_call":      spec.ToolFileSearch,
-	"code_interpreter_call": spec.ToolCodeExecution,
-	"mcp_call":              spec.ToolMCP,
-	"image_generation_call": spec.ToolImageGeneration,
+var openaiItemTools = map[string]ServerTool{
+	"web_search_call":       ToolWebSearch,
+	"file_search_call":      ToolFileSearch,
+	"code_interpreter_call": ToolCodeExecution,
+	"mcp_call":              ToolMCP,
+	"image_generation_call": ToolImageGeneration,
 }
 
 // anthropicServerTools are the names of Anthropic's server_tool_use
 // blocks, by the tool each uses.
-var anthropicServerTools = map[string]spec.ServerTool{
-	"web_search":                 spec.ToolWebSearch,
-	"web_fetch":                  spec.ToolWebFetch,
-	"code_execution":             spec.ToolCodeExecution,
-	"bash_code_execution":        spec.ToolCodeExecution,
-	"text_editor_code_execution": spec.ToolCodeExecution,
+var anthropicServerTools = map[string]ServerTool{
+	"web_search":                 ToolWebSearch,
+	"web_fetch":                  ToolWebFetch,
+	"code_execution":             ToolCodeExecution,
+	"bash_code_execution":        ToolCodeExecution,
+	"text_editor_code_execution": ToolCodeExecution,
 }
 
 // str takes the next bytes b of a string the document scanner s is
@@ -193,7 +191,7 @@ func (t *toolScan) value(isType bool) {
 		if isType {
 			t.serverBlock = string(t.buf) == "server_tool_use"
 			if string(t.buf) == "mcp_tool_use" {
-				t.count(sourceBlocks, spec.ToolMCP)
+				t.count(sourceBlocks, ToolMCP)
 			}
 			return
 		}
@@ -204,7 +202,7 @@ func (t *toolScan) value(isType bool) {
 	}
 }
 
-func (t *toolScan) count(source int, tool spec.ServerTool) {
+func (t *toolScan) count(source int, tool ServerTool) {
 	if tool != "" {
 		t.uses[source][toolIndex(tool)]++
 	}

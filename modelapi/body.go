@@ -1,4 +1,4 @@
-package gateway
+package modelapi
 
 import (
 	"bytes"
@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// reqBody is a request's JSON body, checked as the gateway must before it
+// Body is a request's JSON body, checked as the gateway must before it
 // decides anything from it: exactly one object, no key twice. It is read
 // at its top level (and in the objects the gateway looks into) without
 // being decoded into maps: a 32 MB body costs one pass and no copy.
-type reqBody struct {
+type Body struct {
 	raw     []byte
 	members []member
 }
@@ -27,31 +27,31 @@ type member struct {
 	start, end int    // the value is raw[start:end]
 }
 
-// badBody is a body refused, with the line that says why (a 400).
-type badBody string
+// BadBody is a body refused, with the line that says why (a 400).
+type BadBody string
 
-func (b badBody) Error() string { return string(b) }
+func (b BadBody) Error() string { return string(b) }
 
-// parseBody checks raw and reads its top level.
-func parseBody(raw []byte) (*reqBody, error) {
+// ParseBody checks raw and reads its top level.
+func ParseBody(raw []byte) (*Body, error) {
 	if !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v) // only for its words; the body is invalid, so this is cheap
-		return nil, badBody(fmt.Sprintf("the request body is not one JSON document: %v; send exactly one JSON object", err))
+		return nil, BadBody(fmt.Sprintf("the request body is not one JSON document: %v; send exactly one JSON object", err))
 	}
 	i := skipWS(raw, 0)
 	if raw[i] != '{' {
-		return nil, badBody("the request body is JSON but not an object; send exactly one JSON object")
+		return nil, BadBody("the request body is JSON but not an object; send exactly one JSON object")
 	}
 	ms, err := objectMembers(raw, i, "")
 	if err != nil {
 		return nil, err
 	}
-	return &reqBody{raw: raw, members: ms}, nil
+	return &Body{raw: raw, members: ms}, nil
 }
 
 // get is the member key (folded) of the top level.
-func (b *reqBody) get(key string) (member, bool) {
+func (b *Body) get(key string) (member, bool) {
 	return lookup(b.members, key)
 }
 
@@ -65,30 +65,30 @@ func lookup(ms []member, key string) (member, bool) {
 }
 
 // value is m's bytes.
-func (b *reqBody) value(m member) []byte { return b.raw[m.start:m.end] }
+func (b *Body) value(m member) []byte { return b.raw[m.start:m.end] }
 
 // object reads the object that is m's value (nil if it is null; an error
 // if it is neither), with the same checks as the top level.
-func (b *reqBody) object(m member, name string) ([]member, error) {
+func (b *Body) object(m member, name string) ([]member, error) {
 	v := b.value(m)
 	switch {
 	case string(v) == "null":
 		return nil, nil
 	case v[0] != '{':
-		return nil, badBody(name + " is not an object")
+		return nil, BadBody(name + " is not an object")
 	}
 	return objectMembers(b.raw, m.start, name+".")
 }
 
 // elements are the values of the array that is m's value (an error if it
 // is not an array; nil for null).
-func (b *reqBody) elements(m member, name string) ([]member, error) {
+func (b *Body) elements(m member, name string) ([]member, error) {
 	v := b.value(m)
 	switch {
 	case string(v) == "null":
 		return nil, nil
 	case v[0] != '[':
-		return nil, badBody(name + " is not an array")
+		return nil, BadBody(name + " is not an array")
 	}
 	var out []member
 	i := skipWS(b.raw, m.start+1)
@@ -105,7 +105,7 @@ func (b *reqBody) elements(m member, name string) ([]member, error) {
 
 // boolOf reads a boolean member: absent is false; anything but true or
 // false is refused (a server that coerces "true" would stream unmetered).
-func (b *reqBody) boolOf(key string) (bool, error) {
+func (b *Body) boolOf(key string) (bool, error) {
 	m, ok := b.get(key)
 	if !ok {
 		return false, nil
@@ -116,33 +116,33 @@ func (b *reqBody) boolOf(key string) (bool, error) {
 	case "false", "null":
 		return false, nil
 	}
-	return false, badBody(fmt.Sprintf("%s is %s; it must be true or false", key, short(b.value(m))))
+	return false, BadBody(fmt.Sprintf("%s is %s; it must be true or false", key, short(b.value(m))))
 }
 
 // countOf reads a whole number member (absent: 0, false), refusing any
 // other value: the gateway reserves tokens from it.
-func (b *reqBody) countOf(key string, most uint64) (uint64, bool, error) {
+func (b *Body) countOf(key string, most uint64) (uint64, bool, error) {
 	m, ok := b.get(key)
 	if !ok || string(b.value(m)) == "null" {
 		return 0, false, nil
 	}
 	n, err := strconv.ParseUint(string(b.value(m)), 10, 64)
 	if err != nil || n > most {
-		return 0, false, badBody(fmt.Sprintf("%s is %s; it must be a whole number from 0 to %d", key, short(b.value(m)), most))
+		return 0, false, BadBody(fmt.Sprintf("%s is %s; it must be a whole number from 0 to %d", key, short(b.value(m)), most))
 	}
 	return n, true, nil
 }
 
-// edit sets a top-level key to a JSON value, replacing its value or
+// Edit sets a top-level key to a JSON value, replacing its value or
 // adding it first.
-type edit struct {
-	key   string // as written in the body
-	value []byte
+type Edit struct {
+	Key   string // as written in the body
+	Value []byte
 }
 
-// with is the body with edits, as pieces of the original and the new
+// With is the body with edits, as pieces of the original and the new
 // values (no copy of the original), and its length.
-func (b *reqBody) with(edits []edit) ([][]byte, int) {
+func (b *Body) With(edits []Edit) ([][]byte, int) {
 	type span struct {
 		start, end int
 		value      []byte
@@ -150,12 +150,12 @@ func (b *reqBody) with(edits []edit) ([][]byte, int) {
 	var replace []span
 	var prepend []byte
 	for _, e := range edits {
-		if m, ok := b.get(foldKey(e.key)); ok {
-			replace = append(replace, span{m.start, m.end, e.value})
+		if m, ok := b.get(foldKey(e.Key)); ok {
+			replace = append(replace, span{m.start, m.end, e.Value})
 			continue
 		}
-		k, _ := json.Marshal(e.key)
-		prepend = append(append(append(append(prepend, k...), ':'), e.value...), ',')
+		k, _ := json.Marshal(e.Key)
+		prepend = append(append(append(append(prepend, k...), ':'), e.Value...), ',')
 	}
 	var pieces [][]byte
 	at := 0
@@ -221,7 +221,7 @@ func objectMembers(raw []byte, i int, prefix string) ([]member, error) {
 			_, dup = lookup(ms, key)
 		}
 		if dup {
-			return nil, badBody(fmt.Sprintf("the key %s%s is in the request body twice (or twice as its servers may read it: %s); send each key once", prefix, short(raw[ks:skipString(raw, ks)]), strconv.Quote(key)))
+			return nil, BadBody(fmt.Sprintf("the key %s%s is in the request body twice (or twice as its servers may read it: %s); send each key once", prefix, short(raw[ks:skipString(raw, ks)]), strconv.Quote(key)))
 		}
 		ms = append(ms, member{key: key, kstart: ks, start: vs, end: i})
 		i = skipWS(raw, i)
@@ -331,8 +331,8 @@ func short(v []byte) string {
 	return string(v)
 }
 
-// piecesReader reads pieces in order.
-func piecesReader(pieces [][]byte) io.Reader {
+// PiecesReader reads pieces in order.
+func PiecesReader(pieces [][]byte) io.Reader {
 	rs := make([]io.Reader, len(pieces))
 	for i, p := range pieces {
 		rs[i] = bytes.NewReader(p)

@@ -1,4 +1,4 @@
-package gateway
+package modelapi
 
 // Tier: unit.
 
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Streams as the APIs write them, cut into pieces at every byte: the
@@ -24,22 +24,22 @@ func TestMeterReadsStreamsInAnyPieces(t *testing.T) {
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{\"input_tokens\":11,\"input_tokens_details\":{\"cached_tokens\":1},\"output_tokens\":4,\"total_tokens\":15}}}\n\n"
 	for _, tc := range []struct {
 		name   string
-		kind   spec.ProviderKind
+		kind   string
 		stream string
 		want   Usage
 	}{
-		{"anthropic", spec.KindAnthropic, anthropic, Usage{Input: 25, CacheWrite: 3, CacheRead: 40, Output: 15, Reported: true}},
-		{"openai chat", spec.KindOpenAI, openai, Usage{Input: 10, CacheRead: 20, Output: 12, Reported: true}},
-		{"openai responses", spec.KindOpenAI, responses, Usage{Input: 10, CacheRead: 1, Output: 4, Reported: true}},
+		{"anthropic", "anthropic", anthropic, Usage{Tokens: wire.Tokens{InputTokens: 25, OutputTokens: 15, CacheReadTokens: 40, CacheWriteTokens: 3}, Reported: true}},
+		{"openai chat", "openai", openai, Usage{Tokens: wire.Tokens{InputTokens: 10, OutputTokens: 12, CacheReadTokens: 20}, Reported: true}},
+		{"openai responses", "openai", responses, Usage{Tokens: wire.Tokens{InputTokens: 10, OutputTokens: 4, CacheReadTokens: 1}, Reported: true}},
 	} {
 		for size := 1; size <= len(tc.stream); size++ {
-			m := &meter{kind: tc.kind}
-			m.stream()
+			m := NewMeter(kindOf(t, tc.kind))
+			m.Stream()
 			for i := 0; i < len(tc.stream); i += size {
-				m.write([]byte(tc.stream[i:min(i+size, len(tc.stream))]))
+				m.Write([]byte(tc.stream[i:min(i+size, len(tc.stream))]))
 			}
-			m.end()
-			if got := m.usage(); got != tc.want || !m.final {
+			m.End()
+			if got := m.Usage(); got != tc.want || !m.Final() {
 				t.Fatalf("%s in pieces of %d: %+v, want %+v", tc.name, size, got, tc.want)
 			}
 		}
@@ -62,25 +62,25 @@ func TestMeterFindsUsageWhateverTheLength(t *testing.T) {
 	chatJSON := `{"choices":[{"message":{"content":"` + long + `","tool_calls":[{"function":{"arguments":"{\"usage\":{\"prompt_tokens\":1}}"}}]}}],"usage":{"prompt_tokens":12,"completion_tokens":3}}`
 	for _, tc := range []struct {
 		name   string
-		kind   spec.ProviderKind
+		kind   string
 		stream bool
 		answer string
 		want   Usage
 	}{
-		{"a response.completed of 3 MB", spec.KindOpenAI, true, responses, Usage{Input: 900000, Output: 4, Reported: true}},
-		{"an Anthropic answer of 3 MB with a decoy in a tool's input", spec.KindAnthropic, false, anthropicJSON, Usage{Input: 7, Output: 300000, Reported: true}},
-		{"a Chat Completion of 3 MB with a decoy in a tool call", spec.KindOpenAI, false, chatJSON, Usage{Input: 12, Output: 3, Reported: true}},
+		{"a response.completed of 3 MB", "openai", true, responses, Usage{Tokens: wire.Tokens{InputTokens: 900000, OutputTokens: 4}, Reported: true}},
+		{"an Anthropic answer of 3 MB with a decoy in a tool's input", "anthropic", false, anthropicJSON, Usage{Tokens: wire.Tokens{InputTokens: 7, OutputTokens: 300000}, Reported: true}},
+		{"a Chat Completion of 3 MB with a decoy in a tool call", "openai", false, chatJSON, Usage{Tokens: wire.Tokens{InputTokens: 12, OutputTokens: 3}, Reported: true}},
 	} {
-		m := &meter{kind: tc.kind}
+		m := NewMeter(kindOf(t, tc.kind))
 		if tc.stream {
-			m.stream()
+			m.Stream()
 		}
 		for i := 0; i < len(tc.answer); i += 32 << 10 {
-			m.write([]byte(tc.answer[i:min(i+32<<10, len(tc.answer))]))
+			m.Write([]byte(tc.answer[i:min(i+32<<10, len(tc.answer))]))
 		}
-		m.end()
-		if got := m.usage(); got != tc.want || !m.final {
-			t.Errorf("%s: %+v (final %v), want %+v", tc.name, got, m.final, tc.want)
+		m.End()
+		if got := m.Usage(); got != tc.want || !m.Final() {
+			t.Errorf("%s: %+v (final %v), want %+v", tc.name, got, m.Final(), tc.want)
 		}
 		if held := cap(m.doc.capture) + cap(m.doc.keyBuf); held > 64<<10 {
 			t.Errorf("%s: the meter held %d bytes", tc.name, held)
@@ -97,45 +97,23 @@ func TestMeterEstimatesAStreamCutBeforeItsUsage(t *testing.T) {
 	chat := "data: {\"choices\":[{\"delta\":{\"content\":\"word1 \"}}],\"usage\":null}\n\n"
 	for _, tc := range []struct {
 		name       string
-		kind       spec.ProviderKind
+		kind       string
 		stream     string
 		input, out uint64
 	}{
-		{"anthropic", spec.KindAnthropic, start + strings.Repeat(delta, 20), 25, 20},
-		{"openai chat", spec.KindOpenAI, strings.Repeat(chat, 20), 100, 20},
+		{"anthropic", "anthropic", start + strings.Repeat(delta, 20), 25, 20},
+		{"openai chat", "openai", strings.Repeat(chat, 20), 100, 20},
 	} {
-		m := &meter{kind: tc.kind}
-		m.stream()
-		m.write([]byte(tc.stream))
-		m.end()
-		if m.final {
+		m := NewMeter(kindOf(t, tc.kind))
+		m.Stream()
+		m.Write([]byte(tc.stream))
+		m.End()
+		if m.Final() {
 			t.Errorf("%s: a cut stream read as ended", tc.name)
 		}
-		u := m.estimate(m.usage(), 100, 0)
-		if !u.Estimated || u.Input != tc.input || u.Output < tc.out {
+		u := m.Estimate(m.Usage(), 100, 0)
+		if !u.Estimated || u.InputTokens != tc.input || u.OutputTokens < tc.out {
 			t.Errorf("%s: estimated %+v, want input %d and at least %d output", tc.name, u, tc.input, tc.out)
 		}
-	}
-}
-
-// A whole answer that reports no usage (a provider or a compatible
-// server that sends none) is counted as estimated, and as the error
-// no-usage; one cut before its usage is the error cut.
-func TestAnAnswerWithoutUsageIsAnErrorOfItsOwn(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	g := &Gateway{Store: st}
-	for _, cut := range []bool{false, true} {
-		x := &exchange{g: g, agent: 1, provider: "oai", status: 200, spends: true, metered: true, meter: newMeter(spec.KindOpenAI), inputEstimate: 40, maxOutput: 100}
-		x.meter.write([]byte(`{"choices":[{"message":{"content":"` + strings.Repeat("word ", 20) + `"}}]}`))
-		x.meter.end()
-		x.finish(cut)
-	}
-	u := st.Usage(1)["oai"]
-	if u.Errors[ErrorNoUsage] != 1 || u.Errors[ErrorCut] != 1 || u.EstimatedRequests != 2 || u.InputTokens != 80 || u.OutputTokens < 2*20 {
-		t.Errorf("two answers without usage, one whole and one cut: %+v", u)
 	}
 }

@@ -1,11 +1,11 @@
-package gateway
+package modelapi
 
 import "bytes"
 
 // docScanner follows one JSON document of an answer byte by byte as it
 // passes, holding nothing but a few short keys: it hands on the usage
-// objects found where the APIs put them (the top level, and in the
-// message or response: Anthropic's message_start, OpenAI's
+// objects found where its kind's format puts them (the top level, and in
+// the message or response: Anthropic's message_start, OpenAI's
 // response.completed), however long the document around them, and
 // counts the bytes of text the model wrote (the string values of the
 // keys isTextKey names), which is what a stream cut before its usage is
@@ -13,6 +13,7 @@ import "bytes"
 // what a model writes, but never unescaped quotes or braces, so no text
 // of the model's can look like a usage.
 type docScanner struct {
+	format    *UsageFormat
 	depth     int
 	obj       [maxTracked + 1]bool   // the container at each depth is an object
 	key       [maxTracked + 1][]byte // the last key read at each depth
@@ -25,7 +26,8 @@ type docScanner struct {
 
 	capDepth int    // the depth a usage object being captured opened at (0: none)
 	capture  []byte // its bytes so far
-	capStart bool   // the usage object found is the message's (Anthropic's start), not a final one
+	capFinal bool   // the usage object being captured ends the answer
+	sawFinal bool   // the document has held the format's FinalKey
 
 	// What the scanner found, for its meter.
 	usages    []found
@@ -36,11 +38,12 @@ type docScanner struct {
 
 type found struct {
 	obj   []byte
-	start bool // message.usage: Anthropic's counts when the stream starts
+	final bool // not a usage the answer starts with, nor one so far
 }
 
-// maxTracked is how deep keys are followed: text sits at depth 4 at most
-// (choices[i].delta.content), usage at 2.
+// maxTracked is how deep keys are followed: text sits at depth 7 at most
+// (a Gemini stream's [i].candidates[j].content.parts[k].text), usage
+// at 2.
 const maxTracked = 8
 
 // maxUsage bounds a usage object captured: the real ones are a few
@@ -49,12 +52,6 @@ const maxUsage = 16 << 10
 
 // maxKey bounds a key kept: the ones the scanner looks for are short.
 const maxKey = 32
-
-var (
-	keyUsage    = []byte("usage")
-	keyMessage  = []byte("message")
-	keyResponse = []byte("response")
-)
 
 // write follows p, the next bytes of the document.
 func (s *docScanner) write(p []byte) {
@@ -106,9 +103,11 @@ func (s *docScanner) write(p []byte) {
 			s.isKey = s.expectKey
 			s.keyBuf = s.keyBuf[:0]
 		case '{', '[':
-			if c == '{' && s.capDepth == 0 && s.usageHere() {
-				s.capDepth, s.capture = s.depth+1, append(s.capture[:0], '{')
-				s.capStart = s.depth == 2 && bytes.Equal(s.key[1], keyMessage)
+			if c == '{' && s.capDepth == 0 {
+				if p, ok := s.usageHere(); ok {
+					s.capDepth, s.capture = s.depth+1, append(s.capture[:0], '{')
+					s.capFinal = !p.Start && (s.format.FinalKey == nil || s.sawFinal)
+				}
 			}
 			s.depth++
 			if s.depth <= maxTracked {
@@ -119,7 +118,7 @@ func (s *docScanner) write(p []byte) {
 		case '}', ']':
 			if s.capDepth > 0 && s.depth == s.capDepth {
 				if len(s.capture) <= maxUsage {
-					s.usages = append(s.usages, found{obj: append([]byte(nil), s.capture...), start: s.capStart})
+					s.usages = append(s.usages, found{obj: append([]byte(nil), s.capture...), final: s.capFinal})
 				}
 				s.capDepth = 0
 			}
@@ -148,6 +147,9 @@ func (s *docScanner) endString() {
 		} else {
 			s.key[s.depth] = s.key[s.depth][:0]
 		}
+		if f := s.format.FinalKey; f != nil && !s.sawFinal && string(s.key[s.depth]) == f[len(f)-1] && s.at(f) {
+			s.sawFinal = true
+		}
 		return
 	}
 	if s.obj[s.depth] && isTextKey(s.key[s.depth]) && s.strLen > 0 {
@@ -157,16 +159,33 @@ func (s *docScanner) endString() {
 }
 
 // usageHere says whether an object opening now is a usage where the
-// APIs put one: "usage" at the top, or in the top's message or response.
-func (s *docScanner) usageHere() bool {
-	switch s.depth {
-	case 1:
-		return s.obj[1] && bytes.Equal(s.key[1], keyUsage)
-	case 2:
-		return s.obj[1] && s.obj[2] && bytes.Equal(s.key[2], keyUsage) &&
-			(bytes.Equal(s.key[1], keyMessage) || bytes.Equal(s.key[1], keyResponse))
+// format puts one, and which.
+func (s *docScanner) usageHere() (UsagePath, bool) {
+	for _, p := range s.format.Paths {
+		if s.at(p.Keys) {
+			return p, true
+		}
 	}
-	return false
+	return UsagePath{}, false
+}
+
+// at says whether the keys of the objects open now, from the top (arrays
+// passed through), are keys.
+func (s *docScanner) at(keys []string) bool {
+	if s.depth > maxTracked {
+		return false
+	}
+	n := 0
+	for d := 1; d <= s.depth; d++ {
+		if !s.obj[d] {
+			continue
+		}
+		if n == len(keys) || string(s.key[d]) != keys[n] {
+			return false
+		}
+		n++
+	}
+	return n == len(keys)
 }
 
 func (s *docScanner) keep(b []byte) {
@@ -198,7 +217,7 @@ func isTextKey(k []byte) bool {
 // reset readies s for the next document (the next event of a stream),
 // keeping its buffers and what it counted.
 func (s *docScanner) reset() {
-	s.depth, s.expectKey, s.inString, s.escaped, s.capDepth = 0, false, false, false, 0
+	s.depth, s.expectKey, s.inString, s.escaped, s.capDepth, s.sawFinal = 0, false, false, false, 0, false
 }
 
 // sse reads a server-sent event stream as it passes, feeding each
