@@ -123,15 +123,23 @@ func (b *Body) boolOf(key string) (bool, error) {
 // other value: the gateway reserves tokens from it.
 func (b *Body) countOf(key string, most uint64) (uint64, bool, error) {
 	m, ok := b.get(key)
+	return b.count(m, ok, key, most)
+}
+
+// count reads member m (ok: it is there), named name, as countOf does.
+func (b *Body) count(m member, ok bool, name string, most uint64) (uint64, bool, error) {
 	if !ok || string(b.value(m)) == "null" {
 		return 0, false, nil
 	}
 	n, err := strconv.ParseUint(string(b.value(m)), 10, 64)
 	if err != nil || n > most {
-		return 0, false, BadBody(fmt.Sprintf("%s is %s; it must be a whole number from 0 to %d", key, short(b.value(m)), most))
+		return 0, false, BadBody(fmt.Sprintf("%s is %s; it must be a whole number from 0 to %d", name, short(b.value(m)), most))
 	}
 	return n, true, nil
 }
+
+// keyOf is m's key as the body writes it (decoded, not folded).
+func (b *Body) keyOf(m member) string { return decodeKey(b.raw[m.kstart:skipString(b.raw, m.kstart)]) }
 
 // Edit sets a top-level key to a JSON value, replacing its value or
 // adding it first.

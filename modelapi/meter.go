@@ -20,11 +20,11 @@ type Usage struct {
 type UsageFormat struct {
 	// Paths are where a usage object sits in an answer's document.
 	Paths []UsagePath
-	// FinalKey, if set, is a key (as a path, like Paths) that must come
-	// before a usage in its document for the usage to end the answer:
-	// where every event of a stream reports its usage so far (Gemini's),
-	// only the one that finishes a candidate is the last.
-	FinalKey []string
+	// FinalKeys, if set, are keys (as paths, like Paths), one of which
+	// must come before a usage in its document for the usage to end the
+	// answer: where every event of a stream reports its usage so far
+	// (Gemini's), only the one that finishes the answer is the last.
+	FinalKeys [][]string
 	// New makes the reader of one answer's usage objects.
 	New func() UsageReader
 }

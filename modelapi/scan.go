@@ -27,7 +27,7 @@ type docScanner struct {
 	capDepth int    // the depth a usage object being captured opened at (0: none)
 	capture  []byte // its bytes so far
 	capFinal bool   // the usage object being captured ends the answer
-	sawFinal bool   // the document has held the format's FinalKey
+	sawFinal bool   // the document has held one of the format's FinalKeys
 
 	// What the scanner found, for its meter.
 	usages    []found
@@ -106,7 +106,7 @@ func (s *docScanner) write(p []byte) {
 			if c == '{' && s.capDepth == 0 {
 				if p, ok := s.usageHere(); ok {
 					s.capDepth, s.capture = s.depth+1, append(s.capture[:0], '{')
-					s.capFinal = !p.Start && (s.format.FinalKey == nil || s.sawFinal)
+					s.capFinal = !p.Start && (s.format.FinalKeys == nil || s.sawFinal)
 				}
 			}
 			s.depth++
@@ -147,8 +147,10 @@ func (s *docScanner) endString() {
 		} else {
 			s.key[s.depth] = s.key[s.depth][:0]
 		}
-		if f := s.format.FinalKey; f != nil && !s.sawFinal && string(s.key[s.depth]) == f[len(f)-1] && s.at(f) {
-			s.sawFinal = true
+		for _, f := range s.format.FinalKeys {
+			if !s.sawFinal && string(s.key[s.depth]) == f[len(f)-1] && s.at(f) {
+				s.sawFinal = true
+			}
 		}
 		return
 	}
