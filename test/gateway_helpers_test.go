@@ -29,6 +29,7 @@ const (
 	modelUpAddr  = "198.51.100.10"
 	anthropicKey = "sk-ant-test-operator-key-0123456789"
 	openaiKey    = "sk-test-operator-key-abcdefghij"
+	geminiKey    = "AIza-test-operator-key-0123456789"
 	claudeBin    = modelsDir + "/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
 	// localModelAddr is a keyless model server on the machine's loopback,
 	// as Ollama is: provider local's upstream, plain HTTP.
