@@ -223,7 +223,7 @@ func modelUpstream(t *testing.T, m *harness.Machine) {
 func startStandin(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	mustRun(t, m, "systemd-run", "--unit=flock-test-standin", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-model",
-		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, "/etc/flock/keys/anthropic", "/etc/flock/keys/openai")
+		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, "/etc/flock/keys/anthropic", "/etc/flock/keys/openai", "/etc/flock/keys/gemini")
 	m.Eventually(t, 10*time.Second, func() error {
 		_, err := standinLedger(t, m, "")
 		return err
