@@ -29,6 +29,7 @@ const (
 	modelUpAddr  = "198.51.100.10"
 	anthropicKey = "sk-ant-test-operator-key-0123456789"
 	openaiKey    = "sk-test-operator-key-abcdefghij"
+	geminiKey    = "AIza-test-operator-key-0123456789"
 	claudeBin    = modelsDir + "/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
 	// localModelAddr is a keyless model server on the machine's loopback,
 	// as Ollama is: provider local's upstream, plain HTTP.
@@ -222,7 +223,7 @@ func modelUpstream(t *testing.T, m *harness.Machine) {
 func startStandin(t *testing.T, m *harness.Machine) {
 	t.Helper()
 	mustRun(t, m, "systemd-run", "--unit=flock-test-standin", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-model",
-		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, "/etc/flock/keys/anthropic", "/etc/flock/keys/openai")
+		probeBin, "standin-serve", modelUpAddr+":443", modelCADir, "/etc/flock/keys/anthropic", "/etc/flock/keys/openai", "/etc/flock/keys/gemini")
 	m.Eventually(t, 10*time.Second, func() error {
 		_, err := standinLedger(t, m, "")
 		return err

@@ -4,8 +4,8 @@ package test
 // the stand-in upstream outside the machine (TLS with a CA of its own,
 // checking the key the proxy injects), and real clients at every level:
 // Claude Code as a command: worker writing a file and running it back
-// with its Write and Bash tools, and the official Anthropic and OpenAI
-// SDKs, whole and streamed. No agent holds a key.
+// with its Write and Bash tools, and the official Anthropic, OpenAI and
+// Google Gen AI SDKs, whole and streamed. No agent holds a key.
 
 import (
 	"fmt"
@@ -36,6 +36,7 @@ providers:
   - {name: anthropic, kind: anthropic, url: "https://%[1]s", key_file: /etc/flock/keys/anthropic, ca_file: %[2]s/ca.pem}
   - {name: openai, kind: openai, url: "https://%[1]s/v1", key_file: /etc/flock/keys/openai, ca_file: %[2]s/ca.pem}
   - {name: local, kind: openai, url: "http://%[3]s/v1"}
+  - {name: gemini, kind: gemini, url: "https://%[1]s", key_file: /etc/flock/keys/gemini, ca_file: %[2]s/ca.pem}
 agents:
 `, modelUpName, modelCADir, localModelAddr)
 	for i, level := range []string{"process", "podman", "gvisor"} {
@@ -44,7 +45,7 @@ agents:
 			root = fmt.Sprintf("    level: %s\n    rootfs: %s\n", level, modelRootfs)
 		}
 		fmt.Fprintf(&b, "  - id: %d\n%s    command: [%q, \"-p\", \"--allowedTools\", \"Write,Bash\"]\n    models: {anthropic: {}}\n", 1+i, root, claudeBin)
-		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/usr/bin/node\", \"%s/client.js\"]\n    models: {anthropic: {requests_per_minute: 600}, openai: {concurrent: 8}, local: {}}\n", 4+i, root, modelsDir)
+		fmt.Fprintf(&b, "  - id: %d\n%s    command: [\"/usr/bin/node\", \"%s/client.js\"]\n    models: {anthropic: {requests_per_minute: 600}, openai: {concurrent: 8}, local: {}, gemini: {concurrent: 8}}\n", 4+i, root, modelsDir)
 	}
 	fmt.Fprintf(&b, `  - id: 7
     role: monitor
@@ -77,7 +78,7 @@ func TestModelGateway(t *testing.T) {
 			"--bind-ro=" + example + ":" + claudeFlockDir},
 	})
 	mustRun(t, m, "mkdir", "-p", "-m", "0700", "/etc/flock/keys")
-	for name, key := range map[string]string{"anthropic": anthropicKey, "openai": openaiKey} {
+	for name, key := range map[string]string{"anthropic": anthropicKey, "openai": openaiKey, "gemini": geminiKey} {
 		if err := m.WriteFile("/etc/flock/keys/"+name, []byte(key+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestModelGateway(t *testing.T) {
 	t.Run("the official SDKs, whole and streamed, at every level", func(t *testing.T) {
 		for _, id := range []int{4, 5, 6} {
 			for _, payload := range []string{"anthropic: " + twentyWords, "anthropic stream: " + twentyWords, "openai: " + twentyWords, "openai stream: " + twentyWords,
-				"local: " + twentyWords, "local stream: " + twentyWords} {
+				"local: " + twentyWords, "local stream: " + twentyWords, "gemini: " + twentyWords, "gemini stream: " + twentyWords} {
 				out, stderr, err := run(t, m, "flockctl", "send", "--to", strconv.Itoa(id), payload)
 				if err != nil || !strings.Contains(out, `"text":"word0 word1 word2 word3 word4"`) || !strings.Contains(out, `"usage":{`) {
 					t.Errorf("agent %d (%s) %q: %v\nstdout %q\nstderr %s", id, describeModel(id), payload, err, out, harness.TailLines(stderr, 10))
@@ -135,7 +136,7 @@ func TestModelGateway(t *testing.T) {
 	t.Run("no agent can read the keys: not in a unit, an environment, the journal, or a file they reach", func(t *testing.T) {
 		for _, id := range all {
 			env := mustRun(t, m, "systemctl", "show", unitName(id), "-p", "Environment")
-			if strings.Contains(env, anthropicKey) || strings.Contains(env, openaiKey) {
+			if strings.Contains(env, anthropicKey) || strings.Contains(env, openaiKey) || strings.Contains(env, geminiKey) {
 				t.Errorf("agent %d's unit holds a key: %s", id, env)
 			}
 			if id != 7 && !strings.Contains(env, "ANTHROPIC_BASE_URL=http://127.0.0.1:4230/anthropic ANTHROPIC_API_KEY=flock-placeholder-the-proxy-adds-the-key") {
@@ -144,13 +145,14 @@ func TestModelGateway(t *testing.T) {
 		}
 		// The patterns come from the key files: a key on grep's own
 		// command line would be found there.
-		for _, file := range []string{"/etc/flock/keys/anthropic", "/etc/flock/keys/openai"} {
+		for _, file := range []string{"/etc/flock/keys/anthropic", "/etc/flock/keys/openai", "/etc/flock/keys/gemini"} {
 			if out, _, _ := run(t, m, "sh", "-c", "grep -lsFf "+file+" /proc/[0-9]*/environ /proc/[0-9]*/cmdline; journalctl -o export --no-pager | grep -cFf "+file); strings.TrimSpace(out) != "0" {
 				t.Errorf("the key of %s is in a process's environment or command line, or in the journal:\n%s", file, out)
 			}
 		}
 		unit := mustRun(t, m, "systemctl", "cat", "flock-proxy.service")
-		for _, want := range []string{"LoadCredential=model-key-anthropic:/etc/flock/keys/anthropic", "LoadCredential=model-key-openai:/etc/flock/keys/openai", "StateDirectory=flock-proxy"} {
+		for _, want := range []string{"LoadCredential=model-key-anthropic:/etc/flock/keys/anthropic", "LoadCredential=model-key-openai:/etc/flock/keys/openai",
+			"LoadCredential=model-key-gemini:/etc/flock/keys/gemini", "StateDirectory=flock-proxy"} {
 			if !strings.Contains(unit, want) {
 				t.Errorf("flock-proxy.service lacks %s:\n%s", want, unit)
 			}
@@ -192,7 +194,7 @@ func TestModelGateway(t *testing.T) {
 		for _, tc := range []struct{ name, cmd, want string }{
 			{"another agent's grant", asAgent7 + "curl -d {} http://127.0.0.1:4230/anthropic/v1/messages",
 				`agent 7 is not granted provider anthropic; add anthropic to agents\[id=7\].models in the spec.*"type":"permission_error".*\n403$`},
-			{"a provider not in the spec", asAgent7 + "curl http://127.0.0.1:4230/gemini/v1/models", `no provider \\"gemini\\" here; it is granted openai.*\n404$`},
+			{"a provider not in the spec", asAgent7 + "curl http://127.0.0.1:4230/mistral/v1/models", `no provider \\"mistral\\" here; it is granted openai.*\n404$`},
 			{"an endpoint that is not metered", asAgent7 + "curl -d {} http://127.0.0.1:4230/openai/batches", `POST \\"/batches\\" is not an endpoint the model gateway carries.*\n404$`},
 			// The local server itself is out of the agent's reach: the
 			// firewall refuses this host's loopback but for the bus and

@@ -76,7 +76,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR | probe standin-serve ADDR (CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE | -)")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR | probe standin-serve ADDR (CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE GEMINI_KEY_FILE | -)")
 	os.Exit(2)
 }
 

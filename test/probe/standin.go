@@ -26,19 +26,20 @@ import (
 // kept in CA_DIR (ca.pem, the provider's ca_file, as a private gateway's
 // would be, and its key), made at the first start and used again at the
 // next (a reboot of the machine keeps the CA the proxy trusts). It
-// expects the keys in the two files given (read at its start: a key on
-// a command line would be in every process's sight). GET /standin/ledger?tag=T answers what it
+// expects Anthropic's, OpenAI's and Gemini's keys in the three files
+// given (read at its start: a key on a command line would be in every
+// process's sight). GET /standin/ledger?tag=T answers what it
 // reported (JSON); GET /standin/seen every request's method and path.
 // CA_DIR "-" serves plain HTTP, keyless (a model server on the host, as
 // Ollama on 127.0.0.1:11434): it then refuses any request with a key.
 func standinServe(args []string) error {
-	if len(args) != 4 && !(len(args) == 2 && args[1] == "-") {
-		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE | probe standin-serve ADDR -")
+	if len(args) != 5 && !(len(args) == 2 && args[1] == "-") {
+		return errors.New("usage: probe standin-serve ADDR CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE GEMINI_KEY_FILE | probe standin-serve ADDR -")
 	}
 	if args[1] == "-" {
 		return http.ListenAndServe(args[0], standinMux(&standin.Server{Keyless: true}))
 	}
-	var keys [2]string
+	var keys [3]string
 	for i, p := range args[2:] {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -66,7 +67,7 @@ func standinServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: standinMux(&standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1]}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
+	srv := &http.Server{Handler: standinMux(&standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1], GeminiKey: keys[2]}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
 	return srv.ServeTLS(ln, "", "")
 }
 

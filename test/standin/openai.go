@@ -77,5 +77,5 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		reported.Requests = 0
 		s.report(sh.tag, reported)
 	}
-	e.done()
+	e.end("[DONE]")
 }

@@ -1,9 +1,10 @@
 // Package standin is the model APIs' stand-in for flock's tests and
-// benchmarks: one HTTP handler that answers Anthropic's Messages API and
-// OpenAI's Chat Completions as the real ones do (JSON or a stream of
-// server-sent events, with usage: Anthropic's in message_start and
-// message_delta, OpenAI's in a last chunk only when stream_options.
-// include_usage asks for it), checks that each request carries the key
+// benchmarks: one HTTP handler that answers Anthropic's Messages API,
+// OpenAI's Chat Completions and Gemini's generateContent as the real ones
+// do (JSON or a stream of server-sent events, with usage: Anthropic's in
+// message_start and message_delta, OpenAI's in a last chunk only when
+// stream_options.include_usage asks for it, Gemini's running totals in
+// every chunk), checks that each request carries the key
 // the gateway must inject and none of the client's, and keeps a ledger of
 // every usage it reported, so a test can compare it with what flock
 // counted.
@@ -52,8 +53,8 @@ func (u Usage) Plus(v Usage) Usage {
 // or set Keyless for a model server on the host that takes none (as
 // Ollama), which then refuses any request that carries a key.
 type Server struct {
-	AnthropicKey, OpenAIKey string
-	Keyless                 bool
+	AnthropicKey, OpenAIKey, GeminiKey string
+	Keyless                            bool
 
 	mu     sync.Mutex
 	ledger map[string]Usage // by X-Standin-Tag
@@ -100,6 +101,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.seen = append(s.seen, r.Method+" "+r.URL.Path)
 	s.mu.Unlock()
 	switch {
+	case isGemini(r):
+		if s.geminiAuth(w, r) {
+			s.gemini(w, r)
+		}
 	case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 		if s.anthropicAuth(w, r) {
 			s.messages(w, r)
@@ -155,6 +160,22 @@ func (s *Server) openaiAuth(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// geminiAuth takes the key in x-goog-api-key alone: a key= parameter
+// (the API takes one too) would be in every log of the URL.
+func (s *Server) geminiAuth(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.URL.Query().Has("key"):
+		googleErr(w, http.StatusBadRequest, "", "stand-in: a key= query parameter reached the upstream")
+	case r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "":
+		googleErr(w, http.StatusBadRequest, "", "stand-in: another API's credentials reached the upstream")
+	case s.GeminiKey == "" || r.Header.Get("X-Goog-Api-Key") != s.GeminiKey:
+		googleErr(w, http.StatusUnauthorized, "", "API key not valid. Please pass a valid API key.")
+	default:
+		return true
+	}
+	return false
+}
+
 func anthropicErr(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -165,6 +186,16 @@ func openaiErr(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+}
+
+// googleErr is Google's error body, its status named by the HTTP code's
+// (the unused argument: readJSON's error type).
+func googleErr(w http.ResponseWriter, code int, _, msg string) {
+	status := map[int]string{http.StatusBadRequest: "INVALID_ARGUMENT", http.StatusUnauthorized: "UNAUTHENTICATED",
+		http.StatusNotFound: "NOT_FOUND"}[code]
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg, "status": status}})
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any, fail func(http.ResponseWriter, int, string, string)) bool {
@@ -219,13 +250,14 @@ type events struct {
 	r    *http.Request
 	sh   shape
 	sent int
+	eol  string // what ends a line: "\n", or Google's "\r\n"
 }
 
 func newEvents(w http.ResponseWriter, r *http.Request, sh shape) *events {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &events{w: w, r: r, sh: sh}
+	return &events{w: w, r: r, sh: sh, eol: "\n"}
 }
 
 // send writes one event and says whether the stream goes on; a cut
@@ -249,21 +281,25 @@ func (e *events) send(name string, data any) {
 		b, _ = json.Marshal(data)
 	}
 	if name != "" {
-		fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b)
+		fmt.Fprintf(e.w, "event: %s%sdata: %s%s%s", name, e.eol, b, e.eol, e.eol)
 	} else {
-		fmt.Fprintf(e.w, "data: %s\n\n", b)
+		fmt.Fprintf(e.w, "data: %s%s%s", b, e.eol, e.eol)
 	}
 	if e.sent++; e.sent%e.sh.flush == 0 {
 		e.w.(http.Flusher).Flush()
 	}
 }
 
-func (e *events) done() {
+// end ends the stream, with a last data line unless "" (Gemini's has
+// none): abruptly if it is cut after the events already sent.
+func (e *events) end(last string) {
 	if e.sh.cut > 0 && e.sent >= e.sh.cut {
 		e.w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	}
-	fmt.Fprint(e.w, "data: [DONE]\n\n")
+	if last != "" {
+		fmt.Fprintf(e.w, "data: %s%s%s", last, e.eol, e.eol)
+	}
 	e.w.(http.Flusher).Flush()
 }
 
