@@ -26,6 +26,7 @@ import (
 const (
 	anthropicKey = "sk-ant-operator-0123456789"
 	openaiKey    = "sk-operator-abcdef"
+	geminiKey    = "AIza-operator-0123456789"
 )
 
 // portUIDs is the test's stand-in for sock_diag: each client connection
@@ -69,13 +70,13 @@ type rig struct {
 }
 
 func newRig(t testing.TB, grants map[uint32]Agent) *rig {
-	r := &rig{t: t, up: &standin.Server{AnthropicKey: anthropicKey, OpenAIKey: openaiKey}, uids: &portUIDs{ports: map[uint16]uint32{}}}
+	r := &rig{t: t, up: &standin.Server{AnthropicKey: anthropicKey, OpenAIKey: openaiKey, GeminiKey: geminiKey}, uids: &portUIDs{ports: map[uint16]uint32{}}}
 	r.upSrv = httptest.NewUnstartedServer(r.up)
 	r.upSrv.EnableHTTP2 = true
 	r.upSrv.StartTLS()
 	t.Cleanup(r.upSrv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.upSrv.Certificate().Raw})
-	r.secrets = map[string]Secret{"anth": {Key: anthropicKey, CA: ca}, "oai": {Key: openaiKey, CA: ca}}
+	r.secrets = map[string]Secret{"anth": {Key: anthropicKey, CA: ca}, "oai": {Key: openaiKey, CA: ca}, "gem": {Key: geminiKey, CA: ca}}
 	r.storeDir = t.TempDir()
 	st, err := OpenStore(r.storeDir)
 	if err != nil {
@@ -111,6 +112,7 @@ func (r *rig) policy(grants map[uint32]Agent) Policy {
 		Providers: map[string]spec.Provider{
 			"anth": {Name: "anth", Kind: "anthropic", URL: r.upSrv.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
 			"oai":  {Name: "oai", Kind: "openai", URL: r.upSrv.URL + "/v1", KeyFile: "/etc/flock/keys/oai", CAFile: "/etc/flock/ca.pem"},
+			"gem":  {Name: "gem", Kind: "gemini", URL: r.upSrv.URL, KeyFile: "/etc/flock/keys/gem", CAFile: "/etc/flock/ca.pem"},
 		},
 		Agents: grants,
 	}
