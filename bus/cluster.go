@@ -17,7 +17,7 @@ import (
 
 // A multi-host flock: each host's bus is one nats-server of a cluster
 // (routes with mutual TLS and a password), JetStream replicated across
-// them. See docs/design.md and Config.Cluster.
+// them. See docs/design.md, "Several hosts" and Config.Cluster.
 
 // routePing is how often a route is pinged (see loadCluster).
 const routePing = 5 * time.Second
