@@ -49,6 +49,10 @@ func TestGatewayRefusesWhatItCannotRead(t *testing.T) {
 		{"a dot-dot segment", "/anth/v1/messages/../messages", anthropicReq, nil, `has a ".." segment`},
 		{"an escaped dot-dot", "/oai/%2e%2e/v1/chat/completions", openaiReq, nil, `has a ".." segment`},
 		{"an empty segment", "/anth/v1//messages", anthropicReq, nil, `has an empty segment`},
+		{"a maximum written otherwise", "/anth/v1/messages", `{"model":"x","MAX_TOKENS":1}`, nil, `the key "max_tokens" is written "MAX_TOKENS"; write it "max_tokens"`},
+		{"stream written otherwise", "/oai/chat/completions", `{"model":"x","Stream":true}`, nil, `the key "stream" is written "Stream"`},
+		{"tools written otherwise", "/oai/responses", `{"model":"x","Tools":[{"type":"function"}]}`, nil, `the key "tools" is written "Tools"`},
+		{"include_usage written otherwise", "/oai/chat/completions", `{"model":"x","stream":true,"stream_options":{"Include_Usage":false}}`, nil, `the key "include_usage" is written "Include_Usage"`},
 	} {
 		status, h, body := r.call(uidA, http.MethodPost, tc.path, tc.body, tc.headers...)
 		msg := errorMessage(t, body)

@@ -290,7 +290,7 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	body, err := modelapi.ParseBody(raw)
 	var p modelapi.Plan
 	if err == nil {
-		p, err = ep.Judge(body, r.Header, grant.Allowed())
+		p, err = ep.Read(body, r.Header, grant.Allowed())
 	}
 	if err != nil {
 		x.release()

@@ -178,7 +178,7 @@ func anthropicTools(b *Body, h http.Header, g Allowed) error {
 		if err != nil {
 			return err
 		}
-		if s, ok := lookup(c, "skills"); ok {
+		if s, ok := b.lookup(c, "skills"); ok {
 			skills, err := b.elements(s, "container.skills")
 			if err != nil {
 				return err

@@ -18,6 +18,9 @@ import (
 type Body struct {
 	raw     []byte
 	members []member
+	// misspelled is the first key a judge read that the body writes
+	// otherwise than the API names it (Err).
+	misspelled error
 }
 
 // member is one key of an object and where its value is in the body.
@@ -50,9 +53,25 @@ func ParseBody(raw []byte) (*Body, error) {
 	return &Body{raw: raw, members: ms}, nil
 }
 
-// get is the member key (folded) of the top level.
+// get is the top level's member that the API names key.
 func (b *Body) get(key string) (member, bool) {
-	return lookup(b.members, key)
+	return b.lookup(b.members, key)
+}
+
+// lookup is the member of ms that the API names key (in lower case, as
+// every API the judges read names its keys). It is found however the
+// body writes it, as the most lenient server would read it; one written
+// otherwise ("Max_Tokens") is refused when the judge ends (Err), as a
+// server that reads keys exactly would ignore it, and the gateway would
+// judge by what the provider does not read.
+func (b *Body) lookup(ms []member, key string) (member, bool) {
+	m, ok := lookup(ms, key)
+	if ok && b.misspelled == nil {
+		if w := b.keyOf(m); w != key {
+			b.misspelled = BadBody(fmt.Sprintf("the key %s is written %s; write it %s, as the API names it", strconv.Quote(key), strconv.Quote(w), strconv.Quote(key)))
+		}
+	}
+	return m, ok
 }
 
 func lookup(ms []member, key string) (member, bool) {
@@ -63,6 +82,10 @@ func lookup(ms []member, key string) (member, bool) {
 	}
 	return member{}, false
 }
+
+// Err is the first key a judge read that the body wrote otherwise than
+// the API names it.
+func (b *Body) Err() error { return b.misspelled }
 
 // value is m's bytes.
 func (b *Body) value(m member) []byte { return b.raw[m.start:m.end] }
@@ -158,7 +181,7 @@ func (b *Body) With(edits []Edit) ([][]byte, int) {
 	var replace []span
 	var prepend []byte
 	for _, e := range edits {
-		if m, ok := b.get(foldKey(e.Key)); ok {
+		if m, ok := lookup(b.members, foldKey(e.Key)); ok {
 			replace = append(replace, span{m.start, m.end, e.Value})
 			continue
 		}

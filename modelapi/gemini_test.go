@@ -66,7 +66,7 @@ func TestJudgeGeminiRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := ep.Judge(b, nil, g)
+		p, err := ep.Read(b, nil, g)
 		if err == nil && len(p.Edits) > 0 {
 			pieces, _ := b.With(p.Edits)
 			var sb strings.Builder

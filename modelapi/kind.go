@@ -75,6 +75,16 @@ type Endpoint struct {
 // what the gateway makes of it (a BadBody is a 400, a NotAllowed a 403).
 type Judge func(b *Body, h http.Header, g Allowed) (Plan, error)
 
+// Read judges b by e's judge: what the judge says, else a key it read
+// that b writes otherwise than the API names it.
+func (e Endpoint) Read(b *Body, h http.Header, g Allowed) (Plan, error) {
+	p, err := e.Judge(b, h, g)
+	if err == nil {
+		err = b.Err()
+	}
+	return p, err
+}
+
 // Plan is what the gateway makes of a request's body: the most output it
 // may ask for (its maximum, times its choices), and the edits it is sent
 // with.

@@ -97,6 +97,7 @@ func includeUsage(b *Body, p *Plan) error {
 		}
 		for _, o := range ms {
 			if o.key == "include_usage" {
+				b.lookup(ms, "include_usage") // refused if written otherwise
 				if string(b.value(o)) == "true" && len(ms) > 0 {
 					return nil // as asked
 				}

@@ -161,7 +161,7 @@ func eachTool(b *Body, f func(i int, typ string) error) error {
 			return err
 		}
 		typ := ""
-		if t, ok := lookup(ms, "type"); ok {
+		if t, ok := b.lookup(ms, "type"); ok {
 			if typ, err = b.stringOf(t, name+".type"); err != nil {
 				return err
 			}

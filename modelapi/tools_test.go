@@ -28,7 +28,7 @@ func judgeOf(t *testing.T, kind string, path, body string, h http.Header, g Allo
 	}
 	b, err := ParseBody([]byte(body))
 	if err == nil {
-		_, err = ep.Judge(b, h, g)
+		_, err = ep.Read(b, h, g)
 	}
 	var na *NotAllowed
 	switch {
