@@ -153,16 +153,7 @@ func geminiCheckTools(b *Body, g Allowed) error {
 	if err != nil || !ok {
 		return err
 	}
-	tools, err := b.elements(m, "tools")
-	if err != nil {
-		return err
-	}
-	for i, el := range tools {
-		name := fmt.Sprintf("tools[%d]", i)
-		ms, err := b.object(el, name)
-		if err != nil {
-			return err
-		}
+	return b.eachObject(m, "tools", func(i int, name string, ms []member) error {
 		for _, mem := range ms {
 			key := b.keyOf(mem)
 			t, known := geminiTools[geminiFold(mem.key)]
@@ -175,8 +166,8 @@ func geminiCheckTools(b *Body, g Allowed) error {
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // geminiMember is the member of ms the API reads as camel (or its

@@ -150,23 +150,33 @@ func eachTool(b *Body, f func(i int, typ string) error) error {
 	if !ok {
 		return nil
 	}
-	tools, err := b.elements(m, "tools")
-	if err != nil {
-		return err
-	}
-	for i, el := range tools {
-		name := fmt.Sprintf("tools[%d]", i)
-		ms, err := b.object(el, name)
-		if err != nil {
-			return err
-		}
+	return b.eachObject(m, "tools", func(i int, name string, ms []member) error {
 		typ := ""
 		if t, ok := b.lookup(ms, "type"); ok {
+			var err error
 			if typ, err = b.stringOf(t, name+".type"); err != nil {
 				return err
 			}
 		}
-		if err := f(i, typ); err != nil {
+		return f(i, typ)
+	})
+}
+
+// eachObject calls f with each element of the array that is m's value
+// (called name), its name (name[i]) and its members, each an object read
+// with the top level's checks (no key twice).
+func (b *Body) eachObject(m member, name string, f func(i int, item string, ms []member) error) error {
+	els, err := b.elements(m, name)
+	if err != nil {
+		return err
+	}
+	for i, el := range els {
+		item := fmt.Sprintf("%s[%d]", name, i)
+		ms, err := b.object(el, item)
+		if err != nil {
+			return err
+		}
+		if err := f(i, item, ms); err != nil {
 			return err
 		}
 	}
