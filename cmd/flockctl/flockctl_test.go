@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/flockrun/flock/sandbox"
 )
 
 func TestTailFile(t *testing.T) {
@@ -81,36 +79,6 @@ func TestExplainWarnsOfHostAllowances(t *testing.T) {
 	want := "warning: agent 3 may reach 127.0.0.1:8080/tcp on this host: egress[1] names a loopback address explicitly\n"
 	if errOut.String() != want {
 		t.Errorf("explain's stderr:\n got %q\nwant %q", errOut.String(), want)
-	}
-}
-
-// explain names the walls a level cannot close on the running kernel:
-// abstract sockets at process and podman without Landlock scopes, none at
-// gvisor, none with scopes.
-func TestExplainPrintsGaps(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "flock.yaml")
-	specText := "agents:\n  - id: 1\n  - id: 2\n    level: podman\n    rootfs: /var/lib/flock-rootfs/debian\n" +
-		"  - id: 3\n    level: gvisor\n    rootfs: /var/lib/flock-rootfs/debian\n"
-	if err := os.WriteFile(file, []byte(specText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	defer func(f func() sandbox.Host) { thisHost = f }(thisHost)
-	for _, scopes := range []bool{false, true} {
-		thisHost = func() sandbox.Host { return sandbox.Host{IPCScopes: scopes} }
-		var out bytes.Buffer
-		cmd := newRoot()
-		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"explain", "-f", file})
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		for _, level := range []string{"process", "podman", "gvisor"} {
-			line := "# OPEN at level " + level + " on this host: abstract UNIX sockets: the agent shares the host's network namespace"
-			if want := !scopes && level != "gvisor"; bytes.Contains(out.Bytes(), []byte(line)) != want {
-				t.Errorf("scopes %v, level %s: gap printed %v, want %v:\n%s", scopes, level, !want, want, out.String())
-			}
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package proxyd
 
 import (
 	"fmt"
@@ -17,9 +17,9 @@ import (
 	"github.com/flockrun/flock/wire"
 )
 
-// defaultProxyState is where the gateway keeps its counts when systemd
+// DefaultStateDir is where the gateway keeps its counts when systemd
 // does not say ($STATE_DIRECTORY, the unit's StateDirectory=).
-const defaultProxyState = "/var/lib/flock-proxy"
+const DefaultStateDir = "/var/lib/flock-proxy"
 
 // modelGateway is the model gateway flock-proxy serves beside its
 // tunnels: its counts on disk, its HTTP server on the connections the
@@ -35,23 +35,24 @@ type modelGateway struct {
 	stop     chan struct{}
 }
 
-// startGateway opens the counts in stateDir ("": $STATE_DIRECTORY) and
-// serves cfg's grants on the connections the proxy at addr hands over.
-func startGateway(cfg proxy.Config, addr net.Addr, stateDir string, j *proxy.Journal) (*modelGateway, error) {
+// startGateway opens the counts in o.StateDir and serves cfg's grants on
+// the connections the proxy at addr hands over.
+func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) (*modelGateway, error) {
+	stateDir := o.StateDir
 	if stateDir == "" {
 		stateDir = os.Getenv("STATE_DIRECTORY")
 	}
 	if stateDir == "" {
-		stateDir = defaultProxyState
+		stateDir = DefaultStateDir
 	}
 	store, err := gateway.OpenStore(stateDir)
 	if err != nil {
 		return nil, err
 	}
-	m := &modelGateway{store: store, credDir: os.Getenv("CREDENTIALS_DIRECTORY"), stop: make(chan struct{})}
+	m := &modelGateway{store: store, credDir: o.CredentialsDir, stop: make(chan struct{})}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
 	limits := events.Journal{Fallback: os.Stderr}
-	m.gw = &gateway.Gateway{UIDs: proxy.SockDiag{}, Store: store, Logf: logf,
+	m.gw = &gateway.Gateway{UIDs: o.UIDs, Store: store, Logf: logf,
 		// A refusal is one decision of the proxy's: in the journal (at
 		// most a burst a minute per agent) and on the bus.
 		Refused: func(agent int, provider, reason string, status int, line string) {

@@ -1,0 +1,155 @@
+// Package proxyd is flock-proxy, what flock-proxy.service runs (flockctl
+// proxy): the egress proxy of package proxy on the config provision
+// writes, with the model gateway (package gateway) on the same address,
+// its counts kept on disk and published on the bus with the proxy's
+// decisions; SIGHUP reloads both policies.
+package proxyd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flockrun/flock/gateway"
+	"github.com/flockrun/flock/internal/sdnotify"
+	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/wire"
+)
+
+// Options are what flock-proxy.service gives the proxy.
+type Options struct {
+	ConfigPath string // proxy.ConfigPath, as provision writes it
+	// StateDir is where the gateway keeps its counts; "": the unit's
+	// $STATE_DIRECTORY, else DefaultStateDir.
+	StateDir string
+	// Nkey is the proxy's bus seed (a file); "": decisions go to the
+	// journal only, and counts stay on disk.
+	Nkey string
+	// CredentialsDir holds the providers' keys and CAs (the unit's
+	// LoadCredential=, $CREDENTIALS_DIRECTORY).
+	CredentialsDir string
+	// UIDs says which uid owns a client's socket; nil: the kernel's
+	// answer (proxy.SockDiag).
+	UIDs proxy.UIDOf
+}
+
+// Service is the running proxy and its gateway.
+type Service struct {
+	o      Options
+	cfg    proxy.Config // as started: its Listen is bound
+	ln     net.Listener
+	models *modelGateway
+	nc     *nats.Conn // nil: no bus
+	srv    *proxy.Server
+	done   chan error
+}
+
+// Run carries the agents' tunnels and serves the gateway until ctx ends
+// or the listener fails, telling systemd it is ready; SIGHUP reloads.
+func Run(ctx context.Context, o Options) error {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The gateway holds agents' bodies up to gateway.MaxBuffered: the
+		// collector keeps the heap near what is live instead of twice it,
+		// well under the unit's MemoryHigh.
+		debug.SetMemoryLimit(gateway.ProxyMemoryLimit)
+	}
+	s, err := Start(o)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return sdnotify.Serve(ctx, fmt.Sprintf("proxy on %s for %d agents", s.cfg.Listen, len(s.cfg.Policy.Agents)), s.done, s.Reload)
+}
+
+// Start reads the config, binds its address and serves there: CONNECT
+// tunnels and, on the other connections, the gateway.
+func Start(o Options) (*Service, error) {
+	if o.UIDs == nil {
+		o.UIDs = proxy.SockDiag{}
+	}
+	cfg, err := proxy.ReadConfig(o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	s := &Service{o: o, cfg: cfg, ln: ln, done: make(chan error, 1)}
+	j := &proxy.Journal{Fallback: os.Stderr}
+	if s.models, err = startGateway(cfg, ln.Addr(), o, j); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if o.Nkey != "" && cfg.Bus != "" {
+		if s.nc, err = connectBus(cfg.Bus, o.Nkey); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.models.publishTo(s.nc)
+		nc := s.nc
+		j.Also = func(r proxy.Record, held int) {
+			if b, err := wire.EncodeEgress(r.Event(held)); err == nil {
+				// Buffered by the client while the bus is away;
+				// the journal has every decision regardless.
+				_ = nc.Publish(wire.EgressSubject(r.Agent), b)
+			}
+		}
+	}
+	s.srv = &proxy.Server{UIDs: o.UIDs, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: s.models.listener}
+	s.srv.SetPolicy(cfg.Policy)
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the address the proxy listens on.
+func (s *Service) Addr() net.Addr { return s.ln.Addr() }
+
+// Reload re-reads the config: new connections and requests follow it,
+// open tunnels go on. A config the proxy cannot follow without a restart
+// leaves the previous policy.
+func (s *Service) Reload() error {
+	c, err := proxy.ReadConfig(s.o.ConfigPath)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (the previous policy stays)", err)
+	case c.Listen != s.cfg.Listen:
+		return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", s.cfg.Listen, c.Listen)
+	}
+	// The grants first: a provider whose key the unit lacks (added
+	// since the proxy started) keeps the old policy.
+	if err := s.models.setPolicy(c.Gateway); err != nil {
+		return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
+	}
+	s.srv.SetPolicy(c.Policy)
+	fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs\n", s.o.ConfigPath, len(c.Policy.Agents), len(c.Gateway.Agents))
+	return nil
+}
+
+// Close stops listening, leaves the bus, and stops the gateway, which
+// keeps its counts.
+func (s *Service) Close() error {
+	s.ln.Close()
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	return s.models.close()
+}
+
+// connectBus connects as the proxy's bus user, retrying for as long as
+// the bus is away (the proxy carries tunnels without it).
+func connectBus(url, seed string) (*nats.Conn, error) {
+	opt, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("the proxy's bus credential %s: %w", seed, err)
+	}
+	nc, err := nats.Connect(url, opt, nats.Name("flock-proxy"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the bus at %s: %w", url, err)
+	}
+	return nc, nil
+}
