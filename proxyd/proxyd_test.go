@@ -126,7 +126,7 @@ func (r *rig) config(listen string, granted bool) {
 	c := proxy.Config{Listen: listen, Bus: r.busURL,
 		Policy: proxy.Policy{Agents: map[uint32]proxy.AgentRules{r.uid: {ID: 1}}},
 		Gateway: gateway.Policy{Providers: map[string]spec.Provider{
-			"anth": {Name: "anth", Kind: spec.KindAnthropic, URL: r.upstream.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
+			"anth": {Name: "anth", Kind: "anthropic", URL: r.upstream.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
 		}, Agents: map[uint32]gateway.Agent{}}}
 	if granted {
 		c.Gateway.Agents[r.uid] = gateway.Agent{ID: 1, Grants: map[string]spec.Grant{"anth": {Provider: "anth"}}}
