@@ -106,7 +106,7 @@ func TestANewLevelRegistersEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, inner, err := sandbox.ParseLauncher(argv)
+	l, inner, err := sandbox.ReadUnitArgs(argv)
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)
 	}
