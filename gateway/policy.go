@@ -62,13 +62,12 @@ func CACredential(provider string) string { return "model-ca-" + provider }
 // path, in name order: what its unit lists.
 func (p Policy) Credentials() [][2]string {
 	var out [][2]string
-	for _, name := range slices.Sorted(maps.Keys(p.Providers)) {
-		pr := p.Providers[name]
+	for _, pr := range p.Listed() {
 		if pr.KeyFile != "" {
-			out = append(out, [2]string{KeyCredential(name), pr.KeyFile})
+			out = append(out, [2]string{KeyCredential(pr.Name), pr.KeyFile})
 		}
 		if pr.CAFile != "" {
-			out = append(out, [2]string{CACredential(name), pr.CAFile})
+			out = append(out, [2]string{CACredential(pr.Name), pr.CAFile})
 		}
 	}
 	return out
