@@ -212,7 +212,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	if !a.JIT {
 		add("kernel", "map memory writable and executable", probe.Request{Op: "mmap-rwx"})
 	}
-	if a.Level != spec.LevelGVisor { // gVisor's Sentry emulates user namespaces; no host kernel call
+	if !a.Level.Profile().OwnKernel { // its runtime's kernel emulates user namespaces; no host kernel call
 		add("kernel", "create a user namespace", probe.Request{Op: "userns"})
 	}
 	for _, k := range []struct{ op, name string }{

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/audit/probe"
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/benchrow"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
@@ -52,16 +53,16 @@ func BenchmarkModelGatewayAgents(b *testing.B) {
 	os.WriteFile(filepath.Join(creds, CACredential("anth")), ca, 0o600)
 	listen := freePort(b)
 	type entry struct {
-		UID    uint32       `json:"uid"`
-		ID     int          `json:"id"`
-		Egress []string     `json:"egress"`
-		Models []GrantEntry `json:"models"`
+		UID    uint32          `json:"uid"`
+		ID     int             `json:"id"`
+		Egress []string        `json:"egress"`
+		Models json.RawMessage `json:"models"`
 	}
-	cfg := map[string]any{"listen": listen,
-		"providers": []ProviderEntry{{Name: "anth", Kind: "anthropic", URL: upSrv.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"}},
-		"agents":    []entry{}}
+	providers, _ := spec.EncodeProviders([]spec.Provider{{Name: "anth", Kind: "anthropic", URL: upSrv.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"}})
+	models, _ := spec.EncodeGrants([]spec.Grant{{Provider: "anth"}})
+	cfg := map[string]any{"listen": listen, "providers": providers, "agents": []entry{}}
 	for i := 1; i <= agents; i++ {
-		cfg["agents"] = append(cfg["agents"].([]entry), entry{UID: uint32(uidBase + i), ID: i, Egress: []string{}, Models: []GrantEntry{{Provider: "anth"}}})
+		cfg["agents"] = append(cfg["agents"].([]entry), entry{UID: uint32(uidBase + i), ID: i, Egress: []string{}, Models: models})
 	}
 	cb, _ := json.Marshal(cfg)
 	cfgPath := filepath.Join(dir, "proxy.json")

@@ -10,11 +10,9 @@
 package gateway
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
-	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -39,14 +37,12 @@ func ForFlock(f *spec.Flock, agents []spec.Agent) Policy {
 		if !a.HasModels() {
 			continue
 		}
-		ag := Agent{ID: a.ID, Grants: map[string]spec.Grant{}}
 		for _, g := range a.Models {
-			ag.Grants[g.Provider] = g
 			if pr, ok := f.Provider(g.Provider); ok {
 				p.Providers[pr.Name] = pr
 			}
 		}
-		p.Agents[f.UID(a.ID)] = ag
+		p.Agents[f.UID(a.ID)] = AgentOf(a.ID, a.Models)
 	}
 	return p
 }
@@ -66,98 +62,42 @@ func CACredential(provider string) string { return "model-ca-" + provider }
 // path, in name order: what its unit lists.
 func (p Policy) Credentials() [][2]string {
 	var out [][2]string
-	for _, name := range slices.Sorted(maps.Keys(p.Providers)) {
-		pr := p.Providers[name]
+	for _, pr := range p.Listed() {
 		if pr.KeyFile != "" {
-			out = append(out, [2]string{KeyCredential(name), pr.KeyFile})
+			out = append(out, [2]string{KeyCredential(pr.Name), pr.KeyFile})
 		}
 		if pr.CAFile != "" {
-			out = append(out, [2]string{CACredential(name), pr.CAFile})
+			out = append(out, [2]string{CACredential(pr.Name), pr.CAFile})
 		}
 	}
 	return out
 }
 
-// ProviderEntry is a provider in the proxy's config file.
-type ProviderEntry struct {
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	URL     string `json:"url"`
-	KeyFile string `json:"key_file,omitempty"`
-	CAFile  string `json:"ca_file,omitempty"`
-}
-
-// GrantEntry is one grant of an agent in the proxy's config file.
-type GrantEntry struct {
-	Provider          string `json:"provider"`
-	RequestsPerMinute int    `json:"requests_per_minute,omitempty"`
-	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
-	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
-	Concurrent        int    `json:"concurrent,omitempty"`
-	// ServerTools and Betas are what the grant's requests may ask of
-	// the provider beyond the model (spec.Grant's): none unless listed.
-	ServerTools []string `json:"server_tools,omitempty"`
-	Betas       []string `json:"betas,omitempty"`
-}
-
-// Entries are p's providers in name order, and each uid's grants in
-// provider order, as the config file has them.
-func (p Policy) Entries() ([]ProviderEntry, map[uint32][]GrantEntry) {
-	var prs []ProviderEntry
+// Listed are p's providers in name order, as the proxy's config file
+// lists them (spec.EncodeProviders).
+func (p Policy) Listed() []spec.Provider {
+	var out []spec.Provider
 	for _, name := range slices.Sorted(maps.Keys(p.Providers)) {
-		pr := p.Providers[name]
-		prs = append(prs, ProviderEntry{Name: pr.Name, Kind: string(pr.Kind), URL: pr.URL, KeyFile: pr.KeyFile, CAFile: pr.CAFile})
+		out = append(out, p.Providers[name])
 	}
-	grants := map[uint32][]GrantEntry{}
-	for uid, a := range p.Agents {
-		for _, name := range slices.Sorted(maps.Keys(a.Grants)) {
-			g := a.Grants[name]
-			e := GrantEntry{Provider: name, RequestsPerMinute: g.RequestsPerMinute,
-				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent, Betas: slices.Clone(g.Betas)}
-			for _, t := range g.ServerTools {
-				e.ServerTools = append(e.ServerTools, string(t))
-			}
-			grants[uid] = append(grants[uid], e)
-		}
-	}
-	return prs, grants
+	return out
 }
 
-// FromEntries reads what Entries wrote, checking each provider as the
-// spec does; ids maps each uid to its agent id.
-func FromEntries(prs []ProviderEntry, grants map[uint32][]GrantEntry, ids map[uint32]int) (Policy, error) {
-	p := Policy{Providers: map[string]spec.Provider{}, Agents: map[uint32]Agent{}}
-	for _, e := range prs {
-		if _, dup := p.Providers[e.Name]; dup || e.Name == "" {
-			return Policy{}, fmt.Errorf("provider %q twice or unnamed", e.Name)
-		}
-		kind := spec.ProviderKind(e.Kind)
-		if _, ok := modelapi.Lookup(e.Kind); !ok {
-			return Policy{}, fmt.Errorf("provider %s: kind %q", e.Name, e.Kind)
-		}
-		u, problem := spec.ProviderURLProblem(e.URL)
-		if problem != "" {
-			return Policy{}, fmt.Errorf("provider %s: %s", e.Name, problem)
-		}
-		p.Providers[e.Name] = spec.Provider{Name: e.Name, Kind: kind, URL: u, KeyFile: e.KeyFile, CAFile: e.CAFile}
+// Listed are a's grants in provider order, as the proxy's config file
+// lists them (spec.EncodeGrants).
+func (a Agent) Listed() []spec.Grant {
+	var out []spec.Grant
+	for _, name := range slices.Sorted(maps.Keys(a.Grants)) {
+		out = append(out, a.Grants[name])
 	}
-	for uid, gs := range grants {
-		a := Agent{ID: ids[uid], Grants: map[string]spec.Grant{}}
-		for _, g := range gs {
-			if _, ok := p.Providers[g.Provider]; !ok {
-				return Policy{}, fmt.Errorf("agent %d: grant of %q, which is not a provider", a.ID, g.Provider)
-			}
-			gr := spec.Grant{Provider: g.Provider, RequestsPerMinute: g.RequestsPerMinute,
-				TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent, Betas: slices.Clone(g.Betas)}
-			for _, t := range g.ServerTools {
-				if !slices.Contains(modelapi.ServerTools[:], spec.ServerTool(t)) {
-					return Policy{}, fmt.Errorf("agent %d: grant of %s: server tool %q is not one this proxy knows (%v)", a.ID, g.Provider, t, modelapi.ServerTools)
-				}
-				gr.ServerTools = append(gr.ServerTools, spec.ServerTool(t))
-			}
-			a.Grants[g.Provider] = gr
-		}
-		p.Agents[uid] = a
+	return out
+}
+
+// AgentOf is agent id's grants gs, by provider.
+func AgentOf(id int, gs []spec.Grant) Agent {
+	a := Agent{ID: id, Grants: map[string]spec.Grant{}}
+	for _, g := range gs {
+		a.Grants[g.Provider] = g
 	}
-	return p, nil
+	return a
 }

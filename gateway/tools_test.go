@@ -6,7 +6,6 @@ package gateway
 // grant's tools reach flock-proxy through its config file.
 
 import (
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -106,33 +105,6 @@ func TestStoreCountsServerToolUses(t *testing.T) {
 	check("after a close", closed)
 	closed.Close()
 	s.Close()
-}
-
-// A grant's server tools and betas reach flock-proxy through its config
-// file, and the proxy refuses a tool it does not know.
-func TestPolicyCarriesServerTools(t *testing.T) {
-	g := spec.Grant{Provider: "anthropic", TokensPerDay: 5, ServerTools: []spec.ServerTool{modelapi.ToolWebFetch, modelapi.ToolMCP}, Betas: []string{"mcp-client-2025-11-20"}}
-	p := Policy{Providers: map[string]spec.Provider{"anthropic": {Name: "anthropic", Kind: "anthropic", URL: "https://api.anthropic.com"}},
-		Agents: map[uint32]Agent{uidA: {ID: idA, Grants: map[string]spec.Grant{"anthropic": g}}}}
-	prs, gs := p.Entries()
-	b, err := json.Marshal(gs[uidA])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `[{"provider":"anthropic","tokens_per_day":5,"server_tools":["web_fetch","mcp"],"betas":["mcp-client-2025-11-20"]}]`; string(b) != want {
-		t.Errorf("the config's grant:\n%s\nwant\n%s", b, want)
-	}
-	back, err := FromEntries(prs, gs, map[uint32]int{uidA: idA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := back.Agents[uidA].Grants["anthropic"]; !reflect.DeepEqual(got, g) {
-		t.Errorf("read back: %+v, want %+v", got, g)
-	}
-	gs[uidA][0].ServerTools = []string{"web_search", "time_travel"}
-	if _, err := FromEntries(prs, gs, map[uint32]int{uidA: idA}); err == nil || !strings.Contains(err.Error(), `server tool "time_travel"`) {
-		t.Errorf("a tool the proxy does not know: %v", err)
-	}
 }
 
 // A whole answer that reports no usage (a provider or a compatible

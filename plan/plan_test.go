@@ -392,7 +392,7 @@ func TestCountersReaderFollowsMetrics(t *testing.T) {
 func TestForeignAccountStopsBeforeAnyChange(t *testing.T) {
 	ctx := context.Background()
 	h, fk := newFakes()
-	fk.users.Foreign[spec.UserName(2)] = true
+	fk.users.AddForeign(spec.UserName(2), 1001)
 	d := Build(mustParse(t, threeAgents), Site{}, units.Options{})
 	if _, err := Observe(ctx, h, d); !errors.Is(err, users.ErrNotOurs) {
 		t.Fatalf("observe with flock-2 held by someone else: %v, want ErrNotOurs", err)

@@ -28,20 +28,24 @@ type Config struct {
 	Gateway gateway.Policy
 }
 
+// configFile is the file's shape. Providers and each agent's Models are
+// the spec's own providers: and models:, written and read by the spec's
+// codec (spec.EncodeProviders, DecodeGrants...), so the proxy checks them
+// by the spec's rules.
 type configFile struct {
-	Listen    string                  `json:"listen"`
-	Bus       string                  `json:"bus,omitempty"`
-	Providers []gateway.ProviderEntry `json:"providers,omitempty"`
-	Agents    []agentEntry            `json:"agents"`
+	Listen    string          `json:"listen"`
+	Bus       string          `json:"bus,omitempty"`
+	Providers json.RawMessage `json:"providers,omitempty"`
+	Agents    []agentEntry    `json:"agents"`
 }
 
 type agentEntry struct {
-	UID        uint32               `json:"uid"`
-	ID         int                  `json:"id"`
-	Egress     []string             `json:"egress"`
-	Models     []gateway.GrantEntry `json:"models,omitempty"`
-	Tunnels    int                  `json:"tunnels,omitempty"`
-	Handshakes int                  `json:"handshakes,omitempty"`
+	UID        uint32          `json:"uid"`
+	ID         int             `json:"id"`
+	Egress     []string        `json:"egress"`
+	Models     json.RawMessage `json:"models,omitempty"`
+	Tunnels    int             `json:"tunnels,omitempty"`
+	Handshakes int             `json:"handshakes,omitempty"`
 }
 
 // ConfigFor is the proxy's config for a spec. Pure.
@@ -52,10 +56,17 @@ func ConfigFor(f *spec.Flock) Config {
 // Encode writes c as JSON, agents in uid order (the same config, the
 // same bytes).
 func (c Config) Encode() ([]byte, error) {
-	providers, grants := c.Gateway.Entries()
+	providers, err := spec.EncodeProviders(c.Gateway.Listed())
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
+	}
 	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}}
 	for uid, a := range c.Policy.Agents {
-		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: grants[uid], Tunnels: a.Tunnels, Handshakes: a.Handshakes}
+		models, err := spec.EncodeGrants(c.Gateway.Agents[uid].Listed())
+		if err != nil {
+			return nil, fmt.Errorf("proxy config: agent %d: %w", a.ID, err)
+		}
+		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: models, Tunnels: a.Tunnels, Handshakes: a.Handshakes}
 		for _, r := range a.Rules {
 			e.Egress = append(e.Egress, r.String())
 		}
@@ -66,8 +77,8 @@ func (c Config) Encode() ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// DecodeConfig reads what Encode wrote, checking every rule as the spec
-// does.
+// DecodeConfig reads what Encode wrote, checking every rule, provider
+// and grant as the spec does.
 func DecodeConfig(b []byte) (Config, error) {
 	var file configFile
 	if err := json.Unmarshal(b, &file); err != nil {
@@ -76,10 +87,16 @@ func DecodeConfig(b []byte) (Config, error) {
 	if _, err := netip.ParseAddrPort(file.Listen); err != nil {
 		return Config{}, fmt.Errorf("proxy config: listen %q: %w", file.Listen, err)
 	}
-	c := Config{Listen: file.Listen, Bus: file.Bus, Policy: Policy{Agents: map[uint32]AgentRules{}}}
-	grants, ids := map[uint32][]gateway.GrantEntry{}, map[uint32]int{}
-	var err error
-	for _, a := range file.Agents {
+	c := Config{Listen: file.Listen, Bus: file.Bus, Policy: Policy{Agents: map[uint32]AgentRules{}},
+		Gateway: gateway.Policy{Providers: map[string]spec.Provider{}, Agents: map[uint32]gateway.Agent{}}}
+	providers, err := spec.DecodeProviders(file.Providers, "providers")
+	if err != nil {
+		return Config{}, fmt.Errorf("proxy config: %w", err)
+	}
+	for _, pr := range providers {
+		c.Gateway.Providers[pr.Name] = pr
+	}
+	for i, a := range file.Agents {
 		if _, dup := c.Policy.Agents[a.UID]; dup {
 			return Config{}, fmt.Errorf("proxy config: uid %d twice", a.UID)
 		}
@@ -96,11 +113,12 @@ func DecodeConfig(b []byte) (Config, error) {
 		}
 		c.Policy.Agents[a.UID] = rules
 		if len(a.Models) > 0 {
-			grants[a.UID], ids[a.UID] = a.Models, a.ID
+			gs, err := spec.DecodeGrants(a.Models, fmt.Sprintf("agents[%d].models", i), providers)
+			if err != nil {
+				return Config{}, fmt.Errorf("proxy config: %w", err)
+			}
+			c.Gateway.Agents[a.UID] = gateway.AgentOf(a.ID, gs)
 		}
-	}
-	if c.Gateway, err = gateway.FromEntries(file.Providers, grants, ids); err != nil {
-		return Config{}, fmt.Errorf("proxy config: %w", err)
 	}
 	return c, nil
 }

@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/wire"
 )
@@ -49,6 +51,54 @@ func TestConfigRoundTrips(t *testing.T) {
 		if _, err := DecodeConfig([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
+	}
+}
+
+// A grant crosses the config file whole, its server tools and betas too,
+// in the spec's own shape: the providers: list and each agent's models:
+// mapping. The proxy refuses what the spec would, in its words.
+func TestConfigCarriesModelsInTheSpecsShape(t *testing.T) {
+	f, err := spec.Parse([]byte(`providers:
+  - {name: anth, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anth, ca_file: /etc/flock/keys/ca.pem}
+  - {name: local, kind: openai, url: "http://127.0.0.1:11434/v1"}
+agents:
+  - id: 1
+    models:
+      local: {}
+      anth: {requests_per_minute: 60, tokens_per_day: 2M, tokens_per_month: 30M, concurrent: 2, server_tools: [web_fetch, mcp], betas: [mcp-client-2025-11-20]}
+  - id: 2
+    egress: ["api.example.com:443"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ConfigFor(f)
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeConfig(b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
+	}
+	if g := back.Gateway.Agents[f.UID(1)].Grants["anth"]; !g.Allowed().AllowsTool(modelapi.ToolMCP) || !slices.Contains(g.Betas, "mcp-client-2025-11-20") || g.TokensPerMonth != 30_000_000 {
+		t.Errorf("agent 1's grant of anth read back as %+v", g)
+	}
+	for _, want := range []string{`"providers": [`, `"key_file": "/etc/flock/keys/anth"`, `"models": {`, `"anth": {`, `"server_tools": [`, `"local": {}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the config lacks %s:\n%s", want, b)
+		}
+	}
+	bad := strings.Replace(string(b), `"mcp"`, `"time_travel"`, 1)
+	if _, err := DecodeConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), `agents[0].models.anth.server_tools[1]: "time_travel" is not a server tool`) {
+		t.Errorf("a tool the spec does not know: %v", err)
+	}
+	bad = strings.Replace(string(b), `"https://api.anthropic.com"`, `"http://api.anthropic.com"`, 1)
+	if _, err := DecodeConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), `providers[0].url: "http://api.anthropic.com" is plain HTTP`) {
+		t.Errorf("plain HTTP off the host: %v", err)
 	}
 }
 

@@ -21,12 +21,13 @@ func init() { Register(gvisor{}) }
 
 func (gvisor) Level() Level { return GVisor }
 
-// Profile: MapsWX, since the Sentry maps the code it runs.
+// Profile: MapsWX, since the Sentry maps the code it runs, and
+// OwnKernel, since it answers the agent's system calls itself.
 func (gvisor) Profile() Profile {
 	return Profile{Rank: 20, Label: "sandboxed (gVisor)", Walls: ContainerWalls,
 		Runtime: Runtime{Name: "runsc", Default: "/usr/local/bin/runsc",
 			Install: "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"},
-		MapsWX: true, SignalExit: true}
+		MapsWX: true, SignalExit: true, OwnKernel: true}
 }
 
 func (gvisor) CheckRoot(rootfs, image string) (string, string) {

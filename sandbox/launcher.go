@@ -13,8 +13,9 @@ const LauncherMode = "sandbox"
 
 // Launcher is the launcher's command line: what the unit of a contained
 // agent tells flock-agent, running as root in it, about the container to
-// build. Args writes it and ParseLauncher reads it, so the two sides of
-// the systemd boundary cannot disagree.
+// build. UnitArgs writes it and ReadUnitArgs reads it, for the units and
+// flock-agent alike, so the sides of the systemd boundary cannot
+// disagree on an agent's level.
 type Launcher struct {
 	Level     Level
 	Runtime   string // the runtime's path on this host
@@ -28,9 +29,28 @@ type Launcher struct {
 	Suffix string
 }
 
-// Args is flock-agent's command line after its name: the mode, the
-// flags, then "--" and inner, the flock-agent arguments run inside.
-func (l Launcher) Args(inner []string) []string {
+// UnitArgs is flock-agent's command line after its name in the unit of
+// an agent at l.Level: inner itself where the unit runs the agent (level
+// process), the launcher's around it where a runtime does.
+func (l Launcher) UnitArgs(inner []string) []string {
+	if !l.Level.Contained() {
+		return inner
+	}
+	return l.args(inner)
+}
+
+// ReadUnitArgs reads what UnitArgs wrote: the launcher (of level process,
+// and nothing else, where there is none) and inner.
+func ReadUnitArgs(args []string) (Launcher, []string, error) {
+	if len(args) == 0 || args[0] != LauncherMode {
+		return Launcher{Level: Process}, args, nil
+	}
+	return parseLauncher(args)
+}
+
+// args is the launcher's command line: the mode, the flags, then "--"
+// and inner, the flock-agent arguments run inside.
+func (l Launcher) args(inner []string) []string {
 	common := "ro"
 	if l.CommonRW {
 		common = "rw"
@@ -51,9 +71,9 @@ func (l Launcher) Args(inner []string) []string {
 
 func u32(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
 
-// ParseLauncher reads what Args wrote: the launcher and the inner
+// parseLauncher reads what args wrote: the launcher and the inner
 // arguments. It checks what it reads, naming the flag.
-func ParseLauncher(args []string) (Launcher, []string, error) {
+func parseLauncher(args []string) (Launcher, []string, error) {
 	var l Launcher
 	if len(args) == 0 || args[0] != LauncherMode {
 		return l, nil, fmt.Errorf("sandbox: not the launcher's command line (want %q first): %q", LauncherMode, args)

@@ -1,7 +1,8 @@
 package sandbox
 
 // Tier: unit. The launcher's command line crosses the systemd boundary:
-// what the unit writes (Args) is what flock-agent reads (ParseLauncher).
+// what the unit writes (UnitArgs) is what flock-agent and the units read
+// back (ReadUnitArgs).
 
 import (
 	"reflect"
@@ -12,7 +13,7 @@ import (
 	"github.com/flockrun/flock/agent"
 )
 
-func TestLauncherArgsRoundTrip(t *testing.T) {
+func TestUnitArgsRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		l     Launcher
 		inner []string
@@ -20,9 +21,12 @@ func TestLauncherArgsRoundTrip(t *testing.T) {
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian"}, []string{"task", "--", "/bin/tr", "a-z", "A-Z"}},
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 8, CommonRW: true, Image: "localhost/agent:1"}, nil},
 		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 1<<32 - 1, GID: 1, SharedGID: 2, Rootfs: "/r", Suffix: "-audit"}, []string{"exec", "--", "--level=process", "--"}},
+		// Level process has no launcher: the unit runs inner itself.
+		{Launcher{Level: Process}, []string{"task", "--", "/bin/true"}},
+		{Launcher{Level: Process}, []string{"probe", `{"requests":[]}`}},
 	} {
-		args := tc.l.Args(tc.inner)
-		l, inner, err := ParseLauncher(args)
+		args := tc.l.UnitArgs(tc.inner)
+		l, inner, err := ReadUnitArgs(args)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
@@ -32,8 +36,24 @@ func TestLauncherArgsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestParseLauncherNamesTheFlag(t *testing.T) {
-	good := Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 7, Rootfs: "/r"}.Args(nil)
+// Every registered level reads back from its unit's command line as
+// itself: one without a runtime has no launcher to name it, so only
+// level process may be one.
+func TestEveryLevelReadsBack(t *testing.T) {
+	for _, lv := range Levels() {
+		l := Launcher{Level: lv}
+		if lv.Contained() {
+			l.Runtime, l.Rootfs = "/usr/bin/"+lv.Profile().Runtime.Name, "/r"
+		}
+		back, _, err := ReadUnitArgs(l.UnitArgs([]string{"task", "--", "/bin/true"}))
+		if err != nil || back.Level != lv {
+			t.Errorf("level %s reads back as %q (%v)", lv, back.Level, err)
+		}
+	}
+}
+
+func TestReadUnitArgsNamesTheFlag(t *testing.T) {
+	good := Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 7, Rootfs: "/r"}.UnitArgs(nil)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -47,7 +67,7 @@ func TestParseLauncherNamesTheFlag(t *testing.T) {
 		{"uid", replace(good, "--uid=7", "--uid=-1"), "-uid"},
 		{"unknown flag", replace(good, "--uid=7", "--user=7"), "user"},
 	} {
-		_, _, err := ParseLauncher(tc.args)
+		_, _, err := parseLauncher(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}

@@ -58,6 +58,10 @@ type Profile struct {
 	// SignalExit: the runtime exits 128+n when the agent dies of signal n
 	// (podman and runsc do), so the unit's exit status may be a signal.
 	SignalExit bool
+	// OwnKernel: the runtime answers the agent's system calls with a
+	// kernel of its own (gVisor's Sentry), so a call the host's walls
+	// forbid (creating a user namespace) is emulated, never the host's.
+	OwnKernel bool
 }
 
 // Walls are the sets of walls an agent's unit can keep.

@@ -2,7 +2,8 @@ package sandbox_test
 
 // Tier: unit. A level is one file: a driver registered here, and nowhere
 // else, is a level the spec accepts, the units run through its runtime,
-// the preflight checks and the launcher hands its container to.
+// the preflight checks, the audit plans for and the launcher hands its
+// container to.
 
 import (
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/agent"
+	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/sandbox"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
@@ -26,7 +28,7 @@ func (testbox) Gaps(sandbox.Host) []sandbox.Gap { return nil }
 func (testbox) Profile() sandbox.Profile {
 	return sandbox.Profile{Rank: 30, Label: "sandboxed (testbox)", Walls: sandbox.ContainerWalls,
 		Runtime: sandbox.Runtime{Name: "testbox-run", Default: "/nonexistent/testbox-run", Install: "build testbox-run"},
-		MapsWX:  true}
+		MapsWX:  true, OwnKernel: true}
 }
 func (testbox) CheckRoot(rootfs, image string) (string, string) {
 	if rootfs == "" {
@@ -90,13 +92,21 @@ func TestANewLevelRegistersEverywhere(t *testing.T) {
 		t.Errorf("runtime there: %v", err)
 	}
 
+	// The audit: a kernel of the runtime's own answers a user namespace,
+	// so no probe of the host's is planned.
+	for _, p := range audit.Plan(f, a, audit.Target{}, audit.Colluder{}) {
+		if p.Req.Op == "userns" {
+			t.Errorf("audit plans %q for a level with its own kernel", p.Name)
+		}
+	}
+
 	// The launcher: the unit's command line reads back, and Launch hands
 	// the container to the driver.
 	argv, err := agent.ParseUnitArgs(prop[[]units.ExecCommand](t, u, "ExecStart")[0].Argv[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, inner, err := sandbox.ParseLauncher(argv)
+	l, inner, err := sandbox.ReadUnitArgs(argv)
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)
 	}

@@ -214,14 +214,15 @@ func (w *walker) providerURL(n *yaml.Node, path string) (string, bool) {
 }
 
 // secretPath reads the path of a file only root reads (a key): absolute,
-// clean, outside the flock's root, where agents' files are.
+// clean, outside the flock's root, where agents' files are ("": a root
+// not known, as in the proxy's config).
 func (w *walker) secretPath(n *yaml.Node, path, root, example string) string {
 	s, ok := w.absPath(n, path, example)
 	if !ok {
 		return s
 	}
 	switch {
-	case s == root || strings.HasPrefix(s, root+"/"):
+	case root != "" && (s == root || strings.HasPrefix(s, root+"/")):
 		w.fail(path, "%q is inside the flock's root %s, where agents' files are; keep it where only root reads it, e.g. %s", s, root, example)
 	case strings.ContainsAny(s, " \t\n\\%$\"':"):
 		w.fail(path, "%q has a space, quote, colon, backslash, %% or $ that a unit file would misread; choose a plain path, e.g. %s", s, example)

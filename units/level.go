@@ -11,7 +11,7 @@ import (
 type unitLevel struct {
 	label string // the level's, for the description
 	// args are what flock-agent runs: the mode itself, or the launcher's
-	// command line around it.
+	// command line around it (sandbox.Launcher.UnitArgs).
 	args []string
 	// identity is User=, Group= and SupplementaryGroups= where the unit
 	// runs the agent itself; a runtime runs as root and sets the uid.
@@ -26,11 +26,12 @@ type unitLevel struct {
 // second container of the agent (flockctl audit's) from its own.
 func levelOf(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix string) unitLevel {
 	p := a.Level.Profile()
+	args := launcher(f, a, o, suffix).UnitArgs(mode)
 	switch p.Walls {
 	case sandbox.ContainerWalls:
 		return unitLevel{
 			label: p.Label,
-			args:  launcher(f, a, o, suffix).Args(mode),
+			args:  args,
 			// flock's state (credentials); a container has no system
 			// D-Bus, and podman's runtime itself may need it.
 			inaccessible: []string{"-" + spec.StateDir},
@@ -40,7 +41,7 @@ func levelOf(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix strin
 		user := spec.UserName(a.ID)
 		return unitLevel{
 			label:    p.Label,
-			args:     mode,
+			args:     args,
 			identity: []Property{{"User", user}, {"Group", user}, {"SupplementaryGroups", []string{spec.SharedGroup}}},
 			// flock's state (credentials), and the system D-Bus, which
 			// every uid may otherwise connect to (flockctl audit found it).

@@ -27,9 +27,9 @@ func mayBeWall(e Exit) bool {
 }
 
 // agentOfUnit reads back from an agent's unit what KilledBy needs of its
-// spec: its id and jit from Environment (agent.EnvOf, the reader of what
-// ForAgent wrote there), its level from ExecStart (the launcher's
-// --level, else process). Each value is as ForAgent set it (the fake) or
+// spec, with the readers of what ForAgent wrote: its id and jit from
+// Environment (agent.EnvOf), its level from ExecStart
+// (sandbox.ReadUnitArgs). Each value is as ForAgent set it (the fake) or
 // as D-Bus decodes it (systemd).
 func agentOfUnit(execStart, environment any) (spec.Agent, error) {
 	environ, ok := environment.([]string)
@@ -48,15 +48,11 @@ func agentOfUnit(execStart, environment any) (spec.Agent, error) {
 	if err != nil {
 		return spec.Agent{}, err
 	}
-	a := spec.Agent{ID: env.ID, JIT: env.JIT, Level: sandbox.Process}
-	if len(args) > 0 && args[0] == sandbox.LauncherMode {
-		l, _, err := sandbox.ParseLauncher(args)
-		if err != nil {
-			return spec.Agent{}, err
-		}
-		a.Level = l.Level
+	l, _, err := sandbox.ReadUnitArgs(args)
+	if err != nil {
+		return spec.Agent{}, err
 	}
-	return a, nil
+	return spec.Agent{ID: env.ID, JIT: env.JIT, Level: l.Level}, nil
 }
 
 // mainArgv is the argv of a unit's one ExecStart command.

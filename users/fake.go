@@ -1,70 +1,78 @@
 package users
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 )
 
-// Fake is an in-memory Host for planner tests.
+// Fake is an in-memory Host for planner tests. It checks its accounts
+// with System's own rules (claim, verify, what Accounts lists), over the
+// /etc it would be (etc), so the two cannot drift.
 type Fake struct {
 	mu       sync.Mutex
 	accounts map[string]Account
 	shared   *Group
 	paths    map[string]Path
-	// Foreign are names held by someone else; Claim refuses them.
-	Foreign map[string]bool
-	// foreignUIDs are uids held by someone else (AddForeign).
-	foreignUIDs map[uint32]bool
+	// foreign are users someone else made, name to uid (AddForeign).
+	foreign map[string]uint32
 }
 
 // NewFake returns an empty host.
 func NewFake() *Fake {
-	return &Fake{accounts: map[string]Account{}, paths: map[string]Path{}, Foreign: map[string]bool{}, foreignUIDs: map[uint32]bool{}}
+	return &Fake{accounts: map[string]Account{}, paths: map[string]Path{}, foreign: map[string]uint32{}}
 }
 
-// AddForeign is a user someone else made (an operator's useradd): its
-// name and uid are refused by Claim, and nothing here removes it.
+// AddForeign is a user someone else made (an operator's useradd, with a
+// group of its own): its name and uid are refused by Claim, and nothing
+// here removes it.
 func (f *Fake) AddForeign(name string, uid uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Foreign[name] = true
-	f.foreignUIDs[uid] = true
+	f.foreign[name] = uid
 }
 
 var _ Host = (*Fake)(nil)
 
+// etc is the fake as /etc/passwd and /etc/group would hold it: its
+// accounts with their own groups, the shared group with its members
+// (none once it is gone), and the foreign users. Call with f.mu held.
+func (f *Fake) etc() etcDB {
+	var db etcDB
+	for name, uid := range f.foreign {
+		db.users = append(db.users, passwdEntry{Name: name, UID: uid, GID: uid})
+		db.groups = append(db.groups, groupEntry{Name: name, GID: uid})
+	}
+	var members []string
+	for _, a := range f.accounts {
+		db.users = append(db.users, passwdEntry{Name: a.Name, UID: a.UID, GID: a.UID, Comment: a.Comment, Home: a.Home})
+		db.groups = append(db.groups, groupEntry{Name: a.Name, GID: a.UID})
+		if f.shared != nil && slices.Contains(a.Groups, f.shared.Name) {
+			members = append(members, a.Name)
+		}
+	}
+	slices.SortFunc(db.users, func(a, b passwdEntry) int { return cmp.Compare(a.UID, b.UID) })
+	if f.shared != nil {
+		slices.Sort(members)
+		db.groups = append(db.groups, groupEntry{Name: f.shared.Name, GID: f.shared.GID, Members: members})
+	}
+	return db
+}
+
 func (f *Fake) Accounts(ctx context.Context) ([]Account, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]Account, 0, len(f.accounts))
-	for _, a := range f.accounts {
-		if f.shared == nil { // the shared group is gone: nobody is in it
-			a.Groups = nil
-		}
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
-	return out, nil
+	return f.etc().accounts(), nil
 }
 
 func (f *Fake) Claim(ctx context.Context, shared Group, accts []Account) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, a := range accts {
-		if f.Foreign[a.Name] {
-			return fmt.Errorf("%w: user %q", ErrNotOurs, a.Name)
-		}
-		if f.foreignUIDs[a.UID] {
-			return fmt.Errorf("%w: uid %d (for %s)", ErrNotOurs, a.UID, a.Name)
-		}
-	}
-	return nil
+	return claim(f.etc(), shared, accts)
 }
 
 func (f *Fake) EnsureAccounts(ctx context.Context, shared Group, accts []Account) error {
@@ -76,7 +84,6 @@ func (f *Fake) EnsureAccounts(ctx context.Context, shared Group, accts []Account
 	f.shared = &shared
 	// Like sysusers, never modify an account but add its memberships;
 	// like System, say when the result is not what was asked.
-	var errs []error
 	for _, a := range accts {
 		old, ok := f.accounts[a.Name]
 		if !ok {
@@ -89,14 +96,8 @@ func (f *Fake) EnsureAccounts(ctx context.Context, shared Group, accts []Account
 			}
 		}
 		f.accounts[a.Name] = old
-		switch {
-		case old.UID != a.UID:
-			errs = append(errs, fmt.Errorf("user %s has uid %d, want %d", a.Name, old.UID, a.UID))
-		case !SameGroups(old.Groups, a.Groups):
-			errs = append(errs, fmt.Errorf("user %s is in groups %v, want %v", a.Name, old.Groups, a.Groups))
-		}
 	}
-	return errors.Join(errs...)
+	return verify(f.etc(), shared, accts)
 }
 
 func (f *Fake) RemoveAccounts(ctx context.Context, names []string) error {

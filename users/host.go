@@ -79,6 +79,9 @@ func (s *System) EnsureAccounts(ctx context.Context, shared Group, accts []Accou
 	return verify(db, shared, accts)
 }
 
+// verify says how the accounts db holds differ from those EnsureAccounts
+// asked for: the shared group and each account present, with its uid and
+// groups. System checks /etc with it, and Fake its own (Fake.etc).
 func verify(db etcDB, shared Group, accts []Account) error {
 	var errs []error
 	if g, ok := db.group(shared.Name); !ok || g.GID != shared.GID {

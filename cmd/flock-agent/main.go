@@ -50,10 +50,14 @@ func main() {
 }
 
 func run(args []string) error {
-	if len(args) > 0 && args[0] == sandbox.LauncherMode {
-		return launch(args)
+	l, inner, err := sandbox.ReadUnitArgs(args)
+	if err != nil {
+		return err
 	}
-	inv, err := parseArgs(args)
+	if l.Level.Contained() {
+		return launch(l, inner)
+	}
+	inv, err := parseArgs(inner)
 	if err != nil {
 		return err
 	}
@@ -126,11 +130,7 @@ func execve(path string, argv, env []string) error {
 
 // launch is the launcher of a contained level: the unit's agent, read as
 // every mode reads it, handed to its container by the level's driver.
-func launch(args []string) error {
-	l, inner, err := sandbox.ParseLauncher(args)
-	if err != nil {
-		return err
-	}
+func launch(l sandbox.Launcher, inner []string) error {
 	env, err := agent.FromEnv()
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
