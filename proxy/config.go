@@ -113,7 +113,11 @@ func DecodeConfig(b []byte) (Config, error) {
 		}
 		c.Policy.Agents[a.UID] = rules
 		if len(a.Models) > 0 {
-			gs, err := spec.DecodeGrants(a.Models, fmt.Sprintf("agents[%d].models", i), providers)
+			models, err := grantsOfAList(a.Models)
+			if err != nil {
+				return Config{}, fmt.Errorf("proxy config: agents[%d].models: %w", i, err)
+			}
+			gs, err := spec.DecodeGrants(models, fmt.Sprintf("agents[%d].models", i), providers)
 			if err != nil {
 				return Config{}, fmt.Errorf("proxy config: %w", err)
 			}
@@ -121,6 +125,31 @@ func DecodeConfig(b []byte) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// grantsOfAList reads an agent's grants as the previous release wrote
+// them, a list of {"provider": name, limits...}, as the mapping of names
+// to limits the spec writes now (anything else is left as it is): a
+// proxy restarted onto a new package before provision rewrote its config
+// (a reboot between the two) still starts with the grants in force.
+func grantsOfAList(raw json.RawMessage) (json.RawMessage, error) {
+	var list []map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' {
+		return raw, nil
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, err
+	}
+	m := map[string]map[string]json.RawMessage{}
+	for _, g := range list {
+		var name string
+		if err := json.Unmarshal(g["provider"], &name); err != nil || name == "" {
+			return nil, fmt.Errorf("a grant without its provider")
+		}
+		delete(g, "provider")
+		m[name] = g
+	}
+	return json.Marshal(m)
 }
 
 // ReadConfig reads the config file at path.

@@ -145,3 +145,22 @@ func TestRecordMessage(t *testing.T) {
 		t.Errorf("message %q", m)
 	}
 }
+
+// A config the previous release wrote (an agent's grants as a list) is
+// read as the same grants: a proxy restarted onto a new package before
+// provision rewrote its config still serves them.
+func TestConfigReadsThePreviousReleasesGrants(t *testing.T) {
+	const previous = `{"listen":"127.0.0.1:4230","providers":[{"name":"anth","kind":"anthropic","url":"https://api.anthropic.com","key_file":"/etc/flock/keys/anth"}],
+"agents":[{"uid":2000000001,"id":1,"egress":[],"models":[{"provider":"anth","tokens_per_day":400,"server_tools":["web_search"],"betas":["mcp-client-2025-11-20"]}]}]}`
+	c, err := DecodeConfig([]byte(previous))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spec.Grant{Provider: "anth", TokensPerDay: 400, ServerTools: []spec.ServerTool{modelapi.ToolWebSearch}, Betas: []string{"mcp-client-2025-11-20"}}
+	if g := c.Gateway.Agents[2000000001].Grants["anth"]; !reflect.DeepEqual(g, want) {
+		t.Errorf("the previous release's grant read as %+v, want %+v", g, want)
+	}
+	if _, err := DecodeConfig([]byte(strings.Replace(previous, `"provider":"anth",`, "", 1))); err == nil {
+		t.Error("a listed grant without its provider was read")
+	}
+}
