@@ -67,6 +67,10 @@ type Tokens struct {
 	OutputTokens     uint64 `json:"output_tokens"`
 	CacheReadTokens  uint64 `json:"cache_read_tokens"`
 	CacheWriteTokens uint64 `json:"cache_write_tokens"`
+	// CacheWriteLongTokens are the part of CacheWriteTokens written to
+	// a cache that lives longer, at its own price (Anthropic's 1-hour
+	// cache).
+	CacheWriteLongTokens uint64 `json:"cache_write_long_tokens,omitempty"`
 }
 
 // Total is every token counted: input, output, and cache reads and
@@ -81,6 +85,7 @@ func (t *Tokens) Add(u Tokens) {
 	t.OutputTokens += u.OutputTokens
 	t.CacheReadTokens += u.CacheReadTokens
 	t.CacheWriteTokens += u.CacheWriteTokens
+	t.CacheWriteLongTokens += u.CacheWriteLongTokens
 }
 
 // TokenKinds are the kinds of Tokens by name, in order, as /metrics

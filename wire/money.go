@@ -1,0 +1,60 @@
+package wire
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// PicoUSD is an amount of money in millionths of a millionth of a US
+// dollar: a price per million tokens in USD, times a million, is the
+// price of one token in PicoUSD, so every provider's price (down to
+// $0.0001 per million tokens) is a whole number, and a cost is exact to
+// the last token: no rounding until it is shown. A uint64 holds 18
+// million dollars.
+type PicoUSD uint64
+
+// USD is a whole dollar.
+const USD PicoUSD = 1e12
+
+// String is p in dollars, to the cent when it is a cent or more ($0.38,
+// $1,204.07), else to the first digit that is not zero ($0.0004).
+func (p PicoUSD) String() string {
+	if p == 0 {
+		return "$0"
+	}
+	cents := (uint64(p) + 5e9) / 1e10 // rounded to the cent
+	if cents > 0 {
+		whole := strconv.FormatUint(cents/100, 10)
+		for i := len(whole) - 3; i > 0; i -= 3 {
+			whole = whole[:i] + "," + whole[i:]
+		}
+		return fmt.Sprintf("$%s.%02d", whole, cents%100)
+	}
+	s := strconv.FormatFloat(float64(p)/float64(USD), 'f', -1, 64)
+	if i := strings.IndexFunc(s[2:], func(r rune) bool { return r != '0' }); i >= 0 && len(s) > i+3 {
+		s = s[:i+3]
+	}
+	return "$" + s
+}
+
+// ParseUSD reads a number of dollars as the spec writes it ("20", "0.5",
+// "1250.75", at most 6 decimals: a price per million tokens to
+// $0.000001): exactly, with no float on the way.
+func ParseUSD(s string) (PicoUSD, error) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 6 || strings.HasPrefix(whole, "+") || strings.HasPrefix(whole, "-") {
+		return 0, fmt.Errorf("%q is not an amount of dollars; write a number with at most 6 decimals, e.g. 20 or 0.25", s)
+	}
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || w > 18_000_000 {
+		return 0, fmt.Errorf("%q is not an amount of dollars from 0 to 18000000; write e.g. 20 or 0.25", s)
+	}
+	f := uint64(0)
+	if frac != "" {
+		if f, err = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64); err != nil {
+			return 0, fmt.Errorf("%q is not an amount of dollars; write e.g. 20 or 0.25", s)
+		}
+	}
+	return PicoUSD(w)*USD + PicoUSD(f)*1e6, nil
+}

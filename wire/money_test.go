@@ -1,0 +1,33 @@
+package wire
+
+// Tier: unit.
+
+import "testing"
+
+func TestMoneyIsExactAndReadsAsWritten(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		want  PicoUSD
+		shown string
+	}{
+		{"20", 20 * USD, "$20.00"},
+		{"0.25", USD / 4, "$0.25"},
+		{"1250.75", 1250*USD + 75*USD/100, "$1,250.75"},
+		{"0.0375", 375 * USD / 10000, "$0.04"},
+		{"0.000001", USD / 1e6, "$0.000001"},
+		{"0", 0, "$0"},
+	} {
+		got, err := ParseUSD(tc.in)
+		if err != nil || got != tc.want || got.String() != tc.shown {
+			t.Errorf("%s: %d (%s), %v; want %d (%s)", tc.in, got, got, err, tc.want, tc.shown)
+		}
+	}
+	for _, bad := range []string{"", "-1", "+1", "1.0000001", "1e3", "$5", "18000001", ".5", "1,000"} {
+		if _, err := ParseUSD(bad); err == nil {
+			t.Errorf("%q was read", bad)
+		}
+	}
+	if s := PicoUSD(4e8).String(); s != "$0.0004" {
+		t.Errorf("a fraction of a cent: %s", s)
+	}
+}
