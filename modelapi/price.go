@@ -144,6 +144,9 @@ func ParsePrice(input, output, cacheRead, cacheWrite, cacheWriteLong string) (Pr
 			continue
 		}
 		usd, err := wire.ParseUSD(f.s)
+		if err == nil && usd%1e6 != 0 {
+			err = fmt.Errorf("%q has more than 6 decimals; a price per million tokens is written to $0.000001", f.s)
+		}
 		if err != nil {
 			return Price{}, fmt.Errorf("%s: %w", f.name, err)
 		}

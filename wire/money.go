@@ -38,13 +38,13 @@ func (p PicoUSD) String() string {
 	return "$" + s
 }
 
-// ParseUSD reads a number of dollars as the spec writes it ("20", "0.5",
-// "1250.75", at most 6 decimals: a price per million tokens to
-// $0.000001): exactly, with no float on the way.
+// ParseUSD reads a number of dollars as the spec and the JSON write it
+// ("20", "0.5", "1250.75", at most 12 decimals: a PicoUSD) exactly, with
+// no float on the way.
 func ParseUSD(s string) (PicoUSD, error) {
 	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" || len(frac) > 6 || strings.HasPrefix(whole, "+") || strings.HasPrefix(whole, "-") {
-		return 0, fmt.Errorf("%q is not an amount of dollars; write a number with at most 6 decimals, e.g. 20 or 0.25", s)
+	if whole == "" || len(frac) > 12 || strings.HasPrefix(whole, "+") || strings.HasPrefix(whole, "-") {
+		return 0, fmt.Errorf("%q is not an amount of dollars; write a number, e.g. 20 or 0.25", s)
 	}
 	w, err := strconv.ParseUint(whole, 10, 64)
 	if err != nil || w > 18_000_000 {
@@ -52,9 +52,30 @@ func ParseUSD(s string) (PicoUSD, error) {
 	}
 	f := uint64(0)
 	if frac != "" {
-		if f, err = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64); err != nil {
+		if f, err = strconv.ParseUint(frac+strings.Repeat("0", 12-len(frac)), 10, 64); err != nil {
 			return 0, fmt.Errorf("%q is not an amount of dollars; write e.g. 20 or 0.25", s)
 		}
 	}
-	return PicoUSD(w)*USD + PicoUSD(f)*1e6, nil
+	return PicoUSD(w)*USD + PicoUSD(f), nil
+}
+
+// Decimal is p in dollars, exactly, as ParseUSD reads it back ("20",
+// "0.25", "0.000000375").
+func (p PicoUSD) Decimal() string {
+	whole, frac := uint64(p/USD), uint64(p%USD)
+	if frac == 0 {
+		return strconv.FormatUint(whole, 10)
+	}
+	return strings.TrimRight(fmt.Sprintf("%d.%012d", whole, frac), "0")
+}
+
+// MarshalJSON writes p as a number of dollars (Decimal): what a reader
+// of the JSON expects, and exact.
+func (p PicoUSD) MarshalJSON() ([]byte, error) { return []byte(p.Decimal()), nil }
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *PicoUSD) UnmarshalJSON(b []byte) error {
+	v, err := ParseUSD(string(b))
+	*p = v
+	return err
 }

@@ -2,7 +2,10 @@ package wire
 
 // Tier: unit.
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestMoneyIsExactAndReadsAsWritten(t *testing.T) {
 	for _, tc := range []struct {
@@ -15,19 +18,30 @@ func TestMoneyIsExactAndReadsAsWritten(t *testing.T) {
 		{"1250.75", 1250*USD + 75*USD/100, "$1,250.75"},
 		{"0.0375", 375 * USD / 10000, "$0.04"},
 		{"0.000001", USD / 1e6, "$0.000001"},
+		{"0.000000000375", 375, "$0.0000000003"},
 		{"0", 0, "$0"},
 	} {
 		got, err := ParseUSD(tc.in)
 		if err != nil || got != tc.want || got.String() != tc.shown {
 			t.Errorf("%s: %d (%s), %v; want %d (%s)", tc.in, got, got, err, tc.want, tc.shown)
 		}
+		if back, err := ParseUSD(got.Decimal()); err != nil || back != got || got.Decimal() != tc.in {
+			t.Errorf("%s: written %s, read back %d, %v", tc.in, got.Decimal(), back, err)
+		}
 	}
-	for _, bad := range []string{"", "-1", "+1", "1.0000001", "1e3", "$5", "18000001", ".5", "1,000"} {
+	for _, bad := range []string{"", "-1", "+1", "1.0000000000001", "1e3", "$5", "18000001", ".5", "1,000"} {
 		if _, err := ParseUSD(bad); err == nil {
 			t.Errorf("%q was read", bad)
 		}
 	}
 	if s := PicoUSD(4e8).String(); s != "$0.0004" {
 		t.Errorf("a fraction of a cent: %s", s)
+	}
+	var back struct{ C PicoUSD }
+	if err := json.Unmarshal([]byte(`{"C":12.000000000375}`), &back); err != nil || back.C != 12*USD+375 {
+		t.Errorf("JSON: %d, %v", back.C, err)
+	}
+	if b, _ := json.Marshal(struct{ C PicoUSD }{12*USD + 375}); string(b) != `{"C":12.000000000375}` {
+		t.Errorf("JSON: %s", b)
 	}
 }
