@@ -55,10 +55,13 @@ type Gateway struct {
 	handlers sync.WaitGroup // the requests under way (Drain)
 }
 
-// state is a policy with its upstreams, swapped whole.
+// state is a policy with its upstreams, its prices and each agent's
+// budgets, swapped whole.
 type state struct {
 	policy    Policy
 	upstreams map[string]*upstream
+	prices    modelapi.Prices
+	budgets   map[int][]spec.Budget // by agent id
 }
 
 func (g *Gateway) now() time.Time {
@@ -96,6 +99,16 @@ func (g *Gateway) SetPolicy(p Policy, secrets map[string]Secret) error {
 			return err
 		}
 		st.upstreams[name] = u
+	}
+	st.prices = modelapi.Shipped()
+	st.budgets = map[int][]spec.Budget{}
+	for _, b := range p.Budgets {
+		for _, a := range b.Agents {
+			st.budgets[a] = append(st.budgets[a], b)
+		}
+	}
+	if g.Store != nil {
+		g.Store.SetGroups(p.groups(), g.now())
 	}
 	g.state.Store(st)
 	if old != nil {
@@ -218,14 +231,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The limits are judged before the body is read: a request over one
 	// costs the gateway nothing but its headers.
 	k := key{a.ID, name}
-	if !g.admitted(w, g.limiter.admit(k, grant, g.used(k, start), start), kind) {
+	scopes := g.scopes(st, k, grant)
+	if !g.admitted(w, g.limiter.admit(k, grant, scopes, start), kind) {
 		return
 	}
 	defer g.limiter.done(k)
 	x := &exchange{g: g, agent: a.ID, provider: name, start: start, kind: kind, meter: modelapi.NewMeter(kind), spends: ep.Spends}
 	if ep.Judge == nil {
 		r.Body, r.ContentLength = http.NoBody, 0
-	} else if !g.judge(w, r, x, ep, grant, k) {
+	} else if !g.judge(w, r, x, ep, grant, st, scopes, rest) {
 		return
 	}
 	defer x.release()
@@ -235,9 +249,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.finish(true)
 }
 
-// used reads k's tokens today and this month, as of now, from the counts.
-func (g *Gateway) used(k key, now time.Time) window {
-	return func() (uint64, uint64) { return g.Store.Window(k.Agent, k.Provider, now) }
+// scopes are the limits of spending a request of k under grant falls in:
+// its grant's, then each budget's its agent is in, in the spec's order.
+func (g *Gateway) scopes(st *state, k key, grant spec.Grant) []scope {
+	out := []scope{{id: scopeID{grant: k}, limits: grant.Spending(), used: func() (wire.Spend, wire.Spend) {
+		return g.Store.Window(k.Agent, k.Provider, g.now())
+	}}}
+	for _, b := range st.budgets[k.Agent] {
+		out = append(out, scope{id: scopeID{budget: b.Name}, limits: b.Limits, used: func() (wire.Spend, wire.Spend) {
+			return g.Store.Group(b.Name, g.now())
+		}})
+	}
+	return out
 }
 
 // admitted answers a request a limit refuses (the verdict of admit or
@@ -259,7 +282,7 @@ func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind *modelapi.Kind
 // decides by of their type), reserves the most it may spend against the
 // grant's token limits, and makes it the body sent. false: refused, and
 // answered.
-func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep modelapi.Endpoint, grant spec.Grant, k key) bool {
+func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep modelapi.Endpoint, grant spec.Grant, st *state, scopes []scope, path string) bool {
 	kind := x.kind
 	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 	// A body must come in bodyTimeout: one trickled in holds its place
@@ -300,18 +323,29 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 	}
 	x.inputEstimate, x.maxOutput = InputEstimate(len(raw)), p.MaxOutput
 	if ep.Spends {
-		x.reserved = x.inputEstimate + p.MaxOutput
-		now := g.now()
-		v := g.limiter.reserve(k, grant, g.used(k, now), x.reserved, p.MaxOutput, now)
+		model := modelapi.ModelOf(kind, path, body)
+		x.price, x.priced = st.prices.Lookup(x.provider, kind.Name, model)
+		if !x.priced && slices.ContainsFunc(scopes, func(s scope) bool { return s.limits.Money() }) {
+			x.release()
+			g.refuse(w, x.agent, x.provider, kind, ReasonUnpriced, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: the model %s of provider %s has no price, and a limit in dollars applies to this agent (%s); add it to providers[name=%s].prices in the spec, or ask for a model the table prices (flockctl explain lists them)", x.agent, quoted(model), x.provider, moneyScopes(scopes), x.provider), 0)
+			return false
+		}
+		want := wire.Spend{Tokens: x.inputEstimate + p.MaxOutput}
+		if x.priced {
+			want.Cost = x.price.Most(x.inputEstimate, p.MaxOutput)
+		}
+		v := g.limiter.reserve(key{x.agent, x.provider}, scopes, want, p.MaxOutput, g.now())
 		if !g.admitted(w, v, kind) {
-			x.reserved = 0
 			x.release()
 			return false
 		}
-		x.key = k
+		x.reserved = want
+		for _, s := range scopes {
+			x.scopes = append(x.scopes, s.id)
+		}
 		// Logged before it is sent: a proxy killed while it is under
 		// way counts it at what it reserved when it starts again.
-		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.MaxOutput); err != nil {
+		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.MaxOutput, want.Cost); err != nil {
 			g.logf("gateway: logging a request of agent %d to %s: %v", x.agent, x.provider, err)
 		}
 	}
@@ -343,10 +377,28 @@ const (
 	ReasonLimit      = "over-limit"
 	ReasonBusy       = "busy"
 	ReasonUpstream   = "provider-unreachable"
+	// ReasonUnpriced is a model without a price where a limit in
+	// dollars applies.
+	ReasonUnpriced = "unpriced"
 	// ReasonTool is a server tool or beta the grant does not allow, or a
 	// tool the gateway does not know (modelapi.NotAllowed).
 	ReasonTool = "server-tool"
 )
+
+// moneyScopes names the scopes of scopes that limit dollars.
+func moneyScopes(scopes []scope) string {
+	var out []string
+	for _, s := range scopes {
+		switch {
+		case !s.limits.Money():
+		case s.id.budget != "":
+			out = append(out, "budget "+s.id.budget)
+		default:
+			out = append(out, "its grant of "+s.id.grant.Provider)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // judged is how the gateway answers a body its judge refused: what the
 // grant does not allow is a 403, anything else (a modelapi.BadBody) a 400

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // The limits a grant may set, by the names the spec and the events use.
@@ -14,6 +16,8 @@ const (
 	LimitRPM        = "requests_per_minute"
 	LimitDay        = "tokens_per_day"
 	LimitMonth      = "tokens_per_month"
+	LimitUSDDay     = "usd_per_day"
+	LimitUSDMonth   = "usd_per_month"
 )
 
 // key is one agent's use of one provider: what counts and limits are
@@ -23,19 +27,26 @@ type key struct {
 	Provider string
 }
 
-// Refusal is a request flock answered itself, over one limit of a grant.
+// Refusal is a request flock answered itself, over one limit of a grant
+// or of a budget the agent is in.
 type Refusal struct {
-	Agent     int
-	Provider  string
+	Agent    int
+	Provider string
+	// Budget is the budget whose limit it is ("": the grant's).
+	Budget    string
 	Limit     string // LimitConcurrent, ...
-	Used, Max uint64
-	// For a token limit: what requests under way have reserved, and what
-	// the refused one would have (Want 0: refused before its body was
-	// read, the limit reached already).
+	Used, Max uint64 // for a money limit, in wire.PicoUSD
+	// For a limit of tokens or money: what requests under way have
+	// reserved, and what the refused one would have (Want 0: refused
+	// before its body was read, the limit reached already), of which
+	// its output at most (tokens).
 	Reserved, Want, WantOutput uint64
 	Reset                      time.Time // when the limit lets a request through again (zero: when one under way ends)
 	RetryAfter                 time.Duration
 }
+
+// Money says whether r's limit is one of dollars.
+func (r Refusal) Money() bool { return r.Limit == LimitUSDDay || r.Limit == LimitUSDMonth }
 
 // Line is the one line an agent is told, and the event's detail: the
 // agent, the limit, the use and when it resets.
@@ -51,37 +62,65 @@ func (r Refusal) Line() string {
 		return fmt.Sprintf("flock proxy: agent %d: over its limit requests_per_minute=%d of provider %s: %d requests in the last minute; the next is allowed %s", r.Agent, r.Max, r.Provider, r.Used, when)
 	}
 	window := "today (UTC)"
-	if r.Limit == LimitMonth {
+	if r.Limit == LimitMonth || r.Limit == LimitUSDMonth {
 		window = "this month (UTC)"
 	}
-	line := fmt.Sprintf("flock proxy: agent %d: over its limit %s=%d of provider %s: %d tokens used %s", r.Agent, r.Limit, r.Max, r.Provider, r.Used, window)
+	amount, spent := func(n uint64) string { return strconv.FormatUint(n, 10) }, "tokens used"
+	if r.Money() {
+		amount, spent = func(n uint64) string { return wire.PicoUSD(n).String() }, "spent"
+	}
+	line := fmt.Sprintf("flock proxy: agent %d: over its limit %s=%s of provider %s: %s %s %s", r.Agent, r.Limit, amount(r.Max), r.Provider, amount(r.Used), spent, window)
+	if r.Budget != "" {
+		line = fmt.Sprintf("flock proxy: agent %d: over the limit %s=%s of budget %s: %s %s %s by its agents", r.Agent, r.Limit, amount(r.Max), r.Budget, amount(r.Used), spent, window)
+	}
 	if r.Reserved > 0 {
-		line += fmt.Sprintf(", %d reserved by requests under way", r.Reserved)
+		line += fmt.Sprintf(", %s reserved by requests under way", amount(r.Reserved))
 	}
 	if r.Want > 0 {
 		left := uint64(0)
 		if r.Max > r.Used+r.Reserved {
 			left = r.Max - r.Used - r.Reserved
 		}
-		line += fmt.Sprintf("; this request may spend up to %d (%d of output at most, about %d of input) and %d are left: ask for less output (max_tokens), or retry when requests under way end", r.Want, r.WantOutput, r.Want-r.WantOutput, left)
+		if r.Money() {
+			line += fmt.Sprintf("; this request may cost up to %s (%d tokens of output at most) and %s is left: ask for less output (max_tokens), or retry when requests under way end", amount(r.Want), r.WantOutput, amount(left))
+		} else {
+			line += fmt.Sprintf("; this request may spend up to %d (%d of output at most, about %d of input) and %d are left: ask for less output (max_tokens), or retry when requests under way end", r.Want, r.WantOutput, r.Want-r.WantOutput, left)
+		}
 	}
 	return line + "; resets " + when
 }
 
 // limiter keeps what the limits need beyond the counts on disk: the
 // requests under way and each grant's last minute of requests, in memory
-// (a proxy restart forgets at most a minute), and which limits are being
-// refused now, so a crossing is reported once, not per request.
+// (a proxy restart forgets at most a minute), what the requests under
+// way have reserved in each scope, and which limits are being refused
+// now, so a crossing is reported once, not per request.
 type limiter struct {
 	mu       sync.Mutex
 	inflight map[key]int
 	minute   map[key]*ring
-	reserved map[key]uint64          // tokens the requests under way may still spend
-	crossed  map[key]map[string]bool // limits refused since the last request let through
-	// told is when each limit's last crossing was told: an agent that
-	// flaps at a limit (concurrent, requests_per_minute) is told at most
-	// once per crossingEvery, not at every crossing.
-	told map[key]map[string]time.Time
+	reserved map[scopeID]wire.Spend           // what the requests under way may still spend
+	crossed  map[scopeID]map[string]bool      // limits refused since the last request let through
+	told     map[scopeID]map[string]time.Time // when each limit's last crossing was told: at most once per crossingEvery
+}
+
+// scope is one set of limits of spending a request must fit: its grant's
+// (tokens and money), or a budget's the agent is in.
+type scope struct {
+	id     scopeID
+	limits spec.MoneyLimits
+	// used reads what the scope spent today and this month. The limiter
+	// reads it under its lock, so that a request counted meanwhile is
+	// seen either in what is used or still in what is reserved (its
+	// Record comes before its settle), never in neither.
+	used func() (day, month wire.Spend)
+}
+
+// scopeID names a scope: a grant's (budget "") or a budget's (grant
+// zero: a budget is the same for each of its agents).
+type scopeID struct {
+	grant  key
+	budget string
 }
 
 // crossingEvery is the least time between two events of one limit of
@@ -129,27 +168,20 @@ type verdict struct {
 
 func (l *limiter) init() {
 	if l.inflight == nil {
-		l.inflight, l.minute, l.reserved = map[key]int{}, map[key]*ring{}, map[key]uint64{}
-		l.crossed, l.told = map[key]map[string]bool{}, map[key]map[string]time.Time{}
+		l.inflight, l.minute, l.reserved = map[key]int{}, map[key]*ring{}, map[scopeID]wire.Spend{}
+		l.crossed, l.told = map[scopeID]map[string]bool{}, map[scopeID]map[string]time.Time{}
 	}
 }
 
-// window reads the tokens a grant used today and this month. The limiter
-// reads it under its lock, so that a request counted meanwhile is seen
-// either in what is used or still in what is reserved (its Record comes
-// before its settle), never in neither.
-type window func() (day, month uint64)
-
-// admit says whether a request of k under grant g may go now, given the
-// tokens used (used) and reserved; if so the caller must call done when
-// it ends.
-func (l *limiter) admit(k key, g spec.Grant, used window, now time.Time) verdict {
+// admit says whether a request of k under grant g, in scopes (its
+// grant's spending first, then its budgets'), may go now: its grant's
+// concurrency and rate, and room left in every scope. If so the caller
+// must call done when it ends.
+func (l *limiter) admit(k key, g spec.Grant, scopes []scope, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
-	day, month := used()
 	r := Refusal{Agent: k.Agent, Provider: k.Provider}
-	res := l.reserved[k]
 	var rg *ring
 	if g.RequestsPerMinute > 0 {
 		rg = l.minute[k]
@@ -163,102 +195,132 @@ func (l *limiter) admit(k key, g spec.Grant, used window, now time.Time) verdict
 		}
 		rg.drop(now.Add(-time.Minute))
 	}
+	grant := scopeID{grant: k}
 	switch {
 	case g.Concurrent > 0 && l.inflight[k] >= g.Concurrent:
 		r.Limit, r.Used, r.Max, r.RetryAfter = LimitConcurrent, uint64(l.inflight[k]), uint64(g.Concurrent), time.Second
+		return l.refused(grant, r, now)
 	case rg != nil && rg.n >= g.RequestsPerMinute:
 		r.Limit, r.Used, r.Max = LimitRPM, uint64(rg.n), uint64(g.RequestsPerMinute)
 		r.Reset = rg.at[rg.head].Add(time.Minute)
-	case !l.tokensFit(&r, g, day, month, res, 0, now):
-	default:
-		l.inflight[k]++
-		if rg != nil {
-			rg.push(now)
-		}
-		// Let through: a limit refused before is under it again, and
-		// the next refusal is a crossing of its own (the token limits'
-		// once a reservation fits: reserve).
-		if c := l.crossed[k]; c != nil {
-			delete(c, LimitConcurrent)
-			delete(c, LimitRPM)
-		}
-		return verdict{ok: true}
+		return l.refused(grant, r, now)
 	}
-	return l.refused(k, r, now)
+	for _, s := range scopes {
+		if !l.fits(&r, s, wire.Spend{}, now) {
+			return l.refused(s.id, r, now)
+		}
+	}
+	l.inflight[k]++
+	if rg != nil {
+		rg.push(now)
+	}
+	// Let through: a limit refused before is under it again, and the
+	// next refusal is a crossing of its own (the spending limits' once a
+	// reservation fits: reserve).
+	if c := l.crossed[grant]; c != nil {
+		delete(c, LimitConcurrent)
+		delete(c, LimitRPM)
+	}
+	return verdict{ok: true}
 }
 
-// tokensFit says whether want more tokens fit the grant's token limits
-// beside what is used and reserved (want 0: whether any room is left),
-// and if not, fills r.
-func (l *limiter) tokensFit(r *Refusal, g spec.Grant, day, month, reserved, want uint64, now time.Time) bool {
-	over := func(used, max uint64) bool {
+// fits says whether want fits scope s's limits beside what it spent and
+// what is reserved in it (want zero: whether any room is left), and if
+// not, fills r.
+func (l *limiter) fits(r *Refusal, s scope, want wire.Spend, now time.Time) bool {
+	lim := s.limits
+	if !lim.Any() {
+		return true
+	}
+	day, month := s.used()
+	res := l.reserved[s.id]
+	over := func(used, reserved, want, max uint64) bool {
 		if want == 0 {
 			return used+reserved >= max
 		}
 		return used+reserved+want > max
 	}
-	switch {
-	case g.TokensPerDay > 0 && over(day, g.TokensPerDay):
-		r.Limit, r.Used, r.Max = LimitDay, day, g.TokensPerDay
-		r.Reset = dayStart(now).AddDate(0, 0, 1)
-	case g.TokensPerMonth > 0 && over(month, g.TokensPerMonth):
-		r.Limit, r.Used, r.Max = LimitMonth, month, g.TokensPerMonth
-		r.Reset = monthStart(now).AddDate(0, 1, 0)
-	default:
-		return true
+	tomorrow, nextMonth := dayStart(now).AddDate(0, 0, 1), monthStart(now).AddDate(0, 1, 0)
+	for _, c := range []struct {
+		limit               string
+		max, used, reserved uint64
+		want                uint64
+		reset               time.Time
+	}{
+		{LimitDay, lim.TokensPerDay, day.Tokens, res.Tokens, want.Tokens, tomorrow},
+		{LimitMonth, lim.TokensPerMonth, month.Tokens, res.Tokens, want.Tokens, nextMonth},
+		{LimitUSDDay, uint64(lim.USDPerDay), uint64(day.Cost), uint64(res.Cost), uint64(want.Cost), tomorrow},
+		{LimitUSDMonth, uint64(lim.USDPerMonth), uint64(month.Cost), uint64(res.Cost), uint64(want.Cost), nextMonth},
+	} {
+		if c.max > 0 && over(c.used, c.reserved, c.want, c.max) {
+			r.Budget, r.Limit, r.Used, r.Max, r.Reset = s.id.budget, c.limit, c.used, c.max, c.reset
+			r.Reserved, r.Want = c.reserved, c.want
+			return false
+		}
 	}
-	r.Reserved, r.Want = reserved, want
-	return false
+	return true
 }
 
-// reserve holds want tokens (of which output at most) for a request
-// admit let through, against the token limits: requests under way
-// together never spend past one. settle gives them back when its usage
-// is counted.
-func (l *limiter) reserve(k key, g spec.Grant, used window, want, output uint64, now time.Time) verdict {
+// reserve holds want (tokens, of which output at most, and money) for a
+// request admit let through, in every one of its scopes: requests under
+// way together never spend past a limit. settle gives it back when its
+// usage is counted.
+func (l *limiter) reserve(k key, scopes []scope, want wire.Spend, output uint64, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.init()
-	day, month := used()
 	r := Refusal{Agent: k.Agent, Provider: k.Provider, WantOutput: output}
-	if l.tokensFit(&r, g, day, month, l.reserved[k], want, now) {
-		l.reserved[k] += want
-		delete(l.crossed, k)
-		return verdict{ok: true}
+	for _, s := range scopes {
+		if !l.fits(&r, s, want, now) {
+			return l.refused(s.id, r, now)
+		}
 	}
-	return l.refused(k, r, now)
+	for _, s := range scopes {
+		res := l.reserved[s.id]
+		l.reserved[s.id] = wire.Spend{Tokens: res.Tokens + want.Tokens, Cost: res.Cost + want.Cost}
+		delete(l.crossed, s.id)
+	}
+	return verdict{ok: true}
 }
 
-// settle gives back what reserve held, once the request's usage is
-// counted.
-func (l *limiter) settle(k key, n uint64) {
-	if n == 0 {
+// settle gives back what reserve held in scopes, once the request's
+// usage is counted.
+func (l *limiter) settle(scopes []scopeID, n wire.Spend) {
+	if n == (wire.Spend{}) {
 		return // nothing reserved (an endpoint that spends nothing, or refused)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.reserved[k] -= min(n, l.reserved[k]); l.reserved[k] == 0 {
-		delete(l.reserved, k)
+	for _, id := range scopes {
+		res := l.reserved[id]
+		res.Tokens -= min(n.Tokens, res.Tokens)
+		res.Cost -= min(n.Cost, res.Cost)
+		if res == (wire.Spend{}) {
+			delete(l.reserved, id)
+		} else {
+			l.reserved[id] = res
+		}
 	}
 }
 
-// refused is the verdict of a refusal r of k: whether it is a crossing.
-func (l *limiter) refused(k key, r Refusal, now time.Time) verdict {
+// refused is the verdict of a refusal r in scope id: whether it is a
+// crossing.
+func (l *limiter) refused(id scopeID, r Refusal, now time.Time) verdict {
 	crossing := false
 	if !r.Reset.IsZero() {
 		r.RetryAfter = r.Reset.Sub(now)
 	}
-	c := l.crossed[k]
+	c := l.crossed[id]
 	if c == nil {
 		c = map[string]bool{}
-		l.crossed[k] = c
+		l.crossed[id] = c
 	}
 	if !c[r.Limit] {
 		c[r.Limit] = true
-		told := l.told[k]
+		told := l.told[id]
 		if told == nil {
 			told = map[string]time.Time{}
-			l.told[k] = told
+			l.told[id] = told
 		}
 		if last, ok := told[r.Limit]; !ok || now.Sub(last) >= crossingEvery {
 			told[r.Limit], crossing = now, true

@@ -57,7 +57,8 @@ func TestGatewayLimits(t *testing.T) {
 	// midnight, and what is used never passes the limit.
 	want := InputEstimate(len(openaiLimitedReq)) + 5
 	for i := 0; ; i++ {
-		_, used := r.g.Store.Window(idA, "oai", now())
+		_, month := r.g.Store.Window(idA, "oai", now())
+		used := month.Tokens
 		status, h, body := r.call(uidA, http.MethodPost, "/oai/chat/completions", openaiLimitedReq)
 		if status == 429 {
 			msg := errorMessage(t, body)
@@ -76,8 +77,8 @@ func TestGatewayLimits(t *testing.T) {
 		}
 		// The tokens count once the answer is read to its end.
 		eventually(t, func() error {
-			if _, day := r.g.Store.Window(idA, "oai", now()); day <= used || day > dayLimit {
-				return errorf("day's tokens %d after %d: none counted, or past the limit %d", day, used, dayLimit)
+			if _, month := r.g.Store.Window(idA, "oai", now()); month.Tokens <= used || month.Tokens > dayLimit {
+				return errorf("day's tokens %d after %d: none counted, or past the limit %d", month.Tokens, used, dayLimit)
 			}
 			return nil
 		})
@@ -134,8 +135,6 @@ func TestGatewayConcurrentLimit(t *testing.T) {
 	}
 }
 
-// noTokens is a window with nothing used.
-func noTokens() (uint64, uint64) { return 0, 0 }
 
 // An agent flapping at a limit (under it, over it, under it...) crosses
 // it again and again; it is told at most once a minute.
@@ -146,10 +145,10 @@ func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
 	told := 0
 	for i := range 200 {
 		now = now.Add(time.Second)
-		if v := l.admit(k, g, noTokens, now); !v.ok {
+		if v := l.admit(k, g, nil, now); !v.ok {
 			t.Fatalf("round %d: the first request refused", i)
 		}
-		if v := l.admit(k, g, noTokens, now); v.ok {
+		if v := l.admit(k, g, nil, now); v.ok {
 			t.Fatalf("round %d: a second request at once let through", i)
 		} else if v.crossing {
 			told++

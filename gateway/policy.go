@@ -21,6 +21,9 @@ import (
 type Policy struct {
 	Providers map[string]spec.Provider // by name
 	Agents    map[uint32]Agent         // by uid
+	// Budgets are the spec's budgets, each with the agents of Agents it
+	// holds (by id), in the spec's order.
+	Budgets []spec.Budget
 }
 
 // Agent is one agent's grants.
@@ -44,7 +47,28 @@ func ForFlock(f *spec.Flock, agents []spec.Agent) Policy {
 		}
 		p.Agents[f.UID(a.ID)] = AgentOf(a.ID, a.Models)
 	}
+	for _, b := range f.Budgets {
+		held := spec.Budget{Name: b.Name, Limits: b.Limits}
+		for _, a := range agents {
+			if a.HasModels() && b.Has(a) {
+				held.Agents = append(held.Agents, a.ID)
+			}
+		}
+		if len(held.Agents) > 0 {
+			p.Budgets = append(p.Budgets, held)
+		}
+	}
 	return p
+}
+
+// groups are p's budgets' agents, by budget: what the counts keep a
+// window of (Store.SetGroups).
+func (p Policy) groups() map[string][]int {
+	out := map[string][]int{}
+	for _, b := range p.Budgets {
+		out[b.Name] = b.Agents
+	}
+	return out
 }
 
 // Empty says whether no agent has a grant.

@@ -45,6 +45,11 @@ type Store struct {
 	// begun are the requests under way (their begin lines), which a
 	// compaction writes again into the emptied log.
 	begun map[uint64]logLine
+	// groups are the budgets' windows, by name, and memberOf the
+	// budgets of each agent (SetGroups): counted with each request,
+	// under the same lock as its agent's counts.
+	groups   map[string]*wire.ModelUsage
+	memberOf map[int][]string
 }
 
 // Errors of an answer of its own kind, beside the statuses: cut short
@@ -72,25 +77,31 @@ type Outcome struct {
 	Cut      bool // the answer ended early (the provider or the client went away)
 	NoUsage  bool // a whole answer that reported no usage (its usage is estimated)
 	Duration time.Duration
+	// Cost is what its usage cost at its model's price (0: not priced).
+	Cost wire.PicoUSD
 	// Begun is what Begin returned for the request (0: none logged).
 	Begun uint64
 }
 
 // logLine is a request in the log.
 type logLine struct {
-	Seq      uint64  `json:"seq"`
-	At       int64   `json:"at"` // unix nanoseconds
-	Agent    int     `json:"agent"`
-	Provider string  `json:"provider"`
-	In       uint64  `json:"in,omitempty"`
-	Out      uint64  `json:"out,omitempty"`
-	CR       uint64  `json:"cr,omitempty"`
-	CW       uint64  `json:"cw,omitempty"`
-	Status   int     `json:"status"`
-	Cut      bool    `json:"cut,omitempty"`
-	NoUsage  bool    `json:"nousage,omitempty"`
-	Est      bool    `json:"est,omitempty"` // the tokens are estimated
-	Seconds  float64 `json:"s"`
+	Seq      uint64 `json:"seq"`
+	At       int64  `json:"at"` // unix nanoseconds
+	Agent    int    `json:"agent"`
+	Provider string `json:"provider"`
+	In       uint64 `json:"in,omitempty"`
+	Out      uint64 `json:"out,omitempty"`
+	CR       uint64 `json:"cr,omitempty"`
+	CW       uint64 `json:"cw,omitempty"`
+	// CWL is the part of CW written to the longer-lived cache, and USD
+	// what the request cost (a begin's: what it reserved).
+	CWL     uint64       `json:"cwl,omitempty"`
+	USD     wire.PicoUSD `json:"usd,omitempty"`
+	Status  int          `json:"status"`
+	Cut     bool         `json:"cut,omitempty"`
+	NoUsage bool         `json:"nousage,omitempty"`
+	Est     bool         `json:"est,omitempty"` // the tokens are estimated
+	Seconds float64      `json:"s"`
 	// Tools are the provider-side tools' uses, by name.
 	Tools map[string]uint64 `json:"tools,omitempty"`
 	// Begin marks a request begun, not a request counted: its In and
@@ -194,11 +205,11 @@ func OpenStore(dir string) (*Store, error) {
 // input and output it reserved, and returns what its Outcome's Begun must
 // be: a proxy killed before the request ends counts it, when it opens the
 // store again, at what it reserved.
-func (s *Store) Begin(agent int, provider string, at time.Time, input, output uint64) (uint64, error) {
+func (s *Store) Begin(agent int, provider string, at time.Time, input, output uint64, cost wire.PicoUSD) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	l := logLine{Seq: s.seq, At: at.UnixNano(), Agent: agent, Provider: provider, In: input, Out: output, Begin: true}
+	l := logLine{Seq: s.seq, At: at.UnixNano(), Agent: agent, Provider: provider, In: input, Out: output, USD: cost, Begin: true}
 	s.begun[l.Seq] = l
 	return l.Seq, s.append(l)
 }
@@ -210,7 +221,7 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	defer s.mu.Unlock()
 	s.seq++
 	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.InputTokens, Out: o.Usage.OutputTokens,
-		CR: o.Usage.CacheReadTokens, CW: o.Usage.CacheWriteTokens, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
+		CR: o.Usage.CacheReadTokens, CW: o.Usage.CacheWriteTokens, CWL: o.Usage.CacheWriteLongTokens, USD: o.Cost, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
 		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map(), Of: o.Begun}
 	delete(s.begun, o.Begun)
 	s.apply(l)
@@ -241,9 +252,11 @@ func (s *Store) apply(l logLine) {
 	u := s.usage(key{l.Agent, l.Provider})
 	at := time.Unix(0, l.At).UTC()
 	t := l.tokens()
-	tokens := t.Total()
-	u.Requests++
 	u.Tokens.Add(t)
+	u.Count(at, t.Total(), l.USD)
+	for _, g := range s.memberOf[l.Agent] {
+		s.groups[g].Count(at, t.Total(), l.USD)
+	}
 	if l.Est {
 		u.EstimatedRequests++
 	}
@@ -264,28 +277,12 @@ func (s *Store) apply(l logLine) {
 	i, _ := slices.BinarySearch(wire.LatencyBounds, l.Seconds)
 	u.LatencyBuckets[i]++
 	u.LatencySeconds += l.Seconds
-	// The windows move forward only: a request logged with an earlier
-	// day (a clock stepped back) counts in the totals alone.
-	if day := at.Format(wire.DayLayout); day > u.Day {
-		u.Day, u.DayRequests, u.DayTokens = day, 0, 0
-	}
-	if day := at.Format(wire.DayLayout); day == u.Day {
-		u.DayRequests++
-		u.DayTokens += tokens
-	}
-	if month := at.Format(wire.MonthLayout); month > u.Month {
-		u.Month, u.MonthRequests, u.MonthTokens = month, 0, 0
-	}
-	if month := at.Format(wire.MonthLayout); month == u.Month {
-		u.MonthRequests++
-		u.MonthTokens += tokens
-	}
 	s.changed[l.Agent] = true
 }
 
 // tokens are l's counts (a begin's: what it reserved).
 func (l logLine) tokens() wire.Tokens {
-	return wire.Tokens{InputTokens: l.In, OutputTokens: l.Out, CacheReadTokens: l.CR, CacheWriteTokens: l.CW}
+	return wire.Tokens{InputTokens: l.In, OutputTokens: l.Out, CacheReadTokens: l.CR, CacheWriteTokens: l.CW, CacheWriteLongTokens: l.CWL}
 }
 
 func bump(m *map[string]uint64, k string) {
@@ -324,17 +321,49 @@ func (s *Store) Refused(agent int, provider, limit string) {
 	s.changed[agent] = true
 }
 
-// Window is the tokens agent used of provider today and this month as of
-// now (UTC), for the limits.
-func (s *Store) Window(agent int, provider string, now time.Time) (day, month uint64) {
+// Window is what agent spent of provider today and this month as of now
+// (UTC), for the limits.
+func (s *Store) Window(agent int, provider string, now time.Time) (day, month wire.Spend) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.counts[key{agent, provider}]
-	if u == nil {
-		return 0, 0
+	if u := s.counts[key{agent, provider}]; u != nil {
+		return u.Windows(now)
 	}
-	_, day = u.Today(now)
-	_, month = u.ThisMonth(now)
+	return day, month
+}
+
+// SetGroups makes the budgets' windows those of groups (each budget's
+// member agents, by name), as of now: counted again from each member's
+// counts, then with each request a member makes.
+func (s *Store) SetGroups(groups map[string][]int, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups, s.memberOf = map[string]*wire.ModelUsage{}, map[int][]string{}
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		g := &wire.ModelUsage{Day: now.UTC().Format(wire.DayLayout), Month: now.UTC().Format(wire.MonthLayout)}
+		for _, a := range groups[name] {
+			s.memberOf[a] = append(s.memberOf[a], name)
+			for k, u := range s.counts {
+				if k.Agent != a {
+					continue
+				}
+				day, month := u.Windows(now)
+				g.DayTokens, g.DayCost = g.DayTokens+day.Tokens, g.DayCost+day.Cost
+				g.MonthTokens, g.MonthCost = g.MonthTokens+month.Tokens, g.MonthCost+month.Cost
+			}
+		}
+		s.groups[name] = g
+	}
+}
+
+// Group is what budget name's agents spent together today and this month
+// as of now.
+func (s *Store) Group(name string, now time.Time) (day, month wire.Spend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[name]; g != nil {
+		return g.Windows(now)
+	}
 	return day, month
 }
 

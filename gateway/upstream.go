@@ -20,6 +20,7 @@ import (
 
 	"github.com/flockrun/flock/modelapi"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Secret is what a provider's credentials hold: its key, and the PEM of
@@ -173,10 +174,12 @@ type exchange struct {
 	metered  bool // the answer is read by the meter (a stream, or JSON)
 	spends   bool // the endpoint's answers report a usage
 	once     sync.Once
-	// What the request holds while it is under way: the tokens reserved
-	// against its grant's limits (key), its body's bytes (held).
-	key           key
-	reserved      uint64
+	// What the request holds while it is under way: what it reserved in
+	// each of its scopes, its body's bytes (held); its model's price.
+	scopes        []scopeID
+	reserved      wire.Spend
+	price         modelapi.Price
+	priced        bool
 	inputEstimate uint64
 	maxOutput     uint64 // the most the request asked for (0: unknown)
 	begun         uint64 // its begin line in the store (Store.Begin)
@@ -289,11 +292,14 @@ func (x *exchange) finish(cut bool) {
 			o.Usage = x.meter.Estimate(o.Usage, x.inputEstimate, x.maxOutput)
 			o.NoUsage = !o.Cut
 		}
+		if x.priced {
+			o.Cost = x.price.Cost(o.Usage.Tokens)
+		}
 		if err := x.g.Store.Record(x.agent, x.provider, o); err != nil {
 			x.g.logf("gateway: counting a request of agent %d to %s: %v", x.agent, x.provider, err)
 		}
 		// Counted: what the request reserved is its usage now.
-		x.g.limiter.settle(x.key, x.reserved)
+		x.g.limiter.settle(x.scopes, x.reserved)
 		x.release()
 	})
 }

@@ -40,6 +40,12 @@ func init() {
 		Dropped:   []string{"X-Goog-Api-Key", "X-Goog-Fieldmask"},
 		Query:     geminiQuery,
 		Endpoints: eps,
+		// models/{model}:method
+		ModelIn: func(path string) string {
+			_, m, _ := strings.Cut(path, "/models/")
+			m, _, _ = strings.Cut(m, ":")
+			return m
+		},
 		Usage: UsageFormat{
 			Paths:     []UsagePath{{Keys: []string{"usageMetadata"}}},
 			FinalKeys: [][]string{{"candidates", "finishReason"}, {"promptFeedback", "blockReason"}},

@@ -44,6 +44,9 @@ type Kind struct {
 	Query func(q url.Values, e Endpoint) error
 	// Endpoints are what the gateway carries: only what it can meter.
 	Endpoints []Endpoint
+	// ModelIn is the model a request's path names (Gemini's); nil: the
+	// body's "model" names it.
+	ModelIn func(path string) string
 	// Usage reads the usage objects the kind's answers report.
 	Usage UsageFormat
 	// Error is the body its API writes for an error: an SDK raises its
@@ -177,6 +180,19 @@ func (k *Kind) EndpointList() string {
 		out[i] = e.Method + " " + e.Path
 	}
 	return strings.Join(out, ", ")
+}
+
+// ModelOf is the model a request of kind k to path (relative to the base
+// URL) with body b asks for: what it is priced by ("": none named).
+func ModelOf(k *Kind, path string, b *Body) string {
+	if k.ModelIn != nil {
+		return k.ModelIn(path)
+	}
+	if m, ok := b.get("model"); ok {
+		s, _ := b.stringOf(m, "model")
+		return s
+	}
+	return ""
 }
 
 // OffersTool says whether k's provider runs tool t.

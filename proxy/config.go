@@ -37,6 +37,7 @@ type configFile struct {
 	Bus       string          `json:"bus,omitempty"`
 	Providers json.RawMessage `json:"providers,omitempty"`
 	Agents    []agentEntry    `json:"agents"`
+	Budgets   json.RawMessage `json:"budgets,omitempty"`
 }
 
 type agentEntry struct {
@@ -60,7 +61,11 @@ func (c Config) Encode() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
 	}
-	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}}
+	budgets, err := spec.EncodeBudgets(c.Gateway.Budgets)
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
+	}
+	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}, Budgets: budgets}
 	for uid, a := range c.Policy.Agents {
 		models, err := spec.EncodeGrants(c.Gateway.Agents[uid].Listed())
 		if err != nil {
@@ -123,6 +128,13 @@ func DecodeConfig(b []byte) (Config, error) {
 			}
 			c.Gateway.Agents[a.UID] = gateway.AgentOf(a.ID, gs)
 		}
+	}
+	var ids []int
+	for _, a := range file.Agents {
+		ids = append(ids, a.ID)
+	}
+	if c.Gateway.Budgets, err = spec.DecodeBudgets(file.Budgets, "budgets", ids); err != nil {
+		return Config{}, fmt.Errorf("proxy config: %w", err)
 	}
 	return c, nil
 }

@@ -38,6 +38,7 @@ func EncodeGrants(gs []Grant) (json.RawMessage, error) {
 	for _, g := range gs {
 		m = append(m, member{g.Provider, object{}.with("requests_per_minute", g.RequestsPerMinute).
 			with("tokens_per_day", g.TokensPerDay).with("tokens_per_month", g.TokensPerMonth).
+			with("usd_per_day", g.USDPerDay).with("usd_per_month", g.USDPerMonth).
 			with("concurrent", g.Concurrent).with("server_tools", g.ServerTools).with("betas", g.Betas)})
 	}
 	return json.Marshal(m)
@@ -77,6 +78,45 @@ func DecodeGrants(b []byte, path string, providers []Provider) ([]Grant, error) 
 		return nil, w.errs
 	}
 	return gs, nil
+}
+
+// EncodeBudgets is bs as the spec's budgets: list, each naming its
+// agents by id (the roles a budget names resolved to its agents: the
+// reader knows no roles); nil for none.
+func EncodeBudgets(bs []Budget) (json.RawMessage, error) {
+	if len(bs) == 0 {
+		return nil, nil
+	}
+	list := make([]object, len(bs))
+	for i, b := range bs {
+		var agents any = b.Agents
+		if b.All {
+			agents = "all"
+		}
+		list[i] = object{}.with("name", b.Name).with("agents", agents).
+			with("tokens_per_day", b.Limits.TokensPerDay).with("tokens_per_month", b.Limits.TokensPerMonth).
+			with("usd_per_day", b.Limits.USDPerDay).with("usd_per_month", b.Limits.USDPerMonth)
+	}
+	return json.Marshal(list)
+}
+
+// DecodeBudgets reads what EncodeBudgets wrote (nil for none) as the spec
+// reads its budgets: list, against the agents ids.
+func DecodeBudgets(b []byte, path string, ids []int) ([]Budget, error) {
+	n, err := node(b, path)
+	if n == nil {
+		return nil, err
+	}
+	agents := make([]Agent, len(ids))
+	for i, id := range ids {
+		agents[i] = Agent{ID: id}
+	}
+	w := &walker{}
+	bs := w.budgets(n, path, agents)
+	if len(w.errs) > 0 {
+		return nil, w.errs
+	}
+	return bs, nil
 }
 
 // node is the YAML node of a value EncodeProviders or EncodeGrants wrote;

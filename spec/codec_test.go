@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/modelapi"
+	"github.com/flockrun/flock/wire"
 )
 
 // Every field set: a field added to Provider or Grant is zero here, and
@@ -23,7 +24,7 @@ var (
 	fullProvider = Provider{Name: "corp", Kind: "anthropic", URL: "https://llm.corp.example/v1",
 		KeyFile: "/etc/flock/keys/corp", CAFile: "/etc/flock/keys/corp-ca.pem"}
 	fullGrant = Grant{Provider: "corp", RequestsPerMinute: 60, TokensPerDay: 2_000_000, TokensPerMonth: MaxTokens,
-		Concurrent: 4, ServerTools: []ServerTool{modelapi.ToolWebFetch, modelapi.ToolMCP}, Betas: []string{"mcp-client-2025-11-20"}}
+		USDPerDay: 12*wire.USD + 5, USDPerMonth: 300 * wire.USD, Concurrent: 4, ServerTools: []ServerTool{modelapi.ToolWebFetch, modelapi.ToolMCP}, Betas: []string{"mcp-client-2025-11-20"}}
 )
 
 func TestModelCodecRoundTrips(t *testing.T) {

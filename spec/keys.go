@@ -5,7 +5,7 @@ package spec
 // names these in its fix). docs/spec.md documents exactly these, and its
 // test (reference_test.go) fails when the two differ.
 var (
-	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents"}
+	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents", "budgets"}
 	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending", "send_rate", "connect_rate"}
 	hostKeys = []string{"name", "address"}
 	// providerKeys are one entry of providers:.
@@ -20,7 +20,9 @@ var (
 	subjectsKeys = []string{"publish", "subscribe"}
 	// grantKeys are the limits of one provider in an agent's models:, and
 	// what its requests may ask of the provider beyond the model.
-	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "concurrent", "server_tools", "betas"}
+	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "usd_per_day", "usd_per_month", "concurrent", "server_tools", "betas"}
+	// budgetKeys are one entry of budgets:.
+	budgetKeys = []string{"name", "agents", "roles", "tokens_per_day", "tokens_per_month", "usd_per_day", "usd_per_month"}
 )
 
 // acceptedFields lists every field the parser accepts, from the lists it
@@ -45,5 +47,6 @@ func acceptedFields() []string {
 	add("agents[].shares.", shareKeys)
 	add("agents[].subjects.", subjectsKeys)
 	add("agents[].models.<provider>.", grantKeys)
+	add("budgets[].", budgetKeys)
 	return append(out, "agents.count")
 }

@@ -110,6 +110,9 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 		return f
 	}
 	f.Agents = w.agents(n, defaults)
+	if n, ok := top["budgets"]; ok {
+		f.Budgets = w.budgets(n, "budgets", f.Agents)
+	}
 	w.settle(f)
 	w.shareTotals(f)
 	return f

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flockrun/flock/modelapi"
+	"github.com/flockrun/flock/wire"
 )
 
 // Model APIs: the operator names each provider once (providers:), and
@@ -47,7 +48,10 @@ type Grant struct {
 	RequestsPerMinute int
 	TokensPerDay      uint64
 	TokensPerMonth    uint64
-	Concurrent        int // requests at once
+	// USDPerDay and USDPerMonth limit what its requests cost, at the
+	// model's price (modelapi.Prices).
+	USDPerDay, USDPerMonth wire.PicoUSD
+	Concurrent             int // requests at once
 	// ServerTools are the provider-side tools its requests may ask for
 	// (none unless listed): the provider runs them on the agent's behalf,
 	// reaching the network outside the agent's egress or running code,
@@ -69,7 +73,12 @@ func (g Grant) Allowed() modelapi.Allowed {
 
 // Limited says whether g has any limit.
 func (g Grant) Limited() bool {
-	return g.RequestsPerMinute > 0 || g.TokensPerDay > 0 || g.TokensPerMonth > 0 || g.Concurrent > 0
+	return g.RequestsPerMinute > 0 || g.Concurrent > 0 || g.Spending().Any()
+}
+
+// Spending are g's limits of tokens and money.
+func (g Grant) Spending() MoneyLimits {
+	return MoneyLimits{TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, USDPerDay: g.USDPerDay, USDPerMonth: g.USDPerMonth}
 }
 
 // Provider returns the provider called name.
@@ -264,15 +273,8 @@ func (w *walker) models(n *yaml.Node, path string) []Grant {
 				c, _ := w.integer(x, join(p, "concurrent"), "a number of requests at once", 1, MaxConcurrent)
 				g.Concurrent = int(c)
 			}
-			if x, ok := fs["tokens_per_day"]; ok {
-				g.TokensPerDay = w.tokens(x, join(p, "tokens_per_day"))
-			}
-			if x, ok := fs["tokens_per_month"]; ok {
-				g.TokensPerMonth = w.tokens(x, join(p, "tokens_per_month"))
-			}
-			if g.TokensPerDay > 0 && g.TokensPerMonth > 0 && g.TokensPerDay > g.TokensPerMonth {
-				w.fail(join(p, "tokens_per_day"), "%d is more than tokens_per_month %d; a day cannot spend more than its month", g.TokensPerDay, g.TokensPerMonth)
-			}
+			l := w.moneyLimits(fs, p)
+			g.TokensPerDay, g.TokensPerMonth, g.USDPerDay, g.USDPerMonth = l.TokensPerDay, l.TokensPerMonth, l.USDPerDay, l.USDPerMonth
 			if x, ok := fs["server_tools"]; ok {
 				g.ServerTools = w.serverTools(x, join(p, "server_tools"), name)
 			}

@@ -87,6 +87,9 @@ type Flock struct {
 	// Providers are the model APIs agents may be granted (providers.go),
 	// in the spec's order.
 	Providers []Provider `json:",omitempty"`
+	// Budgets are what groups of agents may spend of every model API
+	// together (budgets.go), in the spec's order.
+	Budgets []Budget `json:",omitempty"`
 }
 
 // Bus is where agents reach the embedded NATS server, where its

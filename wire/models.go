@@ -49,6 +49,12 @@ type ModelUsage struct {
 	// file_search, image_generation: spec.ServerTools), each use charged
 	// beside the tokens, by tool.
 	ServerToolUses map[string]uint64 `json:"server_tool_uses,omitempty"`
+	// Cost is what the requests cost at their models' prices (a request
+	// of a model without one costs nothing here), and DayCost and
+	// MonthCost its part in the windows below.
+	Cost      PicoUSD `json:"cost_usd,omitempty"`
+	DayCost   PicoUSD `json:"day_cost_usd,omitempty"`
+	MonthCost PicoUSD `json:"month_cost_usd,omitempty"`
 	// Day (2006-01-02) and Month (2006-01), UTC, are the windows the
 	// tokens_per_day and tokens_per_month limits count in.
 	Day           string `json:"day"`
@@ -112,6 +118,50 @@ func (u ModelUsage) ThisMonth(now time.Time) (requests, tokens uint64) {
 		return 0, 0
 	}
 	return u.MonthRequests, u.MonthTokens
+}
+
+// Spend is tokens and money together: what a window spent, or what a
+// request may.
+type Spend struct {
+	Tokens uint64
+	Cost   PicoUSD
+}
+
+// Windows are what u spent today and this month as of now (UTC); a window
+// that is not now's spent nothing.
+func (u ModelUsage) Windows(now time.Time) (day, month Spend) {
+	if u.Day == now.UTC().Format(DayLayout) {
+		day = Spend{u.DayTokens, u.DayCost}
+	}
+	if u.Month == now.UTC().Format(MonthLayout) {
+		month = Spend{u.MonthTokens, u.MonthCost}
+	}
+	return day, month
+}
+
+// Count adds a request at at of tokens and cost to u's totals and
+// windows. The windows move forward only: a request of an earlier day (a
+// clock stepped back) counts in the totals alone.
+func (u *ModelUsage) Count(at time.Time, tokens uint64, cost PicoUSD) {
+	u.Requests++
+	u.Cost += cost
+	at = at.UTC()
+	if day := at.Format(DayLayout); day > u.Day {
+		u.Day, u.DayRequests, u.DayTokens, u.DayCost = day, 0, 0, 0
+	}
+	if day := at.Format(DayLayout); day == u.Day {
+		u.DayRequests++
+		u.DayTokens += tokens
+		u.DayCost += cost
+	}
+	if month := at.Format(MonthLayout); month > u.Month {
+		u.Month, u.MonthRequests, u.MonthTokens, u.MonthCost = month, 0, 0, 0
+	}
+	if month := at.Format(MonthLayout); month == u.Month {
+		u.MonthRequests++
+		u.MonthTokens += tokens
+		u.MonthCost += cost
+	}
 }
 
 // The windows' layouts.
