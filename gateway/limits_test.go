@@ -135,7 +135,6 @@ func TestGatewayConcurrentLimit(t *testing.T) {
 	}
 }
 
-
 // An agent flapping at a limit (under it, over it, under it...) crosses
 // it again and again; it is told at most once a minute.
 func TestCrossingsAreToldAtMostOnceAMinute(t *testing.T) {
