@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ type upstream struct {
 }
 
 func (u *upstream) same(p spec.Provider, s Secret) bool {
-	return u.p == p && u.sec.Key == s.Key && bytes.Equal(u.sec.CA, s.CA)
+	return reflect.DeepEqual(u.p, p) && u.sec.Key == s.Key && bytes.Equal(u.sec.CA, s.CA)
 }
 
 func newUpstream(g *Gateway, p spec.Provider, sec Secret) (*upstream, error) {

@@ -62,7 +62,9 @@ func anthropicMessages(b *Body, h http.Header, g Allowed) (Plan, error) {
 
 // anthropicUsage reads Anthropic's usage objects: each field as last
 // reported (message_delta's counts are cumulative, and report some
-// fields only), and usage.server_tool_use's counts.
+// fields only), the part of the cache writes that went to the 1-hour
+// cache (usage.cache_creation, priced apart), and usage.server_tool_use's
+// counts.
 type anthropicUsage struct {
 	t     wire.Tokens
 	tools ToolUses
@@ -74,7 +76,10 @@ func (a *anthropicUsage) Take(obj []byte) bool {
 		OutputTokens             *uint64 `json:"output_tokens"`
 		CacheCreationInputTokens *uint64 `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     *uint64 `json:"cache_read_input_tokens"`
-		ServerToolUse            *struct {
+		CacheCreation            *struct {
+			Ephemeral1h *uint64 `json:"ephemeral_1h_input_tokens"`
+		} `json:"cache_creation"`
+		ServerToolUse *struct {
 			WebSearchRequests     *uint64 `json:"web_search_requests"`
 			WebFetchRequests      *uint64 `json:"web_fetch_requests"`
 			CodeExecutionRequests *uint64 `json:"code_execution_requests"`
@@ -87,6 +92,9 @@ func (a *anthropicUsage) Take(obj []byte) bool {
 	any = set(&a.t.OutputTokens, u.OutputTokens) || any
 	any = set(&a.t.CacheWriteTokens, u.CacheCreationInputTokens) || any
 	any = set(&a.t.CacheReadTokens, u.CacheReadInputTokens) || any
+	if c := u.CacheCreation; c != nil {
+		any = set(&a.t.CacheWriteLongTokens, c.Ephemeral1h) || any
+	}
 	if t := u.ServerToolUse; t != nil {
 		// Counts, not tokens: they say nothing of whether the usage
 		// was reported.

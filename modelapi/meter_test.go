@@ -22,6 +22,13 @@ func TestMeterReadsStreamsInAnyPieces(t *testing.T) {
 		"data: [DONE]\n\n"
 	responses := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{\"input_tokens\":11,\"input_tokens_details\":{\"cached_tokens\":1},\"output_tokens\":4,\"total_tokens\":15}}}\n\n"
+	// Writes to both caches: cache_creation says how many went to the
+	// 1-hour one, which is priced apart.
+	anthropicLong := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":40,\"cache_creation\":{\"ephemeral_5m_input_tokens\":12,\"ephemeral_1h_input_tokens\":18},\"output_tokens\":1}}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n"
+	// Newer OpenAI models charge a cache write: its tokens are part of
+	// the input, like the cached ones.
+	responsesWrite := "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{\"input_tokens\":110,\"input_tokens_details\":{\"cached_tokens\":60,\"cache_write_tokens\":40},\"output_tokens\":4,\"total_tokens\":114}}}\n\n"
 	for _, tc := range []struct {
 		name   string
 		kind   string
@@ -29,6 +36,8 @@ func TestMeterReadsStreamsInAnyPieces(t *testing.T) {
 		want   Usage
 	}{
 		{"anthropic", "anthropic", anthropic, Usage{Tokens: wire.Tokens{InputTokens: 25, OutputTokens: 15, CacheReadTokens: 40, CacheWriteTokens: 3}, Reported: true}},
+		{"anthropic, 1-hour cache writes", "anthropic", anthropicLong, Usage{Tokens: wire.Tokens{InputTokens: 25, OutputTokens: 15, CacheReadTokens: 40, CacheWriteTokens: 30, CacheWriteLongTokens: 18}, Reported: true}},
+		{"openai responses, cache writes", "openai", responsesWrite, Usage{Tokens: wire.Tokens{InputTokens: 10, OutputTokens: 4, CacheReadTokens: 60, CacheWriteTokens: 40}, Reported: true}},
 		{"openai chat", "openai", openai, Usage{Tokens: wire.Tokens{InputTokens: 10, OutputTokens: 12, CacheReadTokens: 20}, Reported: true}},
 		{"openai responses", "openai", responses, Usage{Tokens: wire.Tokens{InputTokens: 10, OutputTokens: 4, CacheReadTokens: 1}, Reported: true}},
 	} {

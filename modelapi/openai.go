@@ -233,22 +233,19 @@ func chatTools(b *Body, g Allowed) error {
 
 // openaiUsage reads the usage of Chat Completions (prompt_tokens,
 // completion_tokens) and of Responses (input_tokens, output_tokens), the
-// cached part of the input in their details: both include it in the
-// input.
-type openaiUsage struct{ prompt, cached, out uint64 }
+// parts of the input read from the cache and written to it in their
+// details (cached_tokens, cache_write_tokens): both include them in the
+// input, and newer models charge a cache write beside it.
+type openaiUsage struct{ prompt, cached, written, out uint64 }
 
 func (o *openaiUsage) Take(obj []byte) bool {
 	var u struct {
-		PromptTokens        *uint64 `json:"prompt_tokens"`
-		CompletionTokens    *uint64 `json:"completion_tokens"`
-		InputTokens         *uint64 `json:"input_tokens"`
-		OutputTokens        *uint64 `json:"output_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens *uint64 `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		InputTokensDetails *struct {
-			CachedTokens *uint64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
+		PromptTokens        *uint64             `json:"prompt_tokens"`
+		CompletionTokens    *uint64             `json:"completion_tokens"`
+		InputTokens         *uint64             `json:"input_tokens"`
+		OutputTokens        *uint64             `json:"output_tokens"`
+		PromptTokensDetails *openaiInputDetails `json:"prompt_tokens_details"`
+		InputTokensDetails  *openaiInputDetails `json:"input_tokens_details"`
 	}
 	if json.Unmarshal(obj, &u) != nil {
 		return false
@@ -257,18 +254,24 @@ func (o *openaiUsage) Take(obj []byte) bool {
 	any = set(&o.prompt, u.InputTokens) || any
 	any = set(&o.out, u.CompletionTokens) || any
 	any = set(&o.out, u.OutputTokens) || any
-	if d := u.PromptTokensDetails; d != nil {
-		any = set(&o.cached, d.CachedTokens) || any
-	}
-	if d := u.InputTokensDetails; d != nil {
-		any = set(&o.cached, d.CachedTokens) || any
+	for _, d := range []*openaiInputDetails{u.PromptTokensDetails, u.InputTokensDetails} {
+		if d != nil {
+			any = set(&o.cached, d.CachedTokens) || any
+			any = set(&o.written, d.CacheWriteTokens) || any
+		}
 	}
 	return any
 }
 
+type openaiInputDetails struct {
+	CachedTokens     *uint64 `json:"cached_tokens"`
+	CacheWriteTokens *uint64 `json:"cache_write_tokens"`
+}
+
 func (o *openaiUsage) Usage() (wire.Tokens, ToolUses) {
 	cached := min(o.cached, o.prompt)
-	return wire.Tokens{InputTokens: o.prompt - cached, OutputTokens: o.out, CacheReadTokens: cached}, ToolUses{}
+	written := min(o.written, o.prompt-cached)
+	return wire.Tokens{InputTokens: o.prompt - cached - written, OutputTokens: o.out, CacheReadTokens: cached, CacheWriteTokens: written}, ToolUses{}
 }
 
 // openaiType is the error type OpenAI's API gives a status.

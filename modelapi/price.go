@@ -130,6 +130,10 @@ type modelPrice struct {
 	Long           *modelPrice `json:"long,omitempty"`
 }
 
+// PriceKeys are the fields of a model's prices, as the table and the
+// spec write them (USD per million tokens).
+var PriceKeys = []string{"input", "output", "cache_read", "cache_write", "cache_write_long"}
+
 // ParsePrice reads a model's prices in USD per million tokens ("3",
 // "0.30"): what the table and the spec's prices write.
 func ParsePrice(input, output, cacheRead, cacheWrite, cacheWriteLong string) (Price, error) {

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/flockrun/flock/modelapi"
+	"github.com/flockrun/flock/wire"
 )
 
 // The model APIs cross flock-proxy's config file in the spec's own shape:
@@ -22,9 +27,29 @@ func EncodeProviders(ps []Provider) (json.RawMessage, error) {
 	list := make([]object, len(ps))
 	for i, p := range ps {
 		list[i] = object{}.with("name", p.Name).with("kind", p.Kind).with("url", p.URL).
-			with("key_file", p.KeyFile).with("ca_file", p.CAFile)
+			with("key_file", p.KeyFile).with("ca_file", p.CAFile).with("prices", encodePrices(p.Prices))
 	}
 	return json.Marshal(list)
+}
+
+// encodePrices is a provider's prices as the spec writes them: by model
+// id, each price in USD per million tokens, an exact decimal.
+func encodePrices(ps map[string]modelapi.Price) object {
+	usd := func(perToken wire.PicoUSD) json.Number { return json.Number(wire.FormatUSD(perToken * 1e6)) }
+	var out object
+	for _, id := range slices.Sorted(maps.Keys(ps)) {
+		p := ps[id]
+		// Input and output are always written (a model may be free), the
+		// cache's prices when they are not zero.
+		m := object{{"input", usd(p.Input)}, {"output", usd(p.Output)}}
+		for _, c := range []member{{"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}, {"cache_write_long", p.CacheWriteLong}} {
+			if v := c.value.(wire.PicoUSD); v != 0 {
+				m = append(m, member{c.key, usd(v)})
+			}
+		}
+		out = append(out, member{id, m})
+	}
+	return out
 }
 
 // EncodeGrants is gs as an agent's models: mapping, in their order (the

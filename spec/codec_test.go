@@ -22,7 +22,13 @@ import (
 // until the codec carries it.
 var (
 	fullProvider = Provider{Name: "corp", Kind: "anthropic", URL: "https://llm.corp.example/v1",
-		KeyFile: "/etc/flock/keys/corp", CAFile: "/etc/flock/keys/corp-ca.pem"}
+		KeyFile: "/etc/flock/keys/corp", CAFile: "/etc/flock/keys/corp-ca.pem",
+		Prices: map[string]modelapi.Price{
+			// Every field of a price, to the last of the six decimals.
+			"corp-large": {Input: 3e6, Output: 15e6, CacheRead: 3e5, CacheWrite: 3_750_000, CacheWriteLong: 6e6},
+			"corp-small": {Input: 1, Output: 1_250_001},
+			"free":       {},
+		}}
 	fullGrant = Grant{Provider: "corp", RequestsPerMinute: 60, TokensPerDay: 2_000_000, TokensPerMonth: MaxTokens,
 		USDPerDay: 12*wire.USD + 5, USDPerMonth: 300 * wire.USD, Concurrent: 4, ServerTools: []ServerTool{modelapi.ToolWebFetch, modelapi.ToolMCP}, Betas: []string{"mcp-client-2025-11-20"}}
 )
@@ -97,6 +103,11 @@ func TestModelCodecRefusesAsTheSpecDoes(t *testing.T) {
 		{"an unknown tool", "", `{"corp": {"server_tools": ["web_search", "time_travel"]}}`, `models.corp.server_tools[1]: "time_travel" is not a server tool`},
 		{"a limit out of range", "", `{"corp": {"concurrent": 0}}`, "models.corp.concurrent: 0 is out of range"},
 		{"not a mapping", "", `[]`, "models: is a list"},
+		{"a price not a number", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": "one", "output": 2}}}]`, "", `providers[0].prices.m.input: "one" is not a number`},
+		{"a price with 7 decimals", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 0.0000001, "output": 2}}}]`, "", `providers[0].prices.m.input: "0.0000001" is not an amount of dollars`},
+		{"a price without output", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 1}}}]`, "", `providers[0].prices.m.output: missing`},
+		{"a price's unknown field", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 1, "output": 2, "cached": 1}}}]`, "", `providers[0].prices.m: unknown field "cached"`},
+		{"prices not a mapping", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": [1]}]`, "", `providers[0].prices: is a list`},
 	} {
 		var err error
 		if tc.providers != "" {

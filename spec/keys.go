@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/flockrun/flock/modelapi"
+
 // The fields the parser accepts, by the mapping they sit in: the one list
 // each mapping is read against (walker.fields refuses any other key and
 // names these in its fix). docs/spec.md documents exactly these, and its
@@ -9,7 +11,7 @@ var (
 	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending", "send_rate", "connect_rate"}
 	hostKeys = []string{"name", "address"}
 	// providerKeys are one entry of providers:.
-	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file"}
+	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file", "prices"}
 	// agentKeys are the fields of one agent; defaults takes them all but
 	// id, and the count form (agents: {count: N}) count instead of id.
 	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
@@ -28,7 +30,7 @@ var (
 // acceptedFields lists every field the parser accepts, from the lists it
 // reads mappings against, as the spec reference names them: the path from
 // the top, "[]" for an item of a list, <provider> for a key the operator
-// chooses (env takes any name and holds strings: it has no fields of its
+// chooses, <model> for a model's id (env takes any name and holds strings: it has no fields of its
 // own). defaults and the count form take the agent's fields (agents[].*),
 // which the reference documents once.
 func acceptedFields() []string {
@@ -42,6 +44,7 @@ func acceptedFields() []string {
 	add("bus.", busKeys)
 	add("hosts[].", hostKeys)
 	add("providers[].", providerKeys)
+	add("providers[].prices.<model>.", modelapi.PriceKeys)
 	add("agents[].", agentKeys)
 	add("agents[].limits.", limitKeys)
 	add("agents[].shares.", shareKeys)

@@ -39,6 +39,10 @@ type Provider struct {
 	// CAFile is a PEM file of the roots that sign the upstream's
 	// certificate (a private gateway); "" trusts the system's roots.
 	CAFile string
+	// Prices are the operator's prices of its models, by model id or a
+	// prefix of it: they come before the table flock ships for its kind
+	// (a model it lacks, a price negotiated, a server of one's own).
+	Prices map[string]modelapi.Price `json:",omitempty"`
 }
 
 // Grant is one provider an agent may call, with its limits; a zero limit
@@ -104,6 +108,7 @@ const (
 	toolsExample     = "server_tools: [web_search]"
 	betasExample     = "betas: [mcp-client-2025-11-20]"
 	keyFileExample   = "/etc/flock/keys/anthropic"
+	pricesExample    = "prices: {my-model: {input: 1, output: 2, cache_read: 0.1, cache_write: 1.25}}"
 )
 
 var providerNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
@@ -162,12 +167,67 @@ func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
 		if cn, given := fs["ca_file"]; given {
 			pr.CAFile = w.secretPath(cn, join(p, "ca_file"), root, "/etc/flock/keys/corp-ca.pem")
 		}
+		if pn, given := fs["prices"]; given {
+			pr.Prices = w.prices(pn, join(p, "prices"))
+		}
 		if good {
 			out = append(out, pr)
 			w.providerKinds[pr.Name] = pr.Kind
 		} else {
 			w.providersIncomplete = true
 		}
+	}
+	return out
+}
+
+// prices reads a provider's prices: a mapping of model ids (or their
+// prefixes) to their prices in USD per million tokens, input and output
+// required.
+func (w *walker) prices(n *yaml.Node, path string) map[string]modelapi.Price {
+	if n.Kind != yaml.MappingNode {
+		w.fail(path, "is %s; write a mapping of model ids to their prices in USD per million tokens, e.g. %s", kindName(n), pricesExample)
+		return nil
+	}
+	out := map[string]modelapi.Price{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		id, v := n.Content[i].Value, n.Content[i+1]
+		p := join(path, id)
+		if _, dup := out[id]; dup || id == "" {
+			w.fail(p, "given twice or empty; give each model id once")
+			continue
+		}
+		fs, ok := w.fields(v, p, modelapi.PriceKeys...)
+		if !ok {
+			continue
+		}
+		usd, good := map[string]string{}, true
+		for _, k := range modelapi.PriceKeys {
+			x, given := fs[k]
+			switch {
+			case !given && (k == "input" || k == "output"):
+				w.fail(join(p, k), "missing; give the model's %s price in USD per million tokens, e.g. %s", k, pricesExample)
+				good = false
+			case !given:
+			case x.Kind != yaml.ScalarNode || (x.Tag != "!!int" && x.Tag != "!!float"):
+				w.fail(join(p, k), "%s is not a number; write USD per million tokens, e.g. 0.25", kindName(x))
+				good = false
+			default:
+				if _, err := wire.ParseUSD(x.Value); err != nil {
+					w.fail(join(p, k), "%v (USD per million tokens)", err)
+					good = false
+				}
+				usd[k] = x.Value
+			}
+		}
+		if !good {
+			continue
+		}
+		pr, err := modelapi.ParsePrice(usd["input"], usd["output"], usd["cache_read"], usd["cache_write"], usd["cache_write_long"])
+		if err != nil {
+			w.fail(p, "%v", err)
+			continue
+		}
+		out[id] = pr
 	}
 	return out
 }

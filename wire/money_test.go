@@ -45,3 +45,28 @@ func TestMoneyIsExactAndReadsAsWritten(t *testing.T) {
 		t.Errorf("JSON: %s", b)
 	}
 }
+
+// FormatUSD writes what ParseUSD reads: the same amount, exactly.
+func TestFormatUSDReadsBackExactly(t *testing.T) {
+	for _, tc := range []struct {
+		p    PicoUSD
+		want string
+	}{
+		{0, "0"},
+		{20 * USD, "20"},
+		{USD / 4, "0.25"},
+		{375 * USD / 100, "3.75"},
+		{USD / 1e6, "0.000001"},
+		{18_000_000 * USD, "18000000"},
+		{1250*USD + 75*USD/100 + 3*USD/1e6, "1250.750003"},
+	} {
+		s := FormatUSD(tc.p)
+		back, err := ParseUSD(s)
+		if s != tc.want || err != nil || back != tc.p {
+			t.Errorf("%d: %q read back as %d, %v; want %q", tc.p, s, back, err, tc.want)
+		}
+	}
+	if s := FormatUSD(1); s != "0.000000000001" {
+		t.Errorf("a picodollar: %q", s)
+	}
+}
