@@ -101,6 +101,11 @@ func (g *Gateway) SetPolicy(p Policy, secrets map[string]Secret) error {
 		st.upstreams[name] = u
 	}
 	st.prices = modelapi.Shipped()
+	for name, pr := range p.Providers {
+		if len(pr.Prices) > 0 {
+			st.prices = st.prices.With(name, pr.Prices)
+		}
+	}
 	st.budgets = map[int][]spec.Budget{}
 	for _, b := range p.Budgets {
 		for _, a := range b.Agents {

@@ -61,6 +61,12 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 		// A limit crossed is one event, whatever the requests after it.
 		Crossed: func(r gateway.Refusal) {
 			extra := map[string]string{"PROVIDER": r.Provider, "LIMIT": r.Limit, "USED": strconv.FormatUint(r.Used, 10), "MAX": strconv.FormatUint(r.Max, 10)}
+			if r.Money() { // in dollars
+				extra["USED"], extra["MAX"] = wire.PicoUSD(r.Used).Decimal(), wire.PicoUSD(r.Max).Decimal()
+			}
+			if r.Budget != "" {
+				extra["BUDGET"] = r.Budget
+			}
 			if !r.Reset.IsZero() {
 				extra["RESET"] = r.Reset.UTC().Format(time.RFC3339)
 			}

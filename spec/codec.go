@@ -35,7 +35,7 @@ func EncodeProviders(ps []Provider) (json.RawMessage, error) {
 // encodePrices is a provider's prices as the spec writes them: by model
 // id, each price in USD per million tokens, an exact decimal.
 func encodePrices(ps map[string]modelapi.Price) object {
-	usd := func(perToken wire.PicoUSD) json.Number { return json.Number(wire.FormatUSD(perToken * 1e6)) }
+	usd := func(perToken wire.PicoUSD) json.Number { return json.Number((perToken * 1e6).Decimal()) }
 	var out object
 	for _, id := range slices.Sorted(maps.Keys(ps)) {
 		p := ps[id]

@@ -104,7 +104,7 @@ func TestModelCodecRefusesAsTheSpecDoes(t *testing.T) {
 		{"a limit out of range", "", `{"corp": {"concurrent": 0}}`, "models.corp.concurrent: 0 is out of range"},
 		{"not a mapping", "", `[]`, "models: is a list"},
 		{"a price not a number", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": "one", "output": 2}}}]`, "", `providers[0].prices.m.input: "one" is not a number`},
-		{"a price with 7 decimals", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 0.0000001, "output": 2}}}]`, "", `providers[0].prices.m.input: "0.0000001" is not an amount of dollars`},
+		{"a price with 7 decimals", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 0.0000001, "output": 2}}}]`, "", `providers[0].prices.m.input: "0.0000001" has more than 6 decimals`},
 		{"a price without output", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 1}}}]`, "", `providers[0].prices.m.output: missing`},
 		{"a price's unknown field", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": {"m": {"input": 1, "output": 2, "cached": 1}}}]`, "", `providers[0].prices.m: unknown field "cached"`},
 		{"prices not a mapping", `[{"name": "x", "kind": "openai", "url": "https://x.example", "prices": [1]}]`, "", `providers[0].prices: is a list`},

@@ -212,8 +212,11 @@ func (w *walker) prices(n *yaml.Node, path string) map[string]modelapi.Price {
 				w.fail(join(p, k), "%s is not a number; write USD per million tokens, e.g. 0.25", kindName(x))
 				good = false
 			default:
-				if _, err := wire.ParseUSD(x.Value); err != nil {
+				if v, err := wire.ParseUSD(x.Value); err != nil {
 					w.fail(join(p, k), "%v (USD per million tokens)", err)
+					good = false
+				} else if v%1e6 != 0 {
+					w.fail(join(p, k), "%q has more than 6 decimals; write a price per million tokens to $0.000001", x.Value)
 					good = false
 				}
 				usd[k] = x.Value

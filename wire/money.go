@@ -79,15 +79,3 @@ func (p *PicoUSD) UnmarshalJSON(b []byte) error {
 	*p = v
 	return err
 }
-
-// FormatUSD is p in dollars as an exact decimal, with no more digits
-// than it needs ("20", "0.3", "0.000001"): what ParseUSD reads back when
-// p is a whole millionth of a dollar (a price per million tokens).
-func FormatUSD(p PicoUSD) string {
-	whole := strconv.FormatUint(uint64(p/USD), 10)
-	frac := strings.TrimRight(fmt.Sprintf("%012d", uint64(p%USD)), "0")
-	if frac == "" {
-		return whole
-	}
-	return whole + "." + frac
-}

@@ -46,8 +46,8 @@ func TestMoneyIsExactAndReadsAsWritten(t *testing.T) {
 	}
 }
 
-// FormatUSD writes what ParseUSD reads: the same amount, exactly.
-func TestFormatUSDReadsBackExactly(t *testing.T) {
+// Decimal writes what ParseUSD reads: the same amount, exactly.
+func TestDecimalReadsBackExactly(t *testing.T) {
 	for _, tc := range []struct {
 		p    PicoUSD
 		want string
@@ -60,13 +60,13 @@ func TestFormatUSDReadsBackExactly(t *testing.T) {
 		{18_000_000 * USD, "18000000"},
 		{1250*USD + 75*USD/100 + 3*USD/1e6, "1250.750003"},
 	} {
-		s := FormatUSD(tc.p)
+		s := tc.p.Decimal()
 		back, err := ParseUSD(s)
 		if s != tc.want || err != nil || back != tc.p {
 			t.Errorf("%d: %q read back as %d, %v; want %q", tc.p, s, back, err, tc.want)
 		}
 	}
-	if s := FormatUSD(1); s != "0.000000000001" {
+	if s := PicoUSD(1).Decimal(); s != "0.000000000001" {
 		t.Errorf("a picodollar: %q", s)
 	}
 }
