@@ -478,15 +478,26 @@ func (g *Gateway) Reports(ids []int) []wire.ModelReport {
 	for _, a := range pol.Agents {
 		m := map[string]wire.ModelLimits{}
 		for name, gr := range a.Grants {
-			m[name] = wire.ModelLimits{RequestsPerMinute: gr.RequestsPerMinute, TokensPerDay: gr.TokensPerDay,
-				TokensPerMonth: gr.TokensPerMonth, Concurrent: gr.Concurrent}
+			m[name] = gr.Limits()
 		}
 		limits[a.ID] = m
 	}
 	now := g.now()
+	budgets := map[int]map[string]wire.BudgetUse{}
+	for _, b := range pol.Budgets {
+		day, month := g.Store.Group(b.Name, now)
+		use := wire.BudgetUse{Day: day, Month: month, TokensPerDay: b.Limits.TokensPerDay, TokensPerMonth: b.Limits.TokensPerMonth,
+			USDPerDay: b.Limits.USDPerDay, USDPerMonth: b.Limits.USDPerMonth}
+		for _, a := range b.Agents {
+			if budgets[a] == nil {
+				budgets[a] = map[string]wire.BudgetUse{}
+			}
+			budgets[a][b.Name] = use
+		}
+	}
 	out := make([]wire.ModelReport, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, wire.ModelReport{Agent: id, At: now, Usage: g.Store.Usage(id), Limit: limits[id]})
+		out = append(out, wire.ModelReport{Agent: id, At: now, Usage: g.Store.Usage(id), Limit: limits[id], Budgets: budgets[id]})
 	}
 	return out
 }

@@ -80,6 +80,12 @@ func (g Grant) Limited() bool {
 	return g.RequestsPerMinute > 0 || g.Concurrent > 0 || g.Spending().Any()
 }
 
+// Limits are g's limits as the proxy's reports carry them.
+func (g Grant) Limits() wire.ModelLimits {
+	return wire.ModelLimits{RequestsPerMinute: g.RequestsPerMinute, TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth,
+		USDPerDay: g.USDPerDay, USDPerMonth: g.USDPerMonth, Concurrent: g.Concurrent}
+}
+
 // Spending are g's limits of tokens and money.
 func (g Grant) Spending() MoneyLimits {
 	return MoneyLimits{TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, USDPerDay: g.USDPerDay, USDPerMonth: g.USDPerMonth}

@@ -47,8 +47,7 @@ type ModelUse struct {
 func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 	byName := map[string]*ModelUse{}
 	for _, g := range a.Models {
-		byName[g.Provider] = &ModelUse{Provider: g.Provider, Granted: true, Limits: wire.ModelLimits{RequestsPerMinute: g.RequestsPerMinute,
-			TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent}}
+		byName[g.Provider] = &ModelUse{Provider: g.Provider, Granted: true, Limits: g.Limits()}
 	}
 	if r != nil {
 		for p, u := range r.Usage {

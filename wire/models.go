@@ -123,8 +123,8 @@ func (u ModelUsage) ThisMonth(now time.Time) (requests, tokens uint64) {
 // Spend is tokens and money together: what a window spent, or what a
 // request may.
 type Spend struct {
-	Tokens uint64
-	Cost   PicoUSD
+	Tokens uint64  `json:"tokens"`
+	Cost   PicoUSD `json:"cost_usd"`
 }
 
 // Windows are what u spent today and this month as of now (UTC); a window
@@ -172,10 +172,24 @@ const (
 
 // ModelLimits are a grant's limits as the proxy enforces them (0: none).
 type ModelLimits struct {
-	RequestsPerMinute int    `json:"requests_per_minute,omitempty"`
-	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
-	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
-	Concurrent        int    `json:"concurrent,omitempty"`
+	RequestsPerMinute int     `json:"requests_per_minute,omitempty"`
+	TokensPerDay      uint64  `json:"tokens_per_day,omitempty"`
+	TokensPerMonth    uint64  `json:"tokens_per_month,omitempty"`
+	USDPerDay         PicoUSD `json:"usd_per_day,omitempty"`
+	USDPerMonth       PicoUSD `json:"usd_per_month,omitempty"`
+	Concurrent        int     `json:"concurrent,omitempty"`
+}
+
+// BudgetUse is what a budget's agents spent together today and this
+// month (UTC) as flock-proxy counted it, and its limits (0: none).
+type BudgetUse struct {
+	Day   Spend `json:"day"`
+	Month Spend `json:"month"`
+	// The limits, as the spec's budget gives them.
+	TokensPerDay   uint64  `json:"tokens_per_day,omitempty"`
+	TokensPerMonth uint64  `json:"tokens_per_month,omitempty"`
+	USDPerDay      PicoUSD `json:"usd_per_day,omitempty"`
+	USDPerMonth    PicoUSD `json:"usd_per_month,omitempty"`
 }
 
 // ModelReport is one agent's counts for every provider it used or is
@@ -185,6 +199,9 @@ type ModelReport struct {
 	At    time.Time              `json:"at"`
 	Usage map[string]ModelUsage  `json:"usage"`            // by provider
 	Limit map[string]ModelLimits `json:"limits,omitempty"` // by provider granted now
+	// Budgets are the budgets the agent is in, by name, as of At: the
+	// newest report of any of its agents is the budget's.
+	Budgets map[string]BudgetUse `json:"budgets,omitempty"`
 }
 
 // EncodeModelReport is the body of a ModelReport.
