@@ -54,6 +54,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		Firewall: []string{}, Paths: []Path{}, Drift: []Drift{}, Unread: []string{}}
 	r.Egress, r.Names = SplitEgress(a.Egress)
 	r.Models = Models(d.Flock, a, spec.DefaultProxyListen)
+	r.Budgets = Budgets(d.Flock, a)
 	if h, ok := d.Flock.HostNamed(a.Host); ok && d.Flock.Clustered() {
 		r.Host = &Host{Name: h.Name, Address: h.Address.String()}
 	}

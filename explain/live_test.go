@@ -305,7 +305,7 @@ agents:
 		t.Fatal(err)
 	}
 	want := []Model{{Provider: "anthropic", Kind: "anthropic", BaseURL: "http://127.0.0.1:4230/anthropic", Upstream: "https://api.anthropic.com",
-		KeyFile: "/etc/flock/keys/anthropic", TokensPerDay: 2e6, Concurrent: 4, ServerTools: []string{"web_search"}}}
+		KeyFile: "/etc/flock/keys/anthropic", ModelLimits: wire.ModelLimits{TokensPerDay: 2e6, Concurrent: 4}, ServerTools: []string{"web_search"}}}
 	if !reflect.DeepEqual(r.Models, want) || r.Proxy != "127.0.0.1:4230" {
 		t.Errorf("models %+v proxy %q; want %+v", r.Models, r.Proxy, want)
 	}

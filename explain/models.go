@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Model is one model API an agent is granted: where its SDK is pointed
@@ -18,10 +19,7 @@ type Model struct {
 	Upstream string `json:"upstream"` // where the proxy forwards
 	KeyFile  string `json:"key_file,omitempty"`
 	// Limits are its grant's, as the spec writes them (0: none).
-	RequestsPerMinute int    `json:"requests_per_minute,omitempty"`
-	TokensPerDay      uint64 `json:"tokens_per_day,omitempty"`
-	TokensPerMonth    uint64 `json:"tokens_per_month,omitempty"`
-	Concurrent        int    `json:"concurrent,omitempty"`
+	wire.ModelLimits
 	// ServerTools and Betas are the provider-side tools (and the
 	// anthropic-beta values that turn them on) its requests may ask for:
 	// none unless the grant lists them.
@@ -35,8 +33,7 @@ func Models(f *spec.Flock, a spec.Agent, listen string) []Model {
 	for _, g := range a.Models {
 		p, _ := f.Provider(g.Provider)
 		m := Model{Provider: g.Provider, Kind: string(p.Kind), BaseURL: spec.GatewayURL(listen, g.Provider), Upstream: p.URL, KeyFile: p.KeyFile,
-			RequestsPerMinute: g.RequestsPerMinute, TokensPerDay: g.TokensPerDay, TokensPerMonth: g.TokensPerMonth, Concurrent: g.Concurrent,
-			Betas: g.Betas}
+			ModelLimits: g.Limits(), Betas: g.Betas}
 		for _, t := range g.ServerTools {
 			m.ServerTools = append(m.ServerTools, string(t))
 		}
@@ -81,21 +78,58 @@ func ModelLines(ms []Model) []string {
 
 // LimitsText is m's limits as the spec writes them, "none" for none.
 func (m Model) LimitsText() string {
+	return limitsText(uint64(m.RequestsPerMinute), spec.MoneyLimits{TokensPerDay: m.TokensPerDay, TokensPerMonth: m.TokensPerMonth,
+		USDPerDay: m.USDPerDay, USDPerMonth: m.USDPerMonth}, uint64(m.Concurrent))
+}
+
+// limitsText names the limits set of rpm, l and concurrent, as the spec
+// writes them; "none" for none.
+func limitsText(rpm uint64, l spec.MoneyLimits, concurrent uint64) string {
 	var parts []string
-	if m.RequestsPerMinute > 0 {
-		parts = append(parts, fmt.Sprintf("requests_per_minute %d", m.RequestsPerMinute))
-	}
-	if m.TokensPerDay > 0 {
-		parts = append(parts, fmt.Sprintf("tokens_per_day %d", m.TokensPerDay))
-	}
-	if m.TokensPerMonth > 0 {
-		parts = append(parts, fmt.Sprintf("tokens_per_month %d", m.TokensPerMonth))
-	}
-	if m.Concurrent > 0 {
-		parts = append(parts, fmt.Sprintf("concurrent %d", m.Concurrent))
+	for _, f := range []struct {
+		name string
+		v    uint64
+		usd  bool
+	}{{"requests_per_minute", rpm, false}, {"tokens_per_day", l.TokensPerDay, false}, {"tokens_per_month", l.TokensPerMonth, false},
+		{"usd_per_day", uint64(l.USDPerDay), true}, {"usd_per_month", uint64(l.USDPerMonth), true}, {"concurrent", concurrent, false}} {
+		switch {
+		case f.v == 0:
+		case f.usd:
+			parts = append(parts, f.name+" "+wire.PicoUSD(f.v).Decimal())
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d", f.name, f.v))
+		}
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Budget is a budget an agent is in, with its limits.
+type Budget struct {
+	Name   string `json:"name"`
+	Limits string `json:"limits"` // as the spec writes them
+}
+
+// Budgets are the budgets agent a is in, in f's order.
+func Budgets(f *spec.Flock, a spec.Agent) []Budget {
+	var out []Budget
+	for _, b := range f.BudgetsOf(a) {
+		out = append(out, Budget{Name: b.Name, Limits: limitsText(0, b.Limits, 0)})
+	}
+	return out
+}
+
+// BudgetLine says which budgets an agent's model requests must also fit,
+// for the text forms ("" for none).
+func BudgetLine(bs []Budget) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, b := range bs {
+		parts = append(parts, b.Name+" ("+b.Limits+")")
+	}
+	return "#   budgets, shared with their other agents: " + strings.Join(parts, "; ")
 }

@@ -31,7 +31,9 @@ type Report struct {
 	Proxy string   `json:"proxy,omitempty"` // the proxy's address; "" when it has no names and no model APIs
 	// Models are the model APIs it is granted (models.go): reached
 	// through the gateway in flock-proxy, which holds their keys.
-	Models   []Model  `json:"models"`
+	Models []Model `json:"models"`
+	// Budgets are the budgets its model requests must also fit.
+	Budgets  []Budget `json:"budgets,omitempty"`
 	Limits   Limits   `json:"limits"`
 	Unit     Unit     `json:"unit"`
 	Firewall []string `json:"firewall"` // rules of table inet flock that apply to its uid, as `nft list` prints them

@@ -52,6 +52,9 @@ func WriteSpec(out io.Writer, f *spec.Flock, agent string, k Kernel) {
 		for _, l := range ModelLines(Models(f, a, spec.DefaultProxyListen)) {
 			fmt.Fprintln(out, l)
 		}
+		if l := BudgetLine(Budgets(f, a)); l != "" {
+			fmt.Fprintln(out, l)
+		}
 		fmt.Fprintln(out)
 	}
 }

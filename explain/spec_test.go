@@ -29,3 +29,28 @@ func TestWriteSpecPrintsGaps(t *testing.T) {
 		}
 	}
 }
+
+// The spec form names a grant's dollar limits and the budgets an agent's
+// model requests must also fit.
+func TestWriteSpecNamesMoneyLimitsAndBudgets(t *testing.T) {
+	f, err := spec.Parse([]byte(`providers: [{name: anthropic, kind: anthropic, url: "https://api.anthropic.com"}]
+agents:
+  - {id: 1, role: orchestrator, models: {anthropic: {usd_per_day: 5.5}}}
+  - {id: 2, models: {anthropic: {}}}
+budgets:
+  - {name: workers, roles: [worker], usd_per_day: 20, tokens_per_month: 500M}
+  - {name: flock, agents: all, usd_per_month: 400}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteSpec(&out, f, "", KernelFacts("6.12.0", 6))
+	for _, want := range []string{"limits: usd_per_day 5.5;",
+		"#   budgets, shared with their other agents: flock (usd_per_month 400)\n",
+		"#   budgets, shared with their other agents: workers (tokens_per_month 500000000, usd_per_day 20); flock (usd_per_month 400)\n"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("the spec form lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -20,6 +20,9 @@ func (r Report) WriteText(w io.Writer) {
 	for _, l := range ModelLines(r.Models) {
 		p("%s", l)
 	}
+	if l := BudgetLine(r.Budgets); l != "" {
+		p("%s", l)
+	}
 	p("limits: memory %d bytes, cpu %d%%, tasks %d", r.Limits.MemoryBytes, r.Limits.CPUPercent, r.Limits.Tasks)
 
 	p("\n## unit %s (as systemd has it)", r.Unit.Name)
