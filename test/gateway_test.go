@@ -20,12 +20,32 @@ import (
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
 	"github.com/flockrun/flock/test/transcript"
+	"github.com/flockrun/flock/wire"
 )
 
 // gatewaySpec: agents 1-3 are Claude Code at each level, 4-6 the SDK
 // client at each level, 7 a probe granted openai alone (the hostile
 // one), 8 the SDK client under a small tokens_per_day.
-func gatewaySpec(tokensPerDay int) string {
+func gatewaySpec(tokensPerDay int) string { return gatewaySpecWith(tokensPerDay, "") }
+
+// sdkBudget is a budget of the SDK agents (4, 5 and 6: every level) in
+// dollars, with the stand-in's Claude priced by the spec's own prices, as
+// gatewaySpecWith adds it.
+func sdkBudget(usdPerDay string) string {
+	return "budgets:\n  - {name: sdk, agents: [4, 5, 6], usd_per_day: " + usdPerDay + "}\n"
+}
+
+// standinPrice is the spec's price of the stand-in's Claude, per million
+// tokens: $3 in, $15 out, cache reads $0.30 and writes $3.75.
+const standinPrice = `, prices: {claude-standin: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}}`
+
+// gatewaySpecWith is gatewaySpec with budgets (a budgets: section; ""
+// none), the stand-in's Claude priced when there are.
+func gatewaySpecWith(tokensPerDay int, budgets string) string {
+	price := ""
+	if budgets != "" {
+		price = standinPrice
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `defaults:
   heartbeat: 2s
@@ -33,12 +53,12 @@ func gatewaySpec(tokensPerDay int) string {
   jit: true
   env: {CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_AUTOUPDATER: "1"}
 providers:
-  - {name: anthropic, kind: anthropic, url: "https://%[1]s", key_file: /etc/flock/keys/anthropic, ca_file: %[2]s/ca.pem}
+  - {name: anthropic, kind: anthropic, url: "https://%[1]s", key_file: /etc/flock/keys/anthropic, ca_file: %[2]s/ca.pem%[4]s}
   - {name: openai, kind: openai, url: "https://%[1]s/v1", key_file: /etc/flock/keys/openai, ca_file: %[2]s/ca.pem}
   - {name: local, kind: openai, url: "http://%[3]s/v1"}
   - {name: gemini, kind: gemini, url: "https://%[1]s", key_file: /etc/flock/keys/gemini, ca_file: %[2]s/ca.pem}
 agents:
-`, modelUpName, modelCADir, localModelAddr)
+`, modelUpName, modelCADir, localModelAddr, price)
 	for i, level := range []string{"process", "podman", "gvisor"} {
 		root := ""
 		if level != "process" {
@@ -55,6 +75,7 @@ agents:
     command: ["/usr/bin/node", "%s/client.js"]
     models: {anthropic: {tokens_per_day: %d}}
 `, modelsDir, tokensPerDay)
+	b.WriteString(budgets)
 	return b.String()
 }
 
@@ -341,6 +362,53 @@ func TestModelGateway(t *testing.T) {
 		}
 		if out, stderr, err := run(t, m, "flockctl", "send", "--to", "8", "anthropic: "+twentyWords); err != nil {
 			t.Errorf("under the new limit: %v %s %s", err, out, stderr)
+		}
+	})
+
+	t.Run("over a budget in dollars shared by agents at every level: a 429 naming it, one event, the spend under it", func(t *testing.T) {
+		since := time.Now()
+		// Each request reserves its most ($0.0043: 256 tokens of output at
+		// $15 per million, its input at the dearest input price) and
+		// costs $0.000144 (the stand-in's 20 in, 5 out, 5 read from
+		// the cache and 2 written, at the spec's prices): a budget of
+		// half a cent lets a few through.
+		provision(t, m, gatewaySpecWith(100000, sdkBudget("0.005")))
+		spentRe := regexp.MustCompile(`over the limit usd_per_day=\$0\.005 of budget sdk: \$(0\.\d+) spent today \(UTC\) by its agents; this request may cost up to \$0\.00\d+ \(256 tokens of output at most\)`)
+		through, refused := 0, 0
+		for i := 0; i < 12 && refused == 0; i++ {
+			id := 4 + i%3 // process, podman, gvisor in turn
+			_, stderr, err := run(t, m, "flockctl", "send", "--to", strconv.Itoa(id), "anthropic: "+twentyWords)
+			if err == nil {
+				through++
+				continue
+			}
+			refused++
+			mm := spentRe.FindStringSubmatch(stderr)
+			if !strings.Contains(stderr, "429") || mm == nil {
+				t.Fatalf("agent %d: %s", id, stderr)
+			}
+			spent, _ := wire.ParseUSD(mm[1])
+			if want := wire.PicoUSD(through) * 144 * wire.USD / 1e6; spent != want {
+				t.Errorf("the budget says %s spent by %d requests, want %s (each $0.000144 at the spec's prices)", spent, through, want)
+			}
+		}
+		if through == 0 || refused == 0 {
+			t.Errorf("%d through, %d refused; want some of each", through, refused)
+		}
+		m.Eventually(t, 20*time.Second, func() error {
+			evs := eventsOf(t, m, "--since", since.Add(-time.Second).Format(time.RFC3339))
+			n := 0
+			for _, id := range []int{4, 5, 6} {
+				n += count(evs, events.LimitReached, id, "over the limit usd_per_day=$0.005 of budget sdk")
+			}
+			if n != 1 {
+				return fmt.Errorf("%d limit-reached events of budget sdk, want 1:\n%s", n, texts(evs))
+			}
+			return nil
+		})
+		provision(t, m, gatewaySpec(100000))
+		if _, stderr, err := run(t, m, "flockctl", "send", "--to", "5", "anthropic: "+twentyWords); err != nil {
+			t.Errorf("with the budget gone: %v %s", err, stderr)
 		}
 	})
 

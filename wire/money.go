@@ -17,25 +17,23 @@ type PicoUSD uint64
 // USD is a whole dollar.
 const USD PicoUSD = 1e12
 
-// String is p in dollars, to the cent when it is a cent or more ($0.38,
-// $1,204.07), else to the first digit that is not zero ($0.0004).
+// String is p in dollars for a reader: to the cent at least ($20.00,
+// $1,204.07), with up to six decimals when it has them ($0.005,
+// $0.000144), and a smaller amount exactly ($0.000000375).
 func (p PicoUSD) String() string {
-	if p == 0 {
-		return "$0"
+	if p > 0 && p < 1e6 {
+		return "$" + p.Decimal()
 	}
-	cents := (uint64(p) + 5e9) / 1e10 // rounded to the cent
-	if cents > 0 {
-		whole := strconv.FormatUint(cents/100, 10)
-		for i := len(whole) - 3; i > 0; i -= 3 {
-			whole = whole[:i] + "," + whole[i:]
-		}
-		return fmt.Sprintf("$%s.%02d", whole, cents%100)
+	micro := (uint64(p) + 5e5) / 1e6 // rounded to the millionth of a dollar
+	whole := strconv.FormatUint(micro/1e6, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
 	}
-	s := strconv.FormatFloat(float64(p)/float64(USD), 'f', -1, 64)
-	if i := strings.IndexFunc(s[2:], func(r rune) bool { return r != '0' }); i >= 0 && len(s) > i+3 {
-		s = s[:i+3]
+	frac := strings.TrimRight(fmt.Sprintf("%06d", micro%1e6), "0")
+	for len(frac) < 2 {
+		frac += "0"
 	}
-	return "$" + s
+	return "$" + whole + "." + frac
 }
 
 // ParseUSD reads a number of dollars as the spec and the JSON write it
