@@ -17,6 +17,7 @@ import (
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/units"
+	"github.com/flockrun/flock/wire"
 )
 
 // Bus is where the bus's figures come from: *bus.Server in flock.service.
@@ -288,8 +289,12 @@ func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, n
 	for host, up := range snap.Peers {
 		ch <- gauge(clusterHostUp, boolValue(up), host)
 	}
+	var reports []wire.ModelReport
 	for id, a := range snap.Agents {
 		l := strconv.Itoa(id)
+		if a.Models != nil {
+			reports = append(reports, *a.Models)
+		}
 		ch <- gauge(agentConnections, float64(a.Connections), l)
 		if !a.HeartbeatAt.IsZero() {
 			ch <- gauge(agentHeartbeatAge, max(0, now.Sub(a.HeartbeatAt).Seconds()), l)
@@ -304,6 +309,7 @@ func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, n
 		}
 		c.collectModels(ch, l, a.Models)
 	}
+	collectBudgets(ch, reports, now)
 }
 
 // readUnits is each agent's ActiveState (nil when systemd did not list

@@ -70,7 +70,9 @@ var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 
 // threeAgents: 1 runs (restarted twice, last killed by SIGKILL), 2
 // failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
-// has no unit loaded; the bus knows all three.
+// has no unit loaded; the bus knows all three. Agent 1 used a model API
+// (its tokens and their cost, within a dollar limit), in budgets workers
+// and flock.
 func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
@@ -81,9 +83,15 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 					Errors: map[string]uint64{"529": 1, "cut": 1}, Refused: map[string]uint64{"tokens_per_day": 2},
 					ServerToolUses: map[string]uint64{"web_search": 5, "web_fetch": 1},
 					LatencyBuckets: []uint64{0, 1, 2, 3, 1, 1, 0, 1, 0, 0, 0, 0}, LatencySeconds: 21.5,
+					Cost: 1234567 * wire.USD / 1e6, DayCost: 4 * wire.USD / 10, MonthCost: 12 * wire.USD / 10,
 					Day: "2026-11-27", DayRequests: 4, DayTokens: 2500, Month: "2026-11", MonthRequests: 9, MonthTokens: 5600}},
-					Limit: map[string]wire.ModelLimits{"anthropic": {RequestsPerMinute: 60, TokensPerDay: 2500}}}},
-			2: {HeartbeatAt: scrapeTime.Add(-time.Minute)},
+					Limit: map[string]wire.ModelLimits{"anthropic": {RequestsPerMinute: 60, TokensPerDay: 2500, USDPerDay: wire.USD / 2}},
+					Budgets: map[string]wire.BudgetUse{
+						"workers": {Day: wire.Spend{Tokens: 2500, Cost: 4 * wire.USD / 10}, Month: wire.Spend{Tokens: 5600, Cost: 12 * wire.USD / 10}, USDPerDay: 20 * wire.USD, TokensPerMonth: 500e6},
+						"flock":   {Day: wire.Spend{Tokens: 2500, Cost: 4 * wire.USD / 10}, Month: wire.Spend{Tokens: 5600, Cost: 12 * wire.USD / 10}, USDPerMonth: 400 * wire.USD}}}},
+			// Agent 2's last report is older: budget flock is agent 1's.
+			2: {HeartbeatAt: scrapeTime.Add(-time.Minute), Models: &wire.ModelReport{Agent: 2, At: scrapeTime.Add(-time.Hour),
+				Budgets: map[string]wire.BudgetUse{"flock": {Day: wire.Spend{Tokens: 100, Cost: wire.USD / 10}, USDPerMonth: 400 * wire.USD}}}},
 			3: {},
 		},
 		Connections:  3,

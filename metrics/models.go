@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flockrun/flock/wire"
@@ -27,10 +29,19 @@ var (
 	modelWindow = desc("agent_model_window_tokens",
 		"Tokens the agent used of the provider in the current window (day or month, UTC), which tokens_per_day and tokens_per_month limit.", "agent", "provider", "window")
 	modelLimit = desc("agent_model_limit",
-		"A limit of the agent's grant in force (absent: none), by limit.", "agent", "provider", "limit")
+		"A limit of the agent's grant in force (absent: none), by limit; usd_per_day and usd_per_month in dollars.", "agent", "provider", "limit")
+	modelCost = desc("agent_model_cost_usd_total",
+		"What the agent's requests to the provider cost at their models' prices, in dollars (an unpriced model's requests cost nothing).", "agent", "provider")
+	modelWindowCost = desc("agent_model_window_cost_usd",
+		"What the agent's requests to the provider cost in the current window (day or month, UTC), which usd_per_day and usd_per_month limit, in dollars.", "agent", "provider", "window")
+	budgetSpent = desc("budget_spent",
+		"What a budget's agents spent together in the current window (day or month, UTC), in dollars (unit usd) or tokens, as the newest report of any of them says.", "budget", "window", "unit")
+	budgetLimit = desc("budget_limit",
+		"A budget's limit per window (day or month, UTC), in dollars (unit usd) or tokens; absent: none.", "budget", "window", "unit")
 )
 
-var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelEstimated, modelServerTools, modelRefused, modelDuration, modelWindow, modelLimit}
+var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelEstimated, modelServerTools, modelRefused, modelDuration, modelWindow,
+	modelLimit, modelCost, modelWindowCost, budgetSpent, budgetLimit}
 
 // collectModels sends agent a's model figures from its last report.
 func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire.ModelReport) {
@@ -64,16 +75,41 @@ func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire
 			cum += u.LatencyBuckets[n-1]
 		}
 		ch <- prometheus.MustNewConstHistogram(modelDuration, cum, u.LatencySeconds, buckets, a, p)
-		_, day := u.Today(now)
-		_, month := u.ThisMonth(now)
-		ch <- gauge(modelWindow, float64(day), a, p, "day")
-		ch <- gauge(modelWindow, float64(month), a, p, "month")
+		day, month := u.Windows(now)
+		ch <- gauge(modelWindow, float64(day.Tokens), a, p, "day")
+		ch <- gauge(modelWindow, float64(month.Tokens), a, p, "month")
+		ch <- counter(modelCost, u.Cost.Dollars(), a, p)
+		ch <- gauge(modelWindowCost, day.Cost.Dollars(), a, p, "day")
+		ch <- gauge(modelWindowCost, month.Cost.Dollars(), a, p, "month")
 	}
 	for p, l := range r.Limit {
-		for limit, v := range map[string]uint64{"requests_per_minute": uint64(l.RequestsPerMinute), "tokens_per_day": l.TokensPerDay,
-			"tokens_per_month": l.TokensPerMonth, "concurrent": uint64(l.Concurrent)} {
+		for limit, v := range map[string]float64{"requests_per_minute": float64(l.RequestsPerMinute), "tokens_per_day": float64(l.TokensPerDay),
+			"tokens_per_month": float64(l.TokensPerMonth), "usd_per_day": l.USDPerDay.Dollars(), "usd_per_month": l.USDPerMonth.Dollars(),
+			"concurrent": float64(l.Concurrent)} {
 			if v > 0 {
-				ch <- gauge(modelLimit, float64(v), a, p, limit)
+				ch <- gauge(modelLimit, v, a, p, limit)
+			}
+		}
+	}
+}
+
+// collectBudgets sends each budget's spend of the current windows and its
+// limits, as the newest report of any of its agents says.
+func collectBudgets(ch chan<- prometheus.Metric, reports []wire.ModelReport, now time.Time) {
+	for name, b := range wire.BudgetsNow(reports, now) {
+		for _, w := range []struct {
+			window string
+			spent  wire.Spend
+			tokens uint64
+			usd    wire.PicoUSD
+		}{{"day", b.Day, b.TokensPerDay, b.USDPerDay}, {"month", b.Month, b.TokensPerMonth, b.USDPerMonth}} {
+			ch <- gauge(budgetSpent, w.spent.Cost.Dollars(), name, w.window, "usd")
+			ch <- gauge(budgetSpent, float64(w.spent.Tokens), name, w.window, "tokens")
+			if w.usd > 0 {
+				ch <- gauge(budgetLimit, w.usd.Dollars(), name, w.window, "usd")
+			}
+			if w.tokens > 0 {
+				ch <- gauge(budgetLimit, float64(w.tokens), name, w.window, "tokens")
 			}
 		}
 	}

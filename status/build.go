@@ -101,12 +101,15 @@ type Report struct {
 	// a split cluster refuses tasks, told below the table.
 	Bus   *wire.BusStatus
 	hosts bool // the HOST column
+	// budgets are the spec's, for the spend line.
+	budgets []BudgetSpend
 }
 
 // Build makes the report of o. Pure.
 func Build(o Observed) Report {
 	f := o.Flock
 	byAgent, flockWide := driftOf(f, o.Drift)
+	budgets := BudgetsOf(f.Budgets, reports(o.Bus), o.Now)
 	rows := make([]Agent, 0, len(f.Agents))
 	for i, a := range f.Agents {
 		if !o.Placed.Local(a.ID) {
@@ -130,11 +133,11 @@ func Build(o Observed) Report {
 		if a.NeedsProxy() {
 			row.Proxy = o.Proxy
 		}
-		row.modelFields(a, o.Bus, o.Now)
+		row.modelFields(f, a, o.Bus, budgets, o.Now)
 		rows = append(rows, row)
 	}
 	return Report{Rows: rows, FlockWide: flockWide, BusErr: o.BusErr, FirewallErr: o.FirewallErr,
-		IPCScoped: o.IPCScoped, Bus: o.Bus, hosts: o.Placed != nil}
+		IPCScoped: o.IPCScoped, Bus: o.Bus, hosts: o.Placed != nil, budgets: budgets}
 }
 
 // Write prints r to out: the table with its notes, or (asJSON) the rows
@@ -166,6 +169,7 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 	printRefused(out, r.Rows)
 	WriteDiagnoses(out, r.Rows)
 	printModels(out, r.Rows)
+	printSpend(out, r.Rows, r.budgets)
 	if r.BusErr != nil {
 		fmt.Fprintf(out, "note: the bus did not answer: %v\n", r.BusErr)
 	}

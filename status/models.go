@@ -32,6 +32,12 @@ type ModelUse struct {
 	MonthTokens   uint64 `json:"month_tokens"`
 	Requests      uint64 `json:"requests"`
 	wire.Tokens
+	// TodayCost, MonthCost and Cost are what today's, this month's and
+	// every request cost at their models' prices (an unpriced model's
+	// cost nothing), in dollars.
+	TodayCost wire.PicoUSD `json:"today_cost_usd"`
+	MonthCost wire.PicoUSD `json:"month_cost_usd"`
+	Cost      wire.PicoUSD `json:"cost_usd"`
 	// Estimated are the requests whose tokens flock estimated (the
 	// answer ended before its usage): at least the text that passed.
 	Estimated uint64 `json:"estimated_requests,omitempty"`
@@ -59,7 +65,9 @@ func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 			m.Reported = true
 			m.TodayRequests, m.TodayTokens = u.Today(now)
 			m.MonthRequests, m.MonthTokens = u.ThisMonth(now)
-			m.Requests, m.Tokens = u.Requests, u.Tokens
+			day, month := u.Windows(now)
+			m.TodayCost, m.MonthCost = day.Cost, month.Cost
+			m.Requests, m.Tokens, m.Cost = u.Requests, u.Tokens, u.Cost
 			m.Errors, m.Refused, m.Estimated, m.ServerToolUses = u.Errors, u.Refused, u.EstimatedRequests, u.ServerToolUses
 		}
 		for p := range byName {
@@ -75,21 +83,17 @@ func ModelsOf(a spec.Agent, r *wire.ModelReport, now time.Time) []ModelUse {
 	return out
 }
 
-// WriteUsage is usage's table: a row per agent and provider.
-func WriteUsage(w io.Writer, rows []ModelUse) {
+// WriteUsage is usage's tables: a row per agent and provider, then the
+// budgets and the flock's sum (budgets.go).
+func WriteUsage(w io.Writer, u Usage) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tPROVIDER\tTODAY\tTHIS MONTH\tREQUESTS\tTOKENS IN/OUT/CACHE\tERRORS\tREFUSED\tLIMITS")
-	for _, m := range rows {
-		today, month := "-", "-"
+	fmt.Fprintln(tw, "AGENT\tPROVIDER\tTODAY\tTHIS MONTH\tREQUESTS\tTOKENS IN/OUT/CACHE\tCOST\tERRORS\tREFUSED\tLIMITS")
+	for _, m := range u.Models {
+		today, month, cost := "-", "-", "-"
 		if m.Reported {
-			today = fmt.Sprintf("%s tokens, %d req", count(m.TodayTokens), m.TodayRequests)
-			month = fmt.Sprintf("%s tokens, %d req", count(m.MonthTokens), m.MonthRequests)
-			if m.Limits.TokensPerDay > 0 {
-				today += fmt.Sprintf(" (%d%% of %s)", 100*m.TodayTokens/m.Limits.TokensPerDay, count(m.Limits.TokensPerDay))
-			}
-			if m.Limits.TokensPerMonth > 0 {
-				month += fmt.Sprintf(" (%d%% of %s)", 100*m.MonthTokens/m.Limits.TokensPerMonth, count(m.Limits.TokensPerMonth))
-			}
+			today = window(m.TodayTokens, m.TodayCost, m.TodayRequests, m.Limits.TokensPerDay, m.Limits.USDPerDay)
+			month = window(m.MonthTokens, m.MonthCost, m.MonthRequests, m.Limits.TokensPerMonth, m.Limits.USDPerMonth)
+			cost = m.Cost.String()
 		}
 		provider := m.Provider
 		if !m.Granted {
@@ -104,10 +108,17 @@ func WriteUsage(w io.Writer, rows []ModelUse) {
 			// Beside the tokens, what the provider ran for it.
 			tokens += " + " + byKey(m.ServerToolUses)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, requests,
-			tokens, byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Agent, provider, today, month, requests,
+			tokens, cost, byKey(m.Errors), byKey(m.Refused), limitsText(m.Limits))
 	}
 	tw.Flush()
+	writeBudgets(w, u)
+}
+
+// window is a day's or a month's cell: "1.20M tokens, $4.10, 310 req (60%
+// of 2.00M, 82% of $5.00)", the shares of the limits set (0: none).
+func window(tokens uint64, cost wire.PicoUSD, requests, tokenLimit uint64, usdLimit wire.PicoUSD) string {
+	return fmt.Sprintf("%s, %d req", spent(tokens, cost), requests) + of(shares(tokens, cost, tokenLimit, usdLimit, ""))
 }
 
 // count writes a number of tokens short: 1234567 as 1.23M.
@@ -147,6 +158,12 @@ func limitsText(l wire.ModelLimits) string {
 	if l.TokensPerMonth > 0 {
 		parts = append(parts, "tokens_per_month="+count(l.TokensPerMonth))
 	}
+	if l.USDPerDay > 0 {
+		parts = append(parts, "usd_per_day="+l.USDPerDay.String())
+	}
+	if l.USDPerMonth > 0 {
+		parts = append(parts, "usd_per_month="+l.USDPerMonth.String())
+	}
 	if l.Concurrent > 0 {
 		parts = append(parts, fmt.Sprintf("concurrent=%d", l.Concurrent))
 	}
@@ -156,13 +173,17 @@ func limitsText(l wire.ModelLimits) string {
 	return strings.Join(parts, " ")
 }
 
-// modelFields fills a status row's models from the bus's last report.
-func (r *Agent) modelFields(a spec.Agent, st *wire.BusStatus, now time.Time) {
-	var rep *wire.ModelReport
-	if st != nil {
-		rep = st.Agents[a.ID].Models
+// modelFields fills a status row's models from the bus's last report,
+// and its budgets from all of them (budgets: the flock's, as of now).
+func (r *Agent) modelFields(f *spec.Flock, a spec.Agent, st *wire.BusStatus, budgets []BudgetSpend, now time.Time) {
+	r.Models = ModelsOf(a, modelReport(st, a.ID), now)
+	for _, b := range budgets {
+		for _, in := range f.BudgetsOf(a) {
+			if in.Name == b.Name {
+				r.Budgets = append(r.Budgets, b)
+			}
+		}
 	}
-	r.Models = ModelsOf(a, rep, now)
 }
 
 // printModels says below the status table what each agent granted a
@@ -177,9 +198,10 @@ func printModels(w io.Writer, rows []Agent) {
 				continue
 			}
 			s := fmt.Sprintf("%s %s tokens today", m.Provider, count(m.TodayTokens))
-			if m.Limits.TokensPerDay > 0 {
-				s += fmt.Sprintf(" (%d%% of %s)", 100*m.TodayTokens/m.Limits.TokensPerDay, count(m.Limits.TokensPerDay))
+			if m.TodayCost > 0 || m.Limits.USDPerDay > 0 {
+				s += ", " + m.TodayCost.String()
 			}
+			s += of(shares(m.TodayTokens, m.TodayCost, m.Limits.TokensPerDay, m.Limits.USDPerDay, ""))
 			if len(m.Refused) > 0 {
 				s += ", refused " + byKey(m.Refused)
 			}

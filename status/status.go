@@ -61,6 +61,10 @@ type Agent struct {
 	// Models is its use of each model API it is granted (or used), as
 	// the proxy counted it (models.go).
 	Models []ModelUse `json:"models,omitempty"`
+	// Budgets are the budgets it is in, each with what all its agents
+	// spent as the newest report of any of them says (budgets.go); the
+	// flock's spend is the sum of every row's models.
+	Budgets []BudgetSpend `json:"budgets,omitempty"`
 
 	remote bool // runs on another host: its journal is there
 }

@@ -250,12 +250,12 @@ func ledgerAt(t *testing.T, m *harness.Machine, base, tag string) (standin.Usage
 // usageOf is flockctl usage --output json in the machine.
 func usageOf(t *testing.T, m *harness.Machine, args ...string) []statusview.ModelUse {
 	t.Helper()
-	var rows []statusview.ModelUse
+	var u statusview.Usage
 	out := mustRun(t, m, append([]string{"flockctl", "usage", "--output", "json"}, args...)...)
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+	if err := json.Unmarshal([]byte(out), &u); err != nil {
 		t.Fatalf("flockctl usage: %v\n%s", err, out)
 	}
-	return rows
+	return u.Models
 }
 
 func tokensOf(u statusview.ModelUse) uint64 {

@@ -77,3 +77,7 @@ func (p *PicoUSD) UnmarshalJSON(b []byte) error {
 	*p = v
 	return err
 }
+
+// Dollars is p in dollars as a float, for /metrics: exact to the cent up
+// to tens of millions of dollars.
+func (p PicoUSD) Dollars() float64 { return float64(p) / float64(USD) }

@@ -22,13 +22,15 @@ func newUsage() *cobra.Command {
 	var o usageOpts
 	cmd := &cobra.Command{
 		Use:   "usage [ID] [--output table|json]",
-		Short: "Show each agent's use of its model APIs: today, this month, and against its limits",
+		Short: "Show each agent's use of its model APIs and what it cost: today, this month, and against its limits and budgets",
 		Long: `usage shows, for every agent granted a model API (or only agent ID), what
-flock-proxy's model gateway counted of its requests: the tokens of today
-and of this month (UTC, the windows tokens_per_day and tokens_per_month
-count in) against its limits, every request and token since it began
+flock-proxy's model gateway counted of its requests: the tokens and
+dollars of today and of this month (UTC, the windows the limits count in)
+against its limits, every request, token and dollar since it began
 (input, output, cache reads and writes), the errors by status and the
-requests refused over a limit. The counts are the proxy's, kept on disk:
+requests refused over a limit. Below them, each budget (with ID, the
+agent's) against its limits, and the sum of every agent: the flock's
+spend. The counts are the proxy's, kept on disk:
 an agent cannot forge or reset them, and they survive restarts of the
 proxy, of the bus and of the host. Read from the bus, which hears them
 from the proxy.`,
@@ -66,24 +68,14 @@ func runUsage(ctx context.Context, o usageOpts) error {
 	if err != nil {
 		return fmt.Errorf("asking the bus for the proxy's counts: %w", err)
 	}
-	now := time.Now()
-	rows := []status.ModelUse{}
-	for _, a := range f.Agents {
-		if only != 0 && a.ID != only {
-			continue
-		}
-		for _, m := range status.ModelsOf(a, st.Agents[a.ID].Models, now) {
-			m.Agent = a.ID
-			rows = append(rows, m)
-		}
-	}
+	u := status.UsageOf(f, st, only, time.Now())
 	if o.output == "json" {
-		return printJSON(o.out, rows)
+		return printJSON(o.out, u)
 	}
-	if len(rows) == 0 {
+	if len(u.Models) == 0 {
 		fmt.Fprintln(o.out, "no agent is granted a model API (an agent's models: in the spec)")
 		return nil
 	}
-	status.WriteUsage(o.out, rows)
+	status.WriteUsage(o.out, u)
 	return nil
 }
