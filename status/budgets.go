@@ -181,6 +181,9 @@ func members(b BudgetSpend) string {
 
 // spent is a window's tokens and money: "1.20M tokens, $4.10".
 func spent(tokens uint64, cost wire.PicoUSD) string {
+	if cost == 0 { // nothing priced: no dollars to show
+		return count(tokens) + " tokens"
+	}
 	return fmt.Sprintf("%s tokens, %s", count(tokens), cost)
 }
 

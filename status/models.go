@@ -93,7 +93,9 @@ func WriteUsage(w io.Writer, u Usage) {
 		if m.Reported {
 			today = window(m.TodayTokens, m.TodayCost, m.TodayRequests, m.Limits.TokensPerDay, m.Limits.USDPerDay)
 			month = window(m.MonthTokens, m.MonthCost, m.MonthRequests, m.Limits.TokensPerMonth, m.Limits.USDPerMonth)
-			cost = m.Cost.String()
+			if m.Cost > 0 {
+				cost = m.Cost.String()
+			}
 		}
 		provider := m.Provider
 		if !m.Granted {

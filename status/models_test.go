@@ -48,7 +48,7 @@ func TestModelsOf(t *testing.T) {
 		got[i].Agent = 3
 	}
 	WriteUsage(&b, Usage{Models: got})
-	for _, want := range []string{"anthropic", "1.20M tokens, $0, 2 req (60% of 2.00M)", "tokens_per_day=2.00M", "old (no longer granted)", "tokens_per_day: 2",
+	for _, want := range []string{"anthropic", "1.20M tokens, 2 req (60% of 2.00M)", "tokens_per_day=2.00M", "old (no longer granted)", "tokens_per_day: 2",
 		"500/0/0 + web_fetch: 1, web_search: 3"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("usage's table lacks %q:\n%s", want, b.String())
