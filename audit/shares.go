@@ -36,8 +36,6 @@ func sharesProbes(f *spec.Flock, a spec.Agent) []Probe {
 		req.Alone = true
 		ps = append(ps, Probe{Name: name, Category: "shares", Req: req, Control: asOp(control)})
 	}
-	conns := probe.Request{Op: "nats-connections", Count: a.Shares.Connections + 1}
-	add("hold more bus connections than its share", conns, conns)
 	add("subscribe beyond what a connection may hold",
 		probe.Request{Op: "nats-subscriptions", Name: wire.Inbox(a.ID) + ".flock-audit", Count: f.Bus.MaxSubscriptions + 1},
 		probe.Request{Op: "nats-subscriptions", Name: "flock.audit.subscriptions", Count: f.Bus.MaxSubscriptions - 1})
@@ -52,6 +50,12 @@ func sharesProbes(f *spec.Flock, a spec.Agent) []Probe {
 			// answer is the proof): its own sends have no share.
 			probe.Request{Op: "nats-request", Name: AuditTasks + ".control", Data: "x"})
 	}
+	// Last of the bus's: the server counts a connection the flood closed
+	// until it has read the close, and a probe that connected at once
+	// after it could be refused as over the share, before holding
+	// anything (unproven).
+	conns := probe.Request{Op: "nats-connections", Count: a.Shares.Connections + 1}
+	add("hold more bus connections than its share", conns, conns)
 	if a.NeedsProxy() {
 		// A request that never ends ("CONNECT <name>" with no line end):
 		// the proxy holds each as a handshake until its deadline.
