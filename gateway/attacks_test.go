@@ -191,49 +191,14 @@ func TestGatewayTokenLimitIsACeiling(t *testing.T) {
 	req := func(stream bool) string {
 		return fmt.Sprintf(`{"model":"claude-x","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"write"}]}`, stream)
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
 	received := map[int]uint64{} // words the agent's clients read, by agent
-	for uid := range grantsOf {
-		c := r.client(uid)
-		for i := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				stream := i%2 == 0
-				httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(req(stream)))
-				httpReq.Header.Set("X-Standin-Words", "100")
-				httpReq.Header.Set("X-Standin-Delay", "1ms")
-				resp, err := c.Do(httpReq)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				statuses[resp.StatusCode]++
-				mu.Unlock()
-				var got strings.Builder
-				if stream && resp.StatusCode == 200 {
-					io.CopyN(&got, resp.Body, 2000) // twenty events' worth, then leave
-				} else {
-					io.Copy(&got, resp.Body)
-				}
-				resp.Body.Close()
-				mu.Lock()
-				received[grantsOf[uid].ID] += uint64(strings.Count(got.String(), "word"))
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Wait()
-	eventually(t, func() error {
-		r.g.limiter.mu.Lock()
-		defer r.g.limiter.mu.Unlock()
-		if len(r.g.limiter.reserved) != 0 {
-			return errorf("%d grants still hold reservations", len(r.g.limiter.reserved))
-		}
-		return nil
+	r.burst(grantsOf, req, func(uid uint32, status int, read string) {
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[status]++
+		received[grantsOf[uid].ID] += uint64(strings.Count(read, "word"))
 	})
 	over, most, est := 0, uint64(0), uint64(0)
 	for _, a := range grantsOf {

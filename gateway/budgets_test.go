@@ -109,48 +109,16 @@ func TestGatewayBudgetIsACeiling(t *testing.T) {
 	req := func(stream bool) string {
 		return fmt.Sprintf(`{"model":"%s","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"write"}]}`, sonnet, stream)
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses, lines := map[int]int{}, map[string]bool{}
-	for uid := range grantsOf {
-		c := r.client(uid)
-		for i := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				stream := i%2 == 0
-				httpReq, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(req(stream)))
-				httpReq.Header.Set("X-Standin-Words", "100")
-				resp, err := c.Do(httpReq)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				b := make([]byte, 2000)
-				if stream && resp.StatusCode == 200 {
-					io.ReadFull(resp.Body, b) // twenty events' worth, then leave
-				} else {
-					b, _ = io.ReadAll(resp.Body)
-				}
-				resp.Body.Close()
-				mu.Lock()
-				statuses[resp.StatusCode]++
-				if resp.StatusCode == 429 {
-					msg := errorMessage(t, string(b))
-					lines[msg[:strings.Index(msg, ":")+1]+msg[strings.Index(msg, " over"):strings.Index(msg, " by its agents")]] = true
-				}
-				mu.Unlock()
-			}()
+	r.burst(grantsOf, req, func(uid uint32, status int, read string) {
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[status]++
+		if status == 429 {
+			msg := errorMessage(t, read)
+			lines[msg[:strings.Index(msg, ":")+1]+msg[strings.Index(msg, " over"):strings.Index(msg, " by its agents")]] = true
 		}
-	}
-	wg.Wait()
-	eventually(t, func() error {
-		r.g.limiter.mu.Lock()
-		defer r.g.limiter.mu.Unlock()
-		if len(r.g.limiter.reserved) != 0 {
-			return errorf("%d scopes still hold reservations", len(r.g.limiter.reserved))
-		}
-		return nil
 	})
 	var spent wire.PicoUSD
 	for _, a := range grantsOf {

@@ -218,3 +218,48 @@ func sum(us ...wire.Tokens) wire.Tokens {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// burst sends four requests at once from each agent of grantsOf to the
+// Messages API, half of them streams, each answer a hundred words (one
+// event a millisecond); a stream let through is read for twenty events,
+// then left. Each answer's status and what was read go to got. It
+// returns once no scope holds a reservation any more.
+func (r *rig) burst(grantsOf map[uint32]Agent, body func(stream bool) string, got func(uid uint32, status int, read string)) {
+	r.t.Helper()
+	var wg sync.WaitGroup
+	for uid := range grantsOf {
+		c := r.client(uid)
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stream := i%2 == 0
+				req, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/anth/v1/messages", strings.NewReader(body(stream)))
+				req.Header.Set("X-Standin-Words", "100")
+				req.Header.Set("X-Standin-Delay", "1ms")
+				resp, err := c.Do(req)
+				if err != nil {
+					r.t.Error(err)
+					return
+				}
+				var read strings.Builder
+				if stream && resp.StatusCode == 200 {
+					io.CopyN(&read, resp.Body, 2000) // twenty events' worth, then leave
+				} else {
+					io.Copy(&read, resp.Body)
+				}
+				resp.Body.Close()
+				got(uid, resp.StatusCode, read.String())
+			}()
+		}
+	}
+	wg.Wait()
+	eventually(r.t, func() error {
+		r.g.limiter.mu.Lock()
+		defer r.g.limiter.mu.Unlock()
+		if len(r.g.limiter.reserved) != 0 {
+			return errorf("%d scopes still hold reservations", len(r.g.limiter.reserved))
+		}
+		return nil
+	})
+}
