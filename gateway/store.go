@@ -338,19 +338,25 @@ func (s *Store) Window(agent int, provider string, now time.Time) (day, month wi
 func (s *Store) SetGroups(groups map[string][]int, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Each agent's windows once, then each budget's members': linear in
+	// the counts and the memberships, however many budgets hold whom.
+	type spent struct{ day, month wire.Spend }
+	byAgent := map[int]spent{}
+	for k, u := range s.counts {
+		day, month := u.Windows(now)
+		a := byAgent[k.Agent]
+		a.day.Tokens, a.day.Cost = a.day.Tokens+day.Tokens, a.day.Cost+day.Cost
+		a.month.Tokens, a.month.Cost = a.month.Tokens+month.Tokens, a.month.Cost+month.Cost
+		byAgent[k.Agent] = a
+	}
 	s.groups, s.memberOf = map[string]*wire.ModelUsage{}, map[int][]string{}
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		g := &wire.ModelUsage{Day: now.UTC().Format(wire.DayLayout), Month: now.UTC().Format(wire.MonthLayout)}
 		for _, a := range groups[name] {
 			s.memberOf[a] = append(s.memberOf[a], name)
-			for k, u := range s.counts {
-				if k.Agent != a {
-					continue
-				}
-				day, month := u.Windows(now)
-				g.DayTokens, g.DayCost = g.DayTokens+day.Tokens, g.DayCost+day.Cost
-				g.MonthTokens, g.MonthCost = g.MonthTokens+month.Tokens, g.MonthCost+month.Cost
-			}
+			sp := byAgent[a]
+			g.DayTokens, g.DayCost = g.DayTokens+sp.day.Tokens, g.DayCost+sp.day.Cost
+			g.MonthTokens, g.MonthCost = g.MonthTokens+sp.month.Tokens, g.MonthCost+sp.month.Cost
 		}
 		s.groups[name] = g
 	}

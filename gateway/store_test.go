@@ -163,3 +163,41 @@ func TestStoreCountsRequestsUnderWayAtAKill(t *testing.T) {
 		}
 	}
 }
+
+// A budget's windows are its agents' spend from their counts when the
+// policy is set, then each request of one of them as it is counted;
+// yesterday's counts nothing today, and an agent outside counts nothing.
+func TestStoreKeepsBudgetsWindows(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	rec := func(agent int, provider string, at time.Time, tokens uint64, cost wire.PicoUSD) {
+		t.Helper()
+		if err := s.Record(agent, provider, Outcome{At: at, Usage: modelapi.Usage{Tokens: wire.Tokens{InputTokens: tokens}}, Cost: cost, Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec(1, "anthropic", now, 10, 100)
+	rec(1, "openai", now, 20, 200)
+	rec(2, "anthropic", now.AddDate(0, 0, -1), 40, 400) // yesterday: this month's only
+	rec(3, "anthropic", now, 80, 800)
+	s.SetGroups(map[string][]int{"team": {1, 2}, "all": {1, 2, 3}}, now)
+	check := func(when, name string, day, month wire.Spend) {
+		t.Helper()
+		if d, m := s.Group(name, now); d != day || m != month {
+			t.Errorf("%s: budget %s spent %+v today and %+v this month, want %+v and %+v", when, name, d, m, day, month)
+		}
+	}
+	check("set", "team", wire.Spend{Tokens: 30, Cost: 300}, wire.Spend{Tokens: 70, Cost: 700})
+	check("set", "all", wire.Spend{Tokens: 110, Cost: 1100}, wire.Spend{Tokens: 150, Cost: 1500})
+	rec(2, "gemini", now, 5, 50)
+	rec(3, "openai", now, 5, 50)
+	check("counted", "team", wire.Spend{Tokens: 35, Cost: 350}, wire.Spend{Tokens: 75, Cost: 750})
+	check("counted", "all", wire.Spend{Tokens: 120, Cost: 1200}, wire.Spend{Tokens: 160, Cost: 1600})
+	if d, m := s.Group("none", now); d != (wire.Spend{}) || m != (wire.Spend{}) {
+		t.Errorf("a budget not set: %+v %+v", d, m)
+	}
+}
