@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/benchrow"
 	"github.com/flockrun/flock/test/standin"
+	"github.com/flockrun/flock/wire"
 )
 
 // BenchmarkModelGateway is make bench's rows for the model gateway: what
@@ -22,10 +24,17 @@ import (
 // throughput, against the same client reaching the same stand-in
 // upstream directly, in the same run (gateway.go: the uid lookup per
 // connection, the grant, the limits, the key, the meter, the proxy's
-// second connection). The figures of 100 agents at once are
-// BenchmarkModelGatewayAgents's.
+// second connection), with every scope judged: the agent's grant limits
+// tokens and dollars, and it is in two budgets, each reserved in and
+// settled with every request of a priced model. The figures of 100 agents
+// at once are BenchmarkModelGatewayAgents's.
 func BenchmarkModelGateway(b *testing.B) {
-	r := newRig(b, grants(both(), nil))
+	lots := spec.MoneyLimits{TokensPerDay: spec.MaxTokens, USDPerDay: 1000 * wire.USD}
+	limited := map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: lots.TokensPerDay, USDPerDay: lots.USDPerDay}}
+	r := newRig(b, grants(limited, nil))
+	r.withBudgets(grants(limited, nil), spec.Budget{Name: "team", Agents: []int{idA}, Limits: lots}, spec.Budget{Name: "flock", Agents: []int{idA, idB}, Limits: lots})
+	priced := func(req string) string { return strings.Replace(req, `"model":"claude-x"`, `"model":"`+sonnet+`"`, 1) }
+	anthropicReq, anthropicStreamReq := priced(anthropicReq), priced(anthropicStreamReq)
 	pool := x509.NewCertPool()
 	pool.AddCert(r.upSrv.Certificate())
 	// The direct client speaks to the stand-in as an SDK would: TLS,
@@ -93,10 +102,13 @@ func BenchmarkModelGateway(b *testing.B) {
 			mbps[i] = append(mbps[i], float64(n)/1e6/time.Since(start).Seconds())
 		}
 	}
-	note := "client, gateway and the stand-in (TLS, HTTP/2) on loopback, sharing the cores; direct: the same client to the stand-in"
+	if u := r.g.Store.Usage(idA)["anth"]; u.Cost == 0 || u.DayCost == 0 {
+		b.Fatalf("no cost counted (%+v): the money scopes were not judged", u)
+	}
+	note := "client, gateway and the stand-in (TLS, HTTP/2) on loopback, sharing the cores; direct: the same client to the stand-in; the gateway judges the agent's grant (tokens and dollars) and two budgets"
 	for _, row := range []benchrow.Row{
-		{What: "a request (JSON answer), p50 of 500, through the gateway", Floor: "the same request direct", Unit: "ms", Flock: p50[1], Base: p50[0], Goal: "≤ 0.25 ms added"},
-		{What: "a request (JSON answer), p99 of 500, through the gateway", Floor: "the same request direct", Unit: "ms", Flock: p99[1], Base: p99[0], Goal: "≤ 0.5 ms added"},
+		{What: "a request (JSON answer), p50 of 500, through the gateway, every scope judged", Floor: "the same request direct", Unit: "ms", Flock: p50[1], Base: p50[0], Goal: "≤ 0.25 ms added"},
+		{What: "a request (JSON answer), p99 of 500, through the gateway, every scope judged", Floor: "the same request direct", Unit: "ms", Flock: p99[1], Base: p99[0], Goal: "≤ 0.5 ms added"},
 		{What: "a stream's first event, p50 of 100, through the gateway", Floor: "the same stream direct", Unit: "ms", Flock: first[1], Base: first[0], Goal: "≤ 0.5 ms added"},
 		{What: "a 16 MB stream of events through the gateway", Floor: "the same stream direct", Unit: "MB/s", Higher: true, Flock: mbps[1], Base: mbps[0], Goal: "≥ 0.9x"},
 	} {
