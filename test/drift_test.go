@@ -5,6 +5,7 @@ package test
 // and the next provision repairs exactly it.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,9 +76,13 @@ func TestDaemonReloadKeepsAgents(t *testing.T) {
     command: ["/usr/bin/tr", "a-z", "A-Z"]
 `)
 	waitActive(t, m, 1, 2)
+	// The agent's shell creates the file, then writes it: read until it
+	// holds a line (a file read between the two is empty).
 	var args []byte
 	m.Eventually(t, 10*time.Second, func() (err error) {
-		args, err = m.ReadFile("/srv/flock/agents/1/args")
+		if args, err = m.ReadFile("/srv/flock/agents/1/args"); err == nil && !strings.Contains(string(args), "|") {
+			err = fmt.Errorf("agent 1's args file is %q so far", args)
+		}
 		return err
 	})
 	if got := string(args); got != "$HOME|%i ${X}" {
