@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -115,10 +116,20 @@ func otherUID() uint32 {
 }
 
 // listenerAs opens a TCP listener of uid's on host:port ("127.0.0.1",
-// "0.0.0.0", "::1", or "::" dual-stack), polling until the port is free
-// (a reset socket's port is at once, but no test sleeps on it), and
-// returns its port.
+// "0.0.0.0", "::1", or "::" dual-stack) and returns its port.
 func listenerAs(t *testing.T, uid uint32, host string, port uint16) uint16 {
+	t.Helper()
+	p, err := tryListenerAs(t, uid, host, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryListenerAs is listenerAs that returns a bind's EADDRINUSE (wrapped)
+// instead of failing: a port a test expected free may have been taken by
+// any other process's connection in the meantime.
+func tryListenerAs(t *testing.T, uid uint32, host string, port uint16) (uint16, error) {
 	t.Helper()
 	a := netip.MustParseAddr(host)
 	fam := unix.AF_INET6
@@ -133,16 +144,11 @@ func listenerAs(t *testing.T, uid uint32, host string, port uint16) uint16 {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := unix.Bind(fd, sa)
-		if err == nil {
-			break
+	if err := unix.Bind(fd, sa); err != nil {
+		if err == unix.EADDRINUSE {
+			return 0, fmt.Errorf("bind %s port %d: %w", host, port, err)
 		}
-		if err != unix.EADDRINUSE || time.Now().After(deadline) {
-			t.Fatalf("bind %s port %d: %v", host, port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("bind %s port %d: %v", host, port, err)
 	}
 	if err := unix.Listen(fd, 8); err != nil {
 		t.Fatal(err)
@@ -153,12 +159,12 @@ func listenerAs(t *testing.T, uid uint32, host string, port uint16) uint16 {
 	}
 	switch s := got.(type) {
 	case *unix.SockaddrInet4:
-		return uint16(s.Port)
+		return uint16(s.Port), nil
 	case *unix.SockaddrInet6:
-		return uint16(s.Port)
+		return uint16(s.Port), nil
 	}
 	t.Fatalf("getsockname: %T", got)
-	return 0
+	return 0, nil
 }
 
 // hasIPv6 is whether ::1 can be bound here.
@@ -224,21 +230,35 @@ func TestSockDiagRefusesAResetClient(t *testing.T) {
 			if tc.v6 && !hasIPv6() {
 				t.Skip("no IPv6 on lo here")
 			}
-			c, s := pair(t)
-			client, server := addrPort(s.RemoteAddr()), addrPort(s.LocalAddr())
-			// Known before the reset: the lookup names the client.
-			if uid, err := (SockDiag{}).UID(client, server); err != nil || uid != uint32(os.Getuid()) {
-				t.Fatalf("before the reset: uid %d, %v; want %d", uid, err, os.Getuid())
-			}
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-			// The server's end sees the reset: the client's socket is gone.
-			s.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := s.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
-				t.Fatalf("server read after the client's reset: %v, want ECONNRESET", err)
-			}
-			if tc.listen != "" {
-				listenerAs(t, otherUID(), tc.listen, client.Port())
+			// Between the reset and the bind below, any other process's
+			// connection may take the freed port (the unit tier runs every
+			// package at once): then the case is tried again on a new port.
+			var client, server netip.AddrPort
+			for attempt := 1; ; attempt++ {
+				c, s := pair(t)
+				client, server = addrPort(s.RemoteAddr()), addrPort(s.LocalAddr())
+				// Known before the reset: the lookup names the client.
+				if uid, err := (SockDiag{}).UID(client, server); err != nil || uid != uint32(os.Getuid()) {
+					t.Fatalf("before the reset: uid %d, %v; want %d", uid, err, os.Getuid())
+				}
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+				// The server's end sees the reset: the client's socket is gone.
+				s.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := s.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
+					t.Fatalf("server read after the client's reset: %v, want ECONNRESET", err)
+				}
+				if tc.listen == "" {
+					break
+				}
+				_, err := tryListenerAs(t, otherUID(), tc.listen, client.Port())
+				if err == nil {
+					break
+				}
+				if attempt == 5 {
+					t.Fatalf("the reset client's port was taken again each of %d times: %v", attempt, err)
+				}
+				t.Logf("attempt %d: %v (another process took the port); again", attempt, err)
 			}
 			uid, err := SockDiag{}.UID(client, server)
 			if err == nil {

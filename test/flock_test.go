@@ -268,13 +268,21 @@ func startedProbe(t *testing.T, m *harness.Machine, id int) *probe {
 	t.Helper()
 	ready := path.Join(agentsDir, strconv.Itoa(id), "probe", "ready")
 	var info struct{ PID int }
-	m.Eventually(t, 30*time.Second, func() error {
+	// A ceiling, not a timing: a gVisor probe's first start has taken over
+	// 30 s with the vm tier running beside this one.
+	err := harness.Within(2*time.Minute, func() error {
 		b, err := m.ReadFile(ready)
 		if err != nil {
 			return err
 		}
 		return json.Unmarshal(b, &info)
 	})
+	if err != nil {
+		unit := fmt.Sprintf("flock-agent@%d", id)
+		st, _, _ := m.Run(t.Context(), "systemctl", "status", "--no-pager", unit)
+		log, _, _ := m.Run(t.Context(), "journalctl", "-u", unit, "-n", "40", "--no-pager", "-o", "short-monotonic")
+		t.Fatalf("agent %d's probe never said it was ready: %v\n%s\n%s", id, err, st, log)
+	}
 	return &probe{m: m, id: id, pid: info.PID}
 }
 

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -18,16 +19,23 @@ func (m *Machine) Eventually(t testing.TB, timeout time.Duration, cond func() er
 // Eventually is Machine.Eventually for conditions that need no machine.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	t0 := time.Now()
-	deadline := t0.Add(timeout)
+	if err := Within(timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within calls cond until it returns nil, every 50 ms, and returns cond's
+// last error if that takes longer than timeout: for a caller that gathers
+// what went wrong before it fails.
+func Within(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
 	for tries := 1; ; tries++ {
 		err := cond()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v (%d tries): %v", timeout, tries, err)
-			return
+			return fmt.Errorf("condition not met within %v (%d tries): %w", timeout, tries, err)
 		}
 		time.Sleep(pollEvery)
 	}
