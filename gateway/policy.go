@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // Policy is who may call which provider, with which limits. It is
@@ -30,6 +31,10 @@ type Policy struct {
 type Agent struct {
 	ID     int
 	Grants map[string]spec.Grant // by provider
+	// Worker: it takes tasks, and its requests are charged to the task
+	// it holds (Leases), within TaskBudget.
+	Worker     bool
+	TaskBudget wire.TaskBudget
 }
 
 // ForFlock is the gateway's policy for agents (this host's) of f: every
@@ -45,7 +50,9 @@ func ForFlock(f *spec.Flock, agents []spec.Agent) Policy {
 				p.Providers[pr.Name] = pr
 			}
 		}
-		p.Agents[f.UID(a.ID)] = AgentOf(a.ID, a.Models)
+		ag := AgentOf(a.ID, a.Models)
+		ag.Worker, ag.TaskBudget = a.Role == spec.RoleWorker, a.TaskBudget
+		p.Agents[f.UID(a.ID)] = ag
 	}
 	for _, b := range f.Budgets {
 		held := spec.Budget{Name: b.Name, Limits: b.Limits}

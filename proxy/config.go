@@ -9,6 +9,7 @@ import (
 
 	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // ConfigPath is where provision writes the proxy's config, beside the
@@ -47,6 +48,10 @@ type agentEntry struct {
 	Models     json.RawMessage `json:"models,omitempty"`
 	Tunnels    int             `json:"tunnels,omitempty"`
 	Handshakes int             `json:"handshakes,omitempty"`
+	// Worker and TaskBudget (wire.TaskBudget.String) are what the
+	// gateway charges its tasks by.
+	Worker     bool   `json:"worker,omitempty"`
+	TaskBudget string `json:"task_budget,omitempty"`
 }
 
 // ConfigFor is the proxy's config for a spec. Pure.
@@ -71,7 +76,9 @@ func (c Config) Encode() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy config: agent %d: %w", a.ID, err)
 		}
-		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: models, Tunnels: a.Tunnels, Handshakes: a.Handshakes}
+		ga := c.Gateway.Agents[uid]
+		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: models, Tunnels: a.Tunnels, Handshakes: a.Handshakes,
+			Worker: ga.Worker, TaskBudget: ga.TaskBudget.String()}
 		for _, r := range a.Rules {
 			e.Egress = append(e.Egress, r.String())
 		}
@@ -126,7 +133,12 @@ func DecodeConfig(b []byte) (Config, error) {
 			if err != nil {
 				return Config{}, fmt.Errorf("proxy config: %w", err)
 			}
-			c.Gateway.Agents[a.UID] = gateway.AgentOf(a.ID, gs)
+			ga := gateway.AgentOf(a.ID, gs)
+			if ga.TaskBudget, err = wire.ParseTaskBudget(a.TaskBudget); err != nil {
+				return Config{}, fmt.Errorf("proxy config: agents[%d].task_budget: %w", i, err)
+			}
+			ga.Worker = a.Worker
+			c.Gateway.Agents[a.UID] = ga
 		}
 	}
 	var ids []int

@@ -66,8 +66,12 @@ agents:
     models:
       local: {}
       anth: {requests_per_minute: 60, tokens_per_day: 2M, tokens_per_month: 30M, concurrent: 2, server_tools: [web_fetch, mcp], betas: [mcp-client-2025-11-20]}
+    task_budget: {tokens: 300K, usd: 0.75}
   - id: 2
     egress: ["api.example.com:443"]
+  - id: 3
+    role: orchestrator
+    models: {local: {}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +90,14 @@ agents:
 	}
 	if g := back.Gateway.Agents[f.UID(1)].Grants["anth"]; !g.Allowed().AllowsTool(modelapi.ToolMCP) || !slices.Contains(g.Betas, "mcp-client-2025-11-20") || g.TokensPerMonth != 30_000_000 {
 		t.Errorf("agent 1's grant of anth read back as %+v", g)
+	}
+	if a1, a3 := back.Gateway.Agents[f.UID(1)], back.Gateway.Agents[f.UID(3)]; !a1.Worker || a1.TaskBudget != (wire.TaskBudget{Tokens: 300000, USD: 3 * wire.USD / 4}) || a3.Worker || a3.TaskBudget.Any() {
+		t.Errorf("agent 1 (a worker with a task budget) read back as %+v, agent 3 (an orchestrator) as %+v", a1, a3)
+	}
+	if bad := strings.Replace(string(b), `"task_budget": "tokens=300000,usd=0.75"`, `"task_budget": "usd=lots"`, 1); bad == string(b) {
+		t.Errorf("the config lacks agent 1's task budget:\n%s", b)
+	} else if _, err := DecodeConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), "agents[0].task_budget") {
+		t.Errorf("a task budget the proxy cannot read: %v", err)
 	}
 	for _, want := range []string{`"providers": [`, `"key_file": "/etc/flock/keys/anth"`, `"models": {`, `"anth": {`, `"server_tools": [`, `"local": {}`} {
 		if !strings.Contains(string(b), want) {

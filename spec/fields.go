@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/flockrun/flock/sandbox"
+	"github.com/flockrun/flock/wire"
 )
 
 // agentFields applies the fields an agent (or defaults, or the count form)
@@ -78,6 +79,12 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	if n, ok := fs["shares"]; ok {
 		a.Shares = w.shares(n, join(path, "shares"), a.Shares)
 	}
+	if n, ok := fs["task_budget"]; ok {
+		a.TaskBudget = w.taskBudget(n, join(path, "task_budget"))
+	} else if a.Role != RoleWorker || !a.HasModels() {
+		// The defaults' budget is for the workers that call models.
+		a.TaskBudget = wire.TaskBudget{}
+	}
 	if n, ok := fs["env"]; ok {
 		for k, v := range w.env(n, join(path, "env")) {
 			if a.Env == nil {
@@ -134,6 +141,34 @@ func (w *walker) agentRules(a Agent, path string) {
 	}
 	w.rootRules(a, path)
 	w.grantEnvRules(a, path)
+	switch {
+	case !a.TaskBudget.Any():
+	case a.Role != RoleWorker:
+		w.fail(join(path, "task_budget"), "is for workers, which take tasks; this agent's role is %s: remove task_budget, or give budgets: a limit for it", a.Role)
+	case !a.HasModels():
+		w.fail(join(path, "task_budget"), "limits what each task spends on models, and the agent is granted none: give it models:, or remove task_budget")
+	}
+}
+
+const taskBudgetExample = `task_budget: {usd: 0.50, tokens: 200000}`
+
+// taskBudget reads a worker's task_budget: tokens, usd or both.
+func (w *walker) taskBudget(n *yaml.Node, path string) wire.TaskBudget {
+	var b wire.TaskBudget
+	fs, ok := w.fields(n, path, "tokens", "usd")
+	if !ok {
+		return b
+	}
+	if x, ok := fs["tokens"]; ok {
+		b.Tokens = w.tokens(x, join(path, "tokens"))
+	}
+	if x, ok := fs["usd"]; ok {
+		b.USD = w.usd(x, join(path, "usd"))
+	}
+	if len(fs) == 0 {
+		w.fail(path, "limits nothing; write e.g. %s", taskBudgetExample)
+	}
+	return b
 }
 
 const rootfsExample = sandbox.RootfsExample

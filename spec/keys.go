@@ -14,7 +14,7 @@ var (
 	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file", "prices"}
 	// agentKeys are the fields of one agent; defaults takes them all but
 	// id, and the count form (agents: {count: N}) count instead of id.
-	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "shares"}
+	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "task_budget", "shares"}
 	defaultKeys  = agentKeys[1:]
 	countKeys    = append([]string{"count"}, agentKeys[1:]...)
 	limitKeys    = []string{"memory", "cpu", "tasks"}

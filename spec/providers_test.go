@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/modelapi"
+	"github.com/flockrun/flock/wire"
 )
 
 func TestProvidersAndGrantsAreRead(t *testing.T) {
@@ -137,5 +138,38 @@ func TestProviderFileProblems(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("problems %v, want exactly %v", got, want)
+	}
+}
+
+// A worker's task_budget is read; the defaults' applies to the workers
+// that call models, and no one else (an orchestrator beside them is not
+// refused for it).
+func TestTaskBudgetIsRead(t *testing.T) {
+	f, err := Parse([]byte(`
+providers:
+  - {name: local, kind: openai, url: "http://127.0.0.1:11434/v1"}
+defaults:
+  models: {local: {}}
+  task_budget: {usd: 0.5}
+agents:
+  - id: 1
+    role: orchestrator
+    exec: ["/usr/bin/node", "o.js"]
+  - id: 2
+    command: ["/usr/bin/python3", "w.py"]
+  - id: 3
+    command: ["/usr/bin/python3", "w.py"]
+    task_budget: {tokens: 200K, usd: 0.25}
+  - id: 4
+    command: ["/usr/bin/python3", "w.py"]
+    models: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int]wire.TaskBudget{1: {}, 2: {USD: wire.USD / 2}, 3: {Tokens: 200000, USD: wire.USD / 4}, 4: {}} {
+		if a, _ := f.Agent(id); a.TaskBudget != want {
+			t.Errorf("agent %d's task_budget: %+v, want %+v", id, a.TaskBudget, want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/sandbox"
+	"github.com/flockrun/flock/wire"
 )
 
 // Level is how strongly an agent is isolated; the levels and what each
@@ -196,6 +197,9 @@ type Agent struct {
 	// Models are the model APIs it may call through flock-proxy, with
 	// their limits, in the order written; an agent's replace the defaults'.
 	Models []Grant `json:",omitempty"`
+	// TaskBudget is the most each task it takes may spend on models
+	// (workers only); a task's own budget can only lower it.
+	TaskBudget wire.TaskBudget `json:",omitempty"`
 	// Shares bound what it may hold of the bus and the proxy (shares.go).
 	Shares Shares
 }

@@ -19,6 +19,8 @@ type Held struct {
 	Agent       int       `json:"agent"`
 	Delivery    uint64    `json:"delivery"` // 1 the first time it was handed out
 	DeliveredAt time.Time `json:"delivered_at"`
+	// Budget is the task's own (TaskBudgetHeader), if it has one.
+	Budget *TaskBudget `json:"budget,omitempty"`
 }
 
 // HeldTasks is the desk's answer, by stream sequence.

@@ -91,6 +91,10 @@ type Result struct {
 	Truncated  bool    `json:"truncated"`
 	DurationMS float64 `json:"duration_ms"`
 	Error      string  `json:"error,omitempty"` // why it failed, in words: "timed out after 5s"
+	// Spend is what the task's model requests spent, as flock-proxy
+	// counted them (set by the desk, never the worker; absent when the
+	// proxy did not answer, or the bus stored the result itself).
+	Spend *TaskSpend `json:"spend,omitempty"`
 }
 
 // HeartbeatMsg is what an agent publishes on Heartbeat(id).
