@@ -41,6 +41,11 @@ func TaskSpendSubject(id int) string { return "flock.proxy.spend." + strconv.Ito
 // TaskSpendSubjects matches every agent's TaskSpendSubject.
 const TaskSpendSubjects = "flock.proxy.spend.*"
 
+// ProxyInbox is the prefix of flock-proxy's reply subjects
+// (nats.CustomInboxPrefix): its bus user hears its own answers, no one
+// else's.
+const ProxyInbox = "_INBOX.flock-proxy"
+
 // TaskBudget is the most a task's model requests may spend, in tokens
 // (every kind counted, as the limits count them) or dollars; 0 sets no
 // limit.
