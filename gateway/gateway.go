@@ -48,9 +48,13 @@ type Gateway struct {
 	Crossed func(Refusal)
 	// Logf reports the gateway's own troubles (a count not written).
 	Logf func(format string, args ...any)
+	// Leases says which tasks a worker holds, for its requests to be
+	// charged to them (nil: none are).
+	Leases Leases
 
 	state    atomic.Pointer[state]
 	limiter  limiter
+	flights  flights
 	buffers  buffers
 	handlers sync.WaitGroup // the requests under way (Drain)
 }
@@ -241,7 +245,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.limiter.done(k)
+	// The task it is for, asked of the desk once the request was let
+	// through: a worker over its rate costs the bus nothing.
+	task, ok := g.taskOf(w, r, a, name, kind)
+	if !ok {
+		return
+	}
 	x := &exchange{g: g, agent: a.ID, provider: name, start: start, kind: kind, meter: modelapi.NewMeter(kind), spends: ep.Spends}
+	if task != nil {
+		if task.budget.Any() {
+			g.Store.SetTaskBudget(task.seq, task.budget)
+			ts := []scope{g.taskScope(task)}
+			if !g.admitted(w, g.limiter.roomIn(k, ts, start), kind) {
+				return
+			}
+			scopes = append(scopes, ts...)
+		}
+		x.task = task.seq
+		g.flights.begin(task.seq)
+		defer g.flights.end(task.seq)
+	}
 	if ep.Judge == nil {
 		r.Body, r.ContentLength = http.NoBody, 0
 	} else if !g.judge(w, r, x, ep, grant, st, scopes, rest) {
@@ -275,6 +298,14 @@ func (g *Gateway) admitted(w http.ResponseWriter, v verdict, kind *modelapi.Kind
 		return true
 	}
 	g.Store.Refused(v.ref.Agent, v.ref.Provider, v.ref.Limit)
+	if v.ref.TaskSeq != 0 {
+		if err := g.Store.TaskOutOfBudget(v.ref.TaskSeq, v.ref.taskBudget, g.now()); err != nil {
+			g.logf("gateway: logging task %s out of its budget: %v", v.ref.Task, err)
+		}
+		// Past a task's budget, waiting does not help: the SDKs that
+		// read x-should-retry (Anthropic's, OpenAI's) give up at once.
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	if v.crossing && g.Crossed != nil {
 		g.Crossed(v.ref)
 	}
@@ -350,7 +381,7 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 		}
 		// Logged before it is sent: a proxy killed while it is under
 		// way counts it at what it reserved when it starts again.
-		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.MaxOutput, want.Cost); err != nil {
+		if x.begun, err = g.Store.Begin(x.agent, x.provider, x.start, x.inputEstimate, p.MaxOutput, want.Cost, x.task); err != nil {
 			g.logf("gateway: logging a request of agent %d to %s: %v", x.agent, x.provider, err)
 		}
 	}
@@ -398,6 +429,8 @@ func moneyScopes(scopes []scope) string {
 		case !s.limits.Money():
 		case s.id.budget != "":
 			out = append(out, "budget "+s.id.budget)
+		case s.task != nil:
+			out = append(out, "the budget of its task "+quoted(s.task.id))
 		default:
 			out = append(out, "its grant of "+s.id.grant.Provider)
 		}
@@ -500,6 +533,16 @@ func (g *Gateway) Reports(ids []int) []wire.ModelReport {
 		out = append(out, wire.ModelReport{Agent: id, At: now, Usage: g.Store.Usage(id), Limit: limits[id], Budgets: budgets[id]})
 	}
 	return out
+}
+
+// Serves says whether agent id has grants in force here.
+func (g *Gateway) Serves(id int) bool {
+	for _, a := range g.Policy().Agents {
+		if a.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Granted are the ids of the agents with grants in force.

@@ -18,6 +18,10 @@ const (
 	LimitMonth      = "tokens_per_month"
 	LimitUSDDay     = "usd_per_day"
 	LimitUSDMonth   = "usd_per_month"
+	// A task's budget (its worker's task_budget, or its own): for the
+	// task's whole life, never reset.
+	LimitTaskTokens = "task_tokens"
+	LimitTaskUSD    = "task_usd"
 )
 
 // key is one agent's use of one provider: what counts and limits are
@@ -32,10 +36,15 @@ type key struct {
 type Refusal struct {
 	Agent    int
 	Provider string
-	// Budget is the budget whose limit it is ("": the grant's).
-	Budget    string
-	Limit     string // LimitConcurrent, ...
-	Used, Max uint64 // for a money limit, in wire.PicoUSD
+	// Budget is the budget whose limit it is ("": the grant's); Task,
+	// the id of the task whose budget it is (at TaskSeq in the tasks'
+	// stream).
+	Budget     string
+	Task       string
+	TaskSeq    uint64
+	taskBudget wire.TaskBudget
+	Limit      string // LimitConcurrent, ...
+	Used, Max  uint64 // for a money limit, in wire.PicoUSD
 	// For a limit of tokens or money: what requests under way have
 	// reserved, and what the refused one would have (Want 0: refused
 	// before its body was read, the limit reached already), of which
@@ -46,7 +55,9 @@ type Refusal struct {
 }
 
 // Money says whether r's limit is one of dollars.
-func (r Refusal) Money() bool { return r.Limit == LimitUSDDay || r.Limit == LimitUSDMonth }
+func (r Refusal) Money() bool {
+	return r.Limit == LimitUSDDay || r.Limit == LimitUSDMonth || r.Limit == LimitTaskUSD
+}
 
 // Line is the one line an agent is told, and the event's detail: the
 // agent, the limit, the use and when it resets.
@@ -70,8 +81,11 @@ func (r Refusal) Line() string {
 		amount, spent = func(n uint64) string { return wire.PicoUSD(n).String() }, "spent"
 	}
 	line := fmt.Sprintf("flock proxy: agent %d: over its limit %s=%s of provider %s: %s %s %s", r.Agent, r.Limit, amount(r.Max), r.Provider, amount(r.Used), spent, window)
-	if r.Budget != "" {
+	switch {
+	case r.Budget != "":
 		line = fmt.Sprintf("flock proxy: agent %d: over the limit %s=%s of budget %s: %s %s %s by its agents", r.Agent, r.Limit, amount(r.Max), r.Budget, amount(r.Used), spent, window)
+	case r.Task != "":
+		line = fmt.Sprintf("flock proxy: agent %d: task %s is out of its budget %s=%s: %s %s by its requests", r.Agent, quoted(r.Task), r.Limit, amount(r.Max), amount(r.Used), spent)
 	}
 	if r.Reserved > 0 {
 		line += fmt.Sprintf(", %s reserved by requests under way", amount(r.Reserved))
@@ -86,6 +100,9 @@ func (r Refusal) Line() string {
 		} else {
 			line += fmt.Sprintf("; this request may spend up to %d (%d of output at most, about %d of input) and %d are left: ask for less output (max_tokens), or retry when requests under way end", r.Want, r.WantOutput, r.Want-r.WantOutput, left)
 		}
+	}
+	if r.Task != "" {
+		return line + "; a task's budget never resets: its further requests are refused, and its result says it ran out of budget"
 	}
 	return line + "; resets " + when
 }
@@ -105,10 +122,13 @@ type limiter struct {
 }
 
 // scope is one set of limits of spending a request must fit: its grant's
-// (tokens and money), or a budget's the agent is in.
+// (tokens and money), a budget's the agent is in, or its task's.
 type scope struct {
 	id     scopeID
 	limits spec.MoneyLimits
+	// task is the budget of a task's scope, for its whole life: used
+	// reads its spend (the same, day and month).
+	task *taskRef
 	// used reads what the scope spent today and this month. The limiter
 	// reads it under its lock, so that a request counted meanwhile is
 	// seen either in what is used or still in what is reserved (its
@@ -116,11 +136,13 @@ type scope struct {
 	used func() (day, month wire.Spend)
 }
 
-// scopeID names a scope: a grant's (budget "") or a budget's (grant
-// zero: a budget is the same for each of its agents).
+// scopeID names a scope: a grant's (budget "", task 0), a budget's
+// (grant zero: a budget is the same for each of its agents) or a task's
+// (by its place in the tasks' stream).
 type scopeID struct {
 	grant  key
 	budget string
+	task   uint64
 }
 
 // crossingEvery is the least time between two events of one limit of
@@ -205,10 +227,8 @@ func (l *limiter) admit(k key, g spec.Grant, scopes []scope, now time.Time) verd
 		r.Reset = rg.at[rg.head].Add(time.Minute)
 		return l.refused(grant, r, now)
 	}
-	for _, s := range scopes {
-		if !l.fits(&r, s, wire.Spend{}, now) {
-			return l.refused(s.id, r, now)
-		}
+	if v, ok := l.room(&r, scopes, now); !ok {
+		return v
 	}
 	l.inflight[k]++
 	if rg != nil {
@@ -224,12 +244,43 @@ func (l *limiter) admit(k key, g spec.Grant, scopes []scope, now time.Time) verd
 	return verdict{ok: true}
 }
 
+// room says whether every scope has room left (what admit asks): if
+// not, the verdict of the first that has none. Called with l.mu held.
+func (l *limiter) room(r *Refusal, scopes []scope, now time.Time) (verdict, bool) {
+	for _, s := range scopes {
+		if !l.fits(r, s, wire.Spend{}, now) {
+			return l.refused(s.id, *r, now), false
+		}
+	}
+	return verdict{ok: true}, true
+}
+
+// roomIn is room for scopes added after admit (a task's, known once the
+// request was let through).
+func (l *limiter) roomIn(k key, scopes []scope, now time.Time) verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.init()
+	r := Refusal{Agent: k.Agent, Provider: k.Provider}
+	v, _ := l.room(&r, scopes, now)
+	return v
+}
+
+// limitCheck is one limit of a scope against what is spent, reserved and
+// wanted.
+type limitCheck struct {
+	limit               string
+	max, used, reserved uint64
+	want                uint64
+	reset               time.Time // zero: never (a task's)
+}
+
 // fits says whether want fits scope s's limits beside what it spent and
 // what is reserved in it (want zero: whether any room is left), and if
 // not, fills r.
 func (l *limiter) fits(r *Refusal, s scope, want wire.Spend, now time.Time) bool {
 	lim := s.limits
-	if !lim.Any() {
+	if !lim.Any() && (s.task == nil || !s.task.budget.Any()) {
 		return true
 	}
 	day, month := s.used()
@@ -240,21 +291,28 @@ func (l *limiter) fits(r *Refusal, s scope, want wire.Spend, now time.Time) bool
 		}
 		return used+reserved+want > max
 	}
-	tomorrow, nextMonth := dayStart(now).AddDate(0, 0, 1), monthStart(now).AddDate(0, 1, 0)
-	for _, c := range []struct {
-		limit               string
-		max, used, reserved uint64
-		want                uint64
-		reset               time.Time
-	}{
-		{LimitDay, lim.TokensPerDay, day.Tokens, res.Tokens, want.Tokens, tomorrow},
-		{LimitMonth, lim.TokensPerMonth, month.Tokens, res.Tokens, want.Tokens, nextMonth},
-		{LimitUSDDay, uint64(lim.USDPerDay), uint64(day.Cost), uint64(res.Cost), uint64(want.Cost), tomorrow},
-		{LimitUSDMonth, uint64(lim.USDPerMonth), uint64(month.Cost), uint64(res.Cost), uint64(want.Cost), nextMonth},
-	} {
+	var checks []limitCheck
+	if t := s.task; t != nil {
+		checks = []limitCheck{
+			{LimitTaskTokens, t.budget.Tokens, day.Tokens, res.Tokens, want.Tokens, time.Time{}},
+			{LimitTaskUSD, uint64(t.budget.USD), uint64(day.Cost), uint64(res.Cost), uint64(want.Cost), time.Time{}},
+		}
+	} else {
+		tomorrow, nextMonth := dayStart(now).AddDate(0, 0, 1), monthStart(now).AddDate(0, 1, 0)
+		checks = []limitCheck{
+			{LimitDay, lim.TokensPerDay, day.Tokens, res.Tokens, want.Tokens, tomorrow},
+			{LimitMonth, lim.TokensPerMonth, month.Tokens, res.Tokens, want.Tokens, nextMonth},
+			{LimitUSDDay, uint64(lim.USDPerDay), uint64(day.Cost), uint64(res.Cost), uint64(want.Cost), tomorrow},
+			{LimitUSDMonth, uint64(lim.USDPerMonth), uint64(month.Cost), uint64(res.Cost), uint64(want.Cost), nextMonth},
+		}
+	}
+	for _, c := range checks {
 		if c.max > 0 && over(c.used, c.reserved, c.want, c.max) {
 			r.Budget, r.Limit, r.Used, r.Max, r.Reset = s.id.budget, c.limit, c.used, c.max, c.reset
 			r.Reserved, r.Want = c.reserved, c.want
+			if s.task != nil {
+				r.Task, r.TaskSeq, r.taskBudget = s.task.id, s.task.seq, s.task.budget
+			}
 			return false
 		}
 	}

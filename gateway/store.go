@@ -50,6 +50,9 @@ type Store struct {
 	// under the same lock as its agent's counts.
 	groups   map[string]*wire.ModelUsage
 	memberOf map[int][]string
+	// tasks are the spends of the tasks requests were charged to, by
+	// place in the tasks' stream (store_tasks.go).
+	tasks map[uint64]*taskCount
 }
 
 // Errors of an answer of its own kind, beside the statuses: cut short
@@ -81,6 +84,9 @@ type Outcome struct {
 	Cost wire.PicoUSD
 	// Begun is what Begin returned for the request (0: none logged).
 	Begun uint64
+	// Task is the place in the tasks' stream of the task it is charged
+	// to (0: none).
+	Task uint64
 }
 
 // logLine is a request in the log.
@@ -109,11 +115,17 @@ type logLine struct {
 	// closes.
 	Begin bool   `json:"begin,omitempty"`
 	Of    uint64 `json:"of,omitempty"`
+	// Task is the task the request is charged to (its place in the
+	// tasks' stream). OOB marks, instead of a request, that the task's
+	// request was refused past its budget (wire.TaskBudget.String).
+	Task uint64 `json:"task,omitempty"`
+	OOB  string `json:"oob,omitempty"`
 }
 
 type snapshot struct {
 	Seq    uint64          `json:"seq"`
 	Counts []snapshotCount `json:"counts"`
+	Tasks  []taskCount     `json:"tasks,omitempty"`
 }
 
 type snapshotCount struct {
@@ -126,7 +138,7 @@ type snapshotCount struct {
 // for the requests to come. A line the proxy was killed while writing
 // (the last, torn) is dropped: its request had not ended in the counts.
 func OpenStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, counts: map[key]*wire.ModelUsage{}, changed: map[int]bool{}, begun: map[uint64]logLine{}}
+	s := &Store{dir: dir, counts: map[key]*wire.ModelUsage{}, changed: map[int]bool{}, begun: map[uint64]logLine{}, tasks: map[uint64]*taskCount{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the counts' directory: %w", err)
 	}
@@ -145,6 +157,9 @@ func OpenStore(dir string) (*Store, error) {
 			u := c.Usage
 			fixBuckets(&u)
 			s.counts[key{c.Agent, c.Provider}] = &u
+		}
+		for _, t := range snap.Tasks {
+			s.tasks[t.Seq] = &t
 		}
 	}
 	lp := filepath.Join(dir, logFile)
@@ -205,11 +220,11 @@ func OpenStore(dir string) (*Store, error) {
 // input and output it reserved, and returns what its Outcome's Begun must
 // be: a proxy killed before the request ends counts it, when it opens the
 // store again, at what it reserved.
-func (s *Store) Begin(agent int, provider string, at time.Time, input, output uint64, cost wire.PicoUSD) (uint64, error) {
+func (s *Store) Begin(agent int, provider string, at time.Time, input, output uint64, cost wire.PicoUSD, task uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	l := logLine{Seq: s.seq, At: at.UnixNano(), Agent: agent, Provider: provider, In: input, Out: output, USD: cost, Begin: true}
+	l := logLine{Seq: s.seq, At: at.UnixNano(), Agent: agent, Provider: provider, In: input, Out: output, USD: cost, Begin: true, Task: task}
 	s.begun[l.Seq] = l
 	return l.Seq, s.append(l)
 }
@@ -222,7 +237,7 @@ func (s *Store) Record(agent int, provider string, o Outcome) error {
 	s.seq++
 	l := logLine{Seq: s.seq, At: o.At.UnixNano(), Agent: agent, Provider: provider, In: o.Usage.InputTokens, Out: o.Usage.OutputTokens,
 		CR: o.Usage.CacheReadTokens, CW: o.Usage.CacheWriteTokens, CWL: o.Usage.CacheWriteLongTokens, USD: o.Cost, Status: o.Status, Cut: o.Cut, NoUsage: o.NoUsage,
-		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map(), Of: o.Begun}
+		Est: o.Usage.Estimated, Seconds: o.Duration.Seconds(), Tools: o.Usage.ServerTools.Map(), Of: o.Begun, Task: o.Task}
 	delete(s.begun, o.Begun)
 	s.apply(l)
 	err := s.append(l)
@@ -249,8 +264,14 @@ func (s *Store) append(l logLine) error {
 // apply counts one logged request: the one code for a request now and a
 // request replayed.
 func (s *Store) apply(l logLine) {
-	u := s.usage(key{l.Agent, l.Provider})
 	at := time.Unix(0, l.At).UTC()
+	if l.Task != 0 {
+		s.applyTask(l, at)
+	}
+	if l.OOB != "" {
+		return // not a request
+	}
+	u := s.usage(key{l.Agent, l.Provider})
 	t := l.tokens()
 	u.Tokens.Add(t)
 	u.Count(at, t.Total(), l.USD)
@@ -433,6 +454,7 @@ func (s *Store) Snapshot() error {
 }
 
 func (s *Store) compact() error {
+	s.pruneTasks(time.Now())
 	if err := s.writeSnapshot(); err != nil {
 		return err
 	}
@@ -455,7 +477,7 @@ func (s *Store) compact() error {
 }
 
 func (s *Store) writeSnapshot() error {
-	snap := snapshot{Seq: s.seq, Counts: []snapshotCount{}}
+	snap := snapshot{Seq: s.seq, Counts: []snapshotCount{}, Tasks: s.tasksList()}
 	for _, k := range slices.SortedFunc(maps.Keys(s.counts), func(a, b key) int {
 		if a.Agent != b.Agent {
 			return a.Agent - b.Agent

@@ -137,11 +137,11 @@ func TestStoreCountsRequestsUnderWayAtAKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ended, _ := s.Begin(3, "anthropic", at, 40, 100, 0)
+		ended, _ := s.Begin(3, "anthropic", at, 40, 100, 0, 0)
 		if err := s.Record(3, "anthropic", Outcome{At: at, Usage: modelapi.Usage{Tokens: wire.Tokens{InputTokens: 40, OutputTokens: 12}}, Status: 200, Begun: ended}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Begin(3, "anthropic", at, 50, 1000, 0); err != nil { // under way at the kill
+		if _, err := s.Begin(3, "anthropic", at, 50, 1000, 0, 0); err != nil { // under way at the kill
 			t.Fatal(err)
 		}
 		tc.kill(t, dir, s)

@@ -184,6 +184,7 @@ type exchange struct {
 	inputEstimate uint64
 	maxOutput     uint64 // the most the request asked for (0: unknown)
 	begun         uint64 // its begin line in the store (Store.Begin)
+	task          uint64 // the task it is charged to (0: none)
 	held          func()
 	releaseOnce   sync.Once
 }
@@ -286,7 +287,7 @@ func (x *exchange) finish(cut bool) {
 		if status == 0 {
 			status = 499
 		}
-		o := Outcome{At: x.g.now(), Usage: x.meter.Usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start), Begun: x.begun}
+		o := Outcome{At: x.g.now(), Usage: x.meter.Usage(), Status: status, Cut: cut && status < 300, Duration: x.g.now().Sub(x.start), Begun: x.begun, Task: x.task}
 		if x.spends && status < 300 && !x.meter.Final() {
 			// No usage ended the answer: count at least what it
 			// passed, and say so.

@@ -67,6 +67,9 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 			if r.Budget != "" {
 				extra["BUDGET"] = r.Budget
 			}
+			if r.Task != "" {
+				extra["TASK"] = r.Task
+			}
 			if !r.Reset.IsZero() {
 				extra["RESET"] = r.Reset.UTC().Format(time.RFC3339)
 			}

@@ -91,6 +91,12 @@ func Start(o Options) (*Service, error) {
 			return nil, err
 		}
 		s.models.publishTo(s.nc)
+		// Workers' requests are charged to the tasks they hold.
+		s.models.gw.Leases = busLeases{s.nc}
+		if err := answerSpends(s.nc, s.models.gw); err != nil {
+			s.Close()
+			return nil, err
+		}
 		nc := s.nc
 		j.Also = func(r proxy.Record, held int) {
 			if b, err := wire.EncodeEgress(r.Event(held)); err == nil {
@@ -147,7 +153,7 @@ func connectBus(url, seed string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the proxy's bus credential %s: %w", seed, err)
 	}
-	nc, err := nats.Connect(url, opt, nats.Name("flock-proxy"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(url, opt, nats.Name("flock-proxy"), nats.CustomInboxPrefix(wire.ProxyInbox), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the bus at %s: %w", url, err)
 	}

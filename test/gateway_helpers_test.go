@@ -19,6 +19,7 @@ import (
 	statusview "github.com/flockrun/flock/status"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
+	"github.com/flockrun/flock/wire"
 )
 
 const (
@@ -273,3 +274,26 @@ func sumUsage(rows []statusview.ModelUse) standin.Usage {
 
 // regexpMatch says whether s matches pattern, . matching newlines too.
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile("(?s)" + pattern).MatchString(s) }
+
+// totalUse adds every provider's counts of one agent's rows.
+func totalUse(rows []statusview.ModelUse) statusview.ModelUse {
+	var t statusview.ModelUse
+	for _, r := range rows {
+		t.Requests += r.Requests
+		t.Tokens.Add(r.Tokens)
+		t.Cost += r.Cost
+	}
+	return t
+}
+
+// sendJSON is flockctl send --output json with args: the result, even of
+// a task that failed (send then exits non-zero).
+func sendJSON(t *testing.T, m *harness.Machine, args ...string) (wire.Result, string, error) {
+	t.Helper()
+	out, stderr, err := run(t, m, append([]string{"flockctl", "send", "--output", "json"}, args...)...)
+	var res wire.Result
+	if jerr := json.Unmarshal([]byte(out), &res); jerr != nil && err == nil {
+		err = fmt.Errorf("flockctl send --output json: %v\n%s", jerr, out)
+	}
+	return res, stderr, err
+}

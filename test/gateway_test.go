@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flockrun/flock/events"
+	statusview "github.com/flockrun/flock/status"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
 	"github.com/flockrun/flock/test/transcript"
@@ -410,6 +411,90 @@ func TestModelGateway(t *testing.T) {
 		if _, stderr, err := run(t, m, "flockctl", "send", "--to", "5", "anthropic: "+twentyWords); err != nil {
 			t.Errorf("with the budget gone: %v %s", err, stderr)
 		}
+	})
+
+	t.Run("each task's cost: what its requests spent at every level, the sum its agent's, a task's budget a 429 naming it", func(t *testing.T) {
+		// Priced (the budget is too large to matter): each task's spend
+		// has dollars.
+		provision(t, m, gatewaySpecWith(100000, sdkBudget("1000")))
+		agents := []int{1, 4, 5, 6}
+		// Read after the provision: every earlier request ended seconds
+		// ago, and the proxy publishes its counts every second.
+		before := map[int]statusview.ModelUse{}
+		for _, id := range agents {
+			before[id] = totalUse(usageOf(t, m, strconv.Itoa(id)))
+		}
+		spent := map[int]wire.TaskSpend{}
+		for _, id := range agents {
+			payloads := []string{"anthropic stream: " + twentyWords, "openai: " + twentyWords, "gemini: " + twentyWords}
+			if id == 1 {
+				payloads = []string{"write cost-1.txt: what a task costs"}
+			}
+			for _, p := range payloads {
+				res, stderr, err := sendJSON(t, m, "--to", strconv.Itoa(id), p)
+				if err != nil || !res.OK || res.Spend == nil {
+					t.Fatalf("agent %d (%s) %q: %v %+v\n%s", id, describeModel(id), p, err, res, harness.TailLines(stderr, 10))
+				}
+				s := res.Spend
+				if s.Requests == 0 || s.Tokens.Total() == 0 || s.Cost == 0 || s.OutOfBudget {
+					t.Errorf("agent %d's task %s: spend %+v, want its requests, tokens and cost", id, res.TaskID, *s)
+				}
+				t.Logf("FIGURE agent %d (%s) task %q: %s", id, describeModel(id), p, s.Line())
+				sum := spent[id]
+				sum.Requests, sum.Cost = sum.Requests+s.Requests, sum.Cost+s.Cost
+				sum.Tokens.Add(s.Tokens)
+				spent[id] = sum
+			}
+		}
+		// Every request of these workers was made while they held a
+		// task: the sum over their tasks is what their counts grew by,
+		// exactly.
+		m.Eventually(t, 20*time.Second, func() error {
+			for _, id := range agents {
+				after := totalUse(usageOf(t, m, strconv.Itoa(id)))
+				grew := wire.TaskSpend{Requests: after.Requests - before[id].Requests, Cost: after.Cost - before[id].Cost,
+					Tokens: wire.Tokens{InputTokens: after.InputTokens - before[id].InputTokens, OutputTokens: after.OutputTokens - before[id].OutputTokens,
+						CacheReadTokens: after.CacheReadTokens - before[id].CacheReadTokens, CacheWriteTokens: after.CacheWriteTokens - before[id].CacheWriteTokens,
+						CacheWriteLongTokens: after.CacheWriteLongTokens - before[id].CacheWriteLongTokens}}
+				if s := spent[id]; grew.Requests != s.Requests || grew.Tokens != s.Tokens || grew.Cost != s.Cost {
+					return fmt.Errorf("agent %d: its tasks spent %s, its counts grew by %s", id, s.Line(), grew.Line())
+				}
+			}
+			return nil
+		})
+		t.Logf("FIGURE the sum over each agent's tasks equals what its counts grew by, exactly: %d tasks of agents %v", 3*3+1, agents)
+
+		// A task's own budget: the SDK's first request would pass it, so
+		// it is refused before it is sent; the SDK raises the 429 at once
+		// and the result says the task ran out of budget.
+		since := time.Now()
+		for _, tc := range []struct {
+			id      int
+			flags   []string
+			payload string
+			limit   string
+		}{
+			{4, []string{"--budget-tokens", "100"}, "anthropic: " + twentyWords, "task_tokens=100"},
+			{1, []string{"--budget-usd", "0.000001"}, "write over.txt: more than its budget", "task_usd=$0.000001"},
+		} {
+			start := time.Now()
+			res, stderr, err := sendJSON(t, m, append(append([]string{"--to", strconv.Itoa(tc.id)}, tc.flags...), tc.payload)...)
+			said := res.Output + res.Stderr + res.Error + stderr
+			if err == nil || res.OK || res.Spend == nil || !res.Spend.OutOfBudget || res.Spend.Cost != 0 || res.Spend.Tokens.Total() != 0 {
+				t.Errorf("agent %d (%s) over its task's budget: %v, %+v; want the task failed, out of its budget, nothing spent", tc.id, describeModel(tc.id), err, res)
+			} else if want := fmt.Sprintf("task %q is out of its budget %s", res.TaskID, tc.limit); !strings.Contains(said, want) || !strings.Contains(said, "429") {
+				t.Errorf("agent %d's task says:\n%s\nwant the 429 and %q", tc.id, said, want)
+			}
+			t.Logf("FIGURE agent %d (%s) refused past its task's budget: the task failed in %v", tc.id, describeModel(tc.id), time.Since(start).Round(time.Millisecond))
+			m.Eventually(t, 20*time.Second, func() error {
+				evs := eventsOf(t, m, "--agent", strconv.Itoa(tc.id), "--since", since.Add(-time.Second).Format(time.RFC3339))
+				if n := count(evs, events.LimitReached, tc.id, fmt.Sprintf("task %q is out of its budget %s", res.TaskID, tc.limit)); n != 1 {
+					return fmt.Errorf("%d limit-reached events of task %s, want 1:\n%s", n, res.TaskID, texts(evs))
+				}
+				return nil
+			})
+		}
+		provision(t, m, gatewaySpec(100000))
 	})
 
 	t.Run("every token the upstream reported is counted, and /metrics says so", func(t *testing.T) {

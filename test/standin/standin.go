@@ -100,6 +100,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.seen = append(s.seen, r.Method+" "+r.URL.Path)
 	s.mu.Unlock()
+	for name := range r.Header {
+		// flock's own headers (a request's task) are the gateway's to
+		// read and drop; a provider never sees them.
+		if strings.HasPrefix(strings.ToLower(name), "flock-") {
+			http.Error(w, `{"error":{"message":"stand-in: flock's header `+name+` reached the provider","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+	}
 	switch {
 	case isGemini(r):
 		if s.geminiAuth(w, r) {
