@@ -25,14 +25,19 @@ import (
 // upstream directly, in the same run (gateway.go: the uid lookup per
 // connection, the grant, the limits, the key, the meter, the proxy's
 // second connection), with every scope judged: the agent's grant limits
-// tokens and dollars, and it is in two budgets, each reserved in and
-// settled with every request of a priced model. The figures of 100 agents
-// at once are BenchmarkModelGatewayAgents's.
+// tokens and dollars, it is in two budgets, and it is a worker holding a
+// task with a budget of its own (the desk asked over NATS on loopback with
+// each request), each reserved in and settled with every request of a
+// priced model. The figures of 100 agents at once are
+// BenchmarkModelGatewayAgents's.
 func BenchmarkModelGateway(b *testing.B) {
 	lots := spec.MoneyLimits{TokensPerDay: spec.MaxTokens, USDPerDay: 1000 * wire.USD}
 	limited := map[string]spec.Grant{"anth": {Provider: "anth", TokensPerDay: lots.TokensPerDay, USDPerDay: lots.USDPerDay}}
-	r := newRig(b, grants(limited, nil))
-	r.withBudgets(grants(limited, nil), spec.Budget{Name: "team", Agents: []int{idA}, Limits: lots}, spec.Budget{Name: "flock", Agents: []int{idA, idB}, Limits: lots})
+	agents := grants(limited, nil)
+	agents[uidA] = Agent{ID: idA, Grants: limited, Worker: true, TaskBudget: wire.TaskBudget{Tokens: spec.MaxTokens, USD: 1000 * wire.USD}}
+	r := newRig(b, agents)
+	r.withBudgets(agents, spec.Budget{Name: "team", Agents: []int{idA}, Limits: lots}, spec.Budget{Name: "flock", Agents: []int{idA, idB}, Limits: lots})
+	r.g.Leases = deskOnLoopback(b, wire.Held{Seq: 1, ID: "bench", Agent: idA})
 	priced := func(req string) string { return strings.Replace(req, `"model":"claude-x"`, `"model":"`+sonnet+`"`, 1) }
 	anthropicReq, anthropicStreamReq := priced(anthropicReq), priced(anthropicStreamReq)
 	pool := x509.NewCertPool()
@@ -105,7 +110,10 @@ func BenchmarkModelGateway(b *testing.B) {
 	if u := r.g.Store.Usage(idA)["anth"]; u.Cost == 0 || u.DayCost == 0 {
 		b.Fatalf("no cost counted (%+v): the money scopes were not judged", u)
 	}
-	note := "client, gateway and the stand-in (TLS, HTTP/2) on loopback, sharing the cores; direct: the same client to the stand-in; the gateway judges the agent's grant (tokens and dollars) and two budgets"
+	if s := r.g.Store.Task(1); s.Cost != r.g.Store.Usage(idA)["anth"].Cost {
+		b.Fatalf("the task was charged %s of the agent's %s: its scope was not judged", s.Cost, r.g.Store.Usage(idA)["anth"].Cost)
+	}
+	note := "client, gateway and the stand-in (TLS, HTTP/2) on loopback, sharing the cores; direct: the same client to the stand-in; the gateway judges the agent's grant (tokens and dollars), two budgets and its task's budget, asking the desk (NATS on loopback) which task it holds"
 	for _, row := range []benchrow.Row{
 		{What: "a request (JSON answer), p50 of 500, through the gateway, every scope judged", Floor: "the same request direct", Unit: "ms", Flock: p50[1], Base: p50[0], Goal: "≤ 0.25 ms added"},
 		{What: "a request (JSON answer), p99 of 500, through the gateway, every scope judged", Floor: "the same request direct", Unit: "ms", Flock: p99[1], Base: p99[0], Goal: "≤ 0.5 ms added"},
