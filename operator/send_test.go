@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,16 +16,7 @@ import (
 //
 // Tier: unit (a real embedded NATS server with JetStream, no root).
 func TestSendTaskBudget(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc := plainConn(t, ns)
+	nc := plainConn(t, serverWith(t, server.Options{JetStream: true, StoreDir: t.TempDir()}))
 	ctx := context.Background()
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -62,8 +62,8 @@ what the task's requests cost, and says when it ran out of its budget.`,
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "print the task id once the bus stored the task, and return")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "how long to wait for the result (default: the target's task_timeout plus 10s)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text (the command's output) or json (the whole result)")
-	cmd.Flags().Var(usdBudget{&o.budget}, "budget-usd", "the most the task's model requests may spend, in dollars (e.g. 0.50)")
-	cmd.Flags().Var(tokenBudget{&o.budget}, "budget-tokens", "the most tokens the task's model requests may use (e.g. 200000)")
+	cmd.Flags().Var(budgetFlag{&o.budget, true}, "budget-usd", "the most the task's model requests may spend, in dollars (e.g. 0.50)")
+	cmd.Flags().Var(budgetFlag{&o.budget, false}, "budget-tokens", "the most tokens the task's model requests may use (e.g. 200000)")
 	return cmd
 }
 
@@ -267,32 +267,23 @@ func writeSpend(w io.Writer, res wire.Result) {
 	}
 }
 
-// usdBudget and tokenBudget are --budget-usd and --budget-tokens: the
-// task's own budget, each part read as wire.ParseTaskBudget reads it and
-// refused unless above 0, before anything is sent.
-type usdBudget struct{ b *wire.TaskBudget }
-
-func (f usdBudget) Set(s string) error {
-	d, err := wire.ParseUSD(s)
-	if err != nil || d == 0 {
-		return errors.New("give an amount of dollars above 0, e.g. --budget-usd 0.50")
-	}
-	f.b.USD = d
-	return nil
+// budgetFlag is --budget-usd (usd) or --budget-tokens: a part of the
+// task's own budget, read as wire.ParseTaskBudget reads it and refused
+// unless above 0, before anything is sent.
+type budgetFlag struct {
+	b   *wire.TaskBudget
+	usd bool
 }
 
-func (f usdBudget) Type() string { return "dollars" }
-
-func (f usdBudget) String() string {
-	if f.b == nil || f.b.USD == 0 {
-		return ""
+func (f budgetFlag) Set(s string) error {
+	if f.usd {
+		d, err := wire.ParseUSD(s)
+		if err != nil || d == 0 {
+			return errors.New("give an amount of dollars above 0, e.g. --budget-usd 0.50")
+		}
+		f.b.USD = d
+		return nil
 	}
-	return f.b.USD.Decimal()
-}
-
-type tokenBudget struct{ b *wire.TaskBudget }
-
-func (f tokenBudget) Set(s string) error {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n == 0 {
 		return errors.New("give a whole number of tokens above 0, e.g. --budget-tokens 200000")
@@ -301,11 +292,20 @@ func (f tokenBudget) Set(s string) error {
 	return nil
 }
 
-func (f tokenBudget) Type() string { return "tokens" }
+func (f budgetFlag) Type() string {
+	if f.usd {
+		return "dollars"
+	}
+	return "tokens"
+}
 
-func (f tokenBudget) String() string {
-	if f.b == nil || f.b.Tokens == 0 {
+// String is the value as Set reads it, "" when not set.
+func (f budgetFlag) String() string {
+	switch {
+	case f.b == nil, f.usd && f.b.USD == 0, !f.usd && f.b.Tokens == 0:
 		return ""
+	case f.usd:
+		return f.b.USD.Decimal()
 	}
 	return strconv.FormatUint(f.b.Tokens, 10)
 }

@@ -98,7 +98,7 @@ func TestSendBudgetFlags(t *testing.T) {
 	} {
 		cmd := newSend()
 		err := cmd.ParseFlags(tc.args)
-		got := *cmd.Flags().Lookup("budget-usd").Value.(usdBudget).b
+		got := *cmd.Flags().Lookup("budget-usd").Value.(budgetFlag).b
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.err)
