@@ -18,7 +18,15 @@ import (
 // when the test ends: the gathering needs nothing of flock's bus.
 func plainServer(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	return serverWith(t, server.Options{})
+}
+
+// serverWith is a nats-server on a free port of 127.0.0.1 with o's other
+// options, shut down when the test ends.
+func serverWith(t *testing.T, o server.Options) *server.Server {
+	t.Helper()
+	o.Host, o.Port, o.NoSigs = "127.0.0.1", -1, true
+	ns, err := server.NewServer(&o)
 	if err != nil {
 		t.Fatal(err)
 	}

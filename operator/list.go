@@ -36,7 +36,11 @@ type TaskEntry struct {
 	Deliveries uint64    `json:"deliveries,omitempty"` // dead: how often it was handed out
 	Time       time.Time `json:"time"`                 // pending, running: when sent; done, dead: when it ended
 	Note       string    `json:"note,omitempty"`       // what the operator should know
-	seq        uint64    // queued: its place in wire.TasksStream
+	// Spend is what its model requests spent: done, as its result keeps
+	// it; running, so far, as flock-proxy says (AddSpend). Absent when
+	// not known.
+	Spend *wire.TaskSpend `json:"spend,omitempty"`
+	seq   uint64          // queued: its place in wire.TasksStream
 }
 
 // ListTasks is every task in wire.TasksStream, oldest first, then the
@@ -159,7 +163,7 @@ func doneEntry(raw *jetstream.RawStreamMsg) TaskEntry {
 	if e.ID == "" {
 		e.ID = res.TaskID
 	}
-	e.Agent, e.OK, e.Error = res.Agent, &res.OK, res.Error
+	e.Agent, e.OK, e.Error, e.Spend = res.Agent, &res.OK, res.Error, res.Spend
 	return e
 }
 

@@ -41,6 +41,13 @@ func (e *NotStoredError) Error() string {
 // SendTask stores a task on subject with id as its task id and
 // deduplication id, and returns once the bus confirmed it.
 func SendTask(ctx context.Context, nc *nats.Conn, subject, id string, payload []byte) (Sent, error) {
+	return SendTaskWithin(ctx, nc, subject, id, payload, wire.TaskBudget{})
+}
+
+// SendTaskWithin is SendTask with the task's own budget, if it sets any
+// (wire.TaskBudgetHeader): its model requests are held to it beside their
+// worker's task_budget.
+func SendTaskWithin(ctx context.Context, nc *nats.Conn, subject, id string, payload []byte, budget wire.TaskBudget) (Sent, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return Sent{}, fmt.Errorf("sending task %s: %w", id, err)
@@ -48,6 +55,9 @@ func SendTask(ctx context.Context, nc *nats.Conn, subject, id string, payload []
 	msg := nats.NewMsg(subject)
 	msg.Header.Set(wire.TaskIDHeader, id)
 	msg.Header.Set(wire.MsgIDHeader, id)
+	if budget.Any() {
+		msg.Header.Set(wire.TaskBudgetHeader, budget.String())
+	}
 	msg.Data = payload
 	at := time.Now()
 	ack, err := js.PublishMsg(ctx, msg)

@@ -22,9 +22,9 @@ func WriteTasks(w io.Writer, entries []operator.TaskEntry, now time.Time, placed
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if placed != nil {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tOUTCOME")
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tHOST\tAGE\tCOST\tOUTCOME")
 	} else {
-		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tOUTCOME")
+		fmt.Fprintln(tw, "STATE\tTASK\tSUBJECT\tAGENT\tHOLDER\tAGE\tCOST\tOUTCOME")
 	}
 	for _, e := range entries {
 		agent := "-"
@@ -40,7 +40,7 @@ func WriteTasks(w io.Writer, entries []operator.TaskEntry, now time.Time, placed
 		if placed != nil {
 			holder += "\t" + cmp.Or(taskHost(e, placed), "-")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), outcome(e))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.State, e.ID, e.Subject, agent, holder, now.Sub(e.Time).Round(time.Second), taskCost(e.Spend), outcome(e))
 	}
 	tw.Flush()
 }
@@ -57,6 +57,19 @@ func WriteTasksJSON(w io.Writer, entries []operator.TaskEntry, placed *Placement
 		entries = []operator.TaskEntry{}
 	}
 	return enc.Encode(entries)
+}
+
+// taskCost is a task's spend, short ("41.2K tokens, $0.38"), marked when
+// its budget stopped it; "-" when not known (no result spend, or its
+// proxy did not say).
+func taskCost(s *wire.TaskSpend) string {
+	if s == nil {
+		return "-"
+	}
+	if s.OutOfBudget {
+		return spent(s.Tokens.Total(), s.Cost) + ", out of budget"
+	}
+	return spent(s.Tokens.Total(), s.Cost)
 }
 
 // outcome says in words how a task ended, or what holds it.

@@ -27,12 +27,13 @@ type sendOpts struct {
 	wait, noWait   bool
 	waitGiven      bool // --wait was on the command line
 	payload        string
+	budget         wire.TaskBudget // --budget-usd, --budget-tokens
 }
 
 func newSend() *cobra.Command {
 	var o sendOpts
 	cmd := &cobra.Command{
-		Use:   "send [--to worker|ID] [--id TASK] [--no-wait] [--timeout D] [--output text|json] (PAYLOAD | -)",
+		Use:   "send [--to worker|ID] [--id TASK] [--budget-usd D] [--budget-tokens N] [--no-wait] [--timeout D] [--output text|json] (PAYLOAD | -)",
 		Short: "Hand a task to the flock and print its result",
 		Long: `send stores a task (the payload, or stdin with -) in the bus's queue for any
 worker (--to worker, the default) or for one agent (--to 3), waits for its
@@ -43,7 +44,12 @@ The task is kept until a worker stored its result: a worker that dies
 mid-task leaves it to another. Its id (--id, by default a new one) makes
 sending it again within 10 minutes a no-op; send then waits for the first
 one's result. With --no-wait, send prints the task id once the task is
-stored and returns; flockctl tasks shows what became of it.`,
+stored and returns; flockctl tasks shows what became of it.
+
+--budget-usd and --budget-tokens give the task a budget of its own for
+its model requests (beside its worker's task_budget: the smaller of each
+applies); past it flock-proxy refuses them. Below the output, send prints
+what the task's requests cost, and says when it ran out of its budget.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.stdio, o.payload, o.waitGiven = stdioOf(cmd), args[0], cmd.Flags().Changed("wait")
@@ -56,6 +62,8 @@ stored and returns; flockctl tasks shows what became of it.`,
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "print the task id once the bus stored the task, and return")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "how long to wait for the result (default: the target's task_timeout plus 10s)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text (the command's output) or json (the whole result)")
+	cmd.Flags().Var(budgetFlag{&o.budget, true}, "budget-usd", "the most the task's model requests may spend, in dollars (e.g. 0.50)")
+	cmd.Flags().Var(budgetFlag{&o.budget, false}, "budget-tokens", "the most tokens the task's model requests may use (e.g. 200000)")
 	return cmd
 }
 
@@ -88,7 +96,7 @@ func runSend(ctx context.Context, o sendOpts) error {
 	if id == "" {
 		id = nuid.Next()
 	}
-	return sendTask(ctx, o.stdio, target, id, payload, !o.noWait, o.output)
+	return sendTask(ctx, o.stdio, target, id, payload, o.budget, !o.noWait, o.output)
 }
 
 // target is where --to sends a task: its subject, the consumer workers
@@ -148,7 +156,7 @@ func someOf(ids []string, n int) string {
 // sendTask stores the task and, with wait, waits for its result (read
 // from the results stream, so a result stored before send looks is found
 // too) and prints it.
-func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte, wait bool, output string) error {
+func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte, budget wire.TaskBudget, wait bool, output string) error {
 	nc, err := operatorConn(ctx)
 	if err != nil {
 		return err
@@ -160,7 +168,7 @@ func sendTask(ctx context.Context, o stdio, t target, id string, payload []byte,
 	ictx, cancel := context.WithTimeout(ctx, idleWait)
 	idle, idleErr := operator.Idle(ictx, nc, t.consumer)
 	cancel()
-	sent, err := operator.SendTask(ctx, nc, t.subject, id, payload)
+	sent, err := operator.SendTaskWithin(ctx, nc, t.subject, id, payload, budget)
 	if err != nil {
 		return whyNotStored(ctx, id, err)
 	}
@@ -234,6 +242,7 @@ func printResult(o stdio, res wire.Result, output string) error {
 	} else {
 		fmt.Fprint(o.out, res.Output)
 		fmt.Fprint(o.errOut, res.Stderr)
+		writeSpend(o.errOut, res)
 	}
 	switch {
 	case res.OK:
@@ -243,4 +252,60 @@ func printResult(o stdio, res wire.Result, output string) error {
 		return fmt.Errorf("task %s failed on agent %d: %s", res.TaskID, res.Agent, res.Error)
 	}
 	return nil
+}
+
+// writeSpend says below a result what its task's model requests cost,
+// and plainly when its budget stopped them; on stderr, so stdout stays
+// the command's output.
+func writeSpend(w io.Writer, res wire.Result) {
+	if res.Spend == nil {
+		return
+	}
+	fmt.Fprintln(w, "cost:", res.Spend.Line())
+	if res.Spend.OutOfBudget {
+		fmt.Fprintf(w, "task %s ran out of its budget: flock-proxy refused its model requests past it; send it with a larger --budget-usd or --budget-tokens, or raise its worker's task_budget\n", res.TaskID)
+	}
+}
+
+// budgetFlag is --budget-usd (usd) or --budget-tokens: a part of the
+// task's own budget, read as wire.ParseTaskBudget reads it and refused
+// unless above 0, before anything is sent.
+type budgetFlag struct {
+	b   *wire.TaskBudget
+	usd bool
+}
+
+func (f budgetFlag) Set(s string) error {
+	if f.usd {
+		d, err := wire.ParseUSD(s)
+		if err != nil || d == 0 {
+			return errors.New("give an amount of dollars above 0, e.g. --budget-usd 0.50")
+		}
+		f.b.USD = d
+		return nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return errors.New("give a whole number of tokens above 0, e.g. --budget-tokens 200000")
+	}
+	f.b.Tokens = n
+	return nil
+}
+
+func (f budgetFlag) Type() string {
+	if f.usd {
+		return "dollars"
+	}
+	return "tokens"
+}
+
+// String is the value as Set reads it, "" when not set.
+func (f budgetFlag) String() string {
+	switch {
+	case f.b == nil, f.usd && f.b.USD == 0, !f.usd && f.b.Tokens == 0:
+		return ""
+	case f.usd:
+		return f.b.USD.Decimal()
+	}
+	return strconv.FormatUint(f.b.Tokens, 10)
 }

@@ -32,7 +32,11 @@ failed result was stored for it). Done and dead tasks are newest first.
 On a flock of several hosts, HOST is the host of the agent holding the
 task, else of the one it is addressed to or that stored its result; every
 host's bus is asked which tasks its workers hold (a host that does not
-answer within 2 s is named below the table).`,
+answer within 2 s is named below the table).
+
+COST is what a task's model requests spent: a done task's as its result
+keeps it, a running one's so far as flock-proxy says (asked for 1 s; "-"
+if it does not answer), marked "out of budget" when its budget stopped it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.stdio = stdioOf(cmd)
@@ -82,6 +86,7 @@ func runTasks(ctx context.Context, o tasksOpts) error {
 		operator.AddHolders(entries, said)
 		defer status.WriteSilent(notes, placed.Others(), said, err)
 	}
+	operator.AddSpend(ctx, nc, entries, operator.SpendWait)
 	if o.output == "json" {
 		return status.WriteTasksJSON(o.out, entries, placed)
 	}
