@@ -147,8 +147,11 @@ func (s TaskSpend) Line() string {
 	if s.Requests == 1 {
 		line = strings.TrimSuffix(line, "s")
 	}
-	if s.OutOfBudget {
+	switch {
+	case s.OutOfBudget && s.Budget != nil:
 		line += " (out of its budget " + s.Budget.String() + ")"
+	case s.OutOfBudget:
+		line += " (out of its budget)"
 	}
 	return line
 }
