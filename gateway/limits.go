@@ -387,6 +387,15 @@ func (l *limiter) refused(id scopeID, r Refusal, now time.Time) verdict {
 	return verdict{ref: r, crossing: crossing}
 }
 
+// forget drops what the limiter keeps of scope id (a task's, once it is
+// done): its refusals' memory would otherwise grow with every task.
+func (l *limiter) forget(id scopeID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.crossed, id)
+	delete(l.told, id)
+}
+
 // done ends a request admit let through.
 func (l *limiter) done(k key) {
 	l.mu.Lock()

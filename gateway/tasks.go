@@ -171,6 +171,7 @@ func (g *Gateway) TaskSpend(seq uint64, final bool) wire.TaskSpend {
 			g.logf("gateway: task at %d still has requests under way after %s: its result's spend leaves them out", seq, finalWait)
 		}
 		g.Store.TaskDone(seq, g.now())
+		g.limiter.forget(scopeID{task: seq})
 	}
 	return g.Store.Task(seq)
 }

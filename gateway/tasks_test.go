@@ -114,6 +114,12 @@ func TestGatewayChargesEachRequestToTheTaskItsWorkerHolds(t *testing.T) {
 	if status, _, b := r.call(uidA, http.MethodPost, "/anth/v1/messages", sonnetReq(50)); status != 200 {
 		t.Fatalf("holding no task: %d %s", status, b)
 	}
+	eventually(t, func() error {
+		if n := r.g.Store.Usage(idA)["anth"].Requests; n != requests+1 {
+			return errorf("agent 1 has %d requests counted, want %d", n, requests+1)
+		}
+		return nil
+	})
 	if s := r.g.TaskSpend(12, false); s.Requests != 5 {
 		t.Errorf("a request made holding no task was charged to the last one: %+v", s)
 	}
@@ -163,7 +169,7 @@ func TestGatewayTaskHeaderChoosesAmongTheTasksHeld(t *testing.T) {
 	}
 	// The named one was charged (the stand-in refuses a request that
 	// still carries flock's header: it was dropped on the way).
-	if a1, a2 := r.g.TaskSpend(3, false), r.g.TaskSpend(4, false); a1.Requests != 0 || a2.Requests != 1 {
+	if a1, a2 := r.g.TaskSpend(3, true), r.g.TaskSpend(4, true); a1.Requests != 0 || a2.Requests != 1 {
 		t.Errorf("a-1 %+v, a-2 %+v: want the one request charged to a-2", a1, a2)
 	}
 }
@@ -248,6 +254,12 @@ func TestGatewayTaskBudgetIsACeiling(t *testing.T) {
 	r.mu.Unlock()
 	if crossings != 1 {
 		t.Errorf("%d crossings of the task's budget, want one event", crossings)
+	}
+	r.g.limiter.mu.Lock()
+	_, kept := r.g.limiter.told[scopeID{task: 21}]
+	r.g.limiter.mu.Unlock()
+	if kept {
+		t.Error("the limiter still keeps the finished task's crossing")
 	}
 	// After a restart, the task's spend, and that it ran out, are there.
 	r.g.Store.Close()
