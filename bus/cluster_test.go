@@ -129,10 +129,11 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 	if got := []int32{tc.reloads[0].Load(), tc.reloads[1].Load(), tc.reloads[2].Load()}; got[0] != 5 || got[1] != 0 || got[2] != 0 {
 		t.Errorf("reloads of a, b, c after 5 asked of a: %v", got)
 	}
-	// Permissions and held are a's own too: one answer each.
-	for _, subj := range []string{wire.PermissionsSubject, wire.HeldSubject} {
+	// Permissions and held are a's own too, and agent 2's leases its
+	// host's (b): one answer each.
+	for _, subj := range []string{wire.OnServer(wire.PermissionsSubject, "a"), wire.OnServer(wire.HeldSubject, "a"), wire.LeasesSubject(2)} {
 		r := record(t, op, "_INBOX.answers.>")
-		if err := op.PublishRequest(wire.OnServer(subj, "a"), "_INBOX.answers."+subj, wire.PermissionsRequest(2)); err != nil {
+		if err := op.PublishRequest(subj, "_INBOX.answers."+subj, wire.PermissionsRequest(2)); err != nil {
 			t.Fatal(err)
 		}
 		firstData(t, r)
@@ -142,7 +143,7 @@ func TestClusterTasksAcrossHosts(t *testing.T) {
 		n := len(r.msgs)
 		r.mu.Unlock()
 		if n != 1 {
-			t.Errorf("%s on a: %d answers", subj, n)
+			t.Errorf("%s: %d answers", subj, n)
 		}
 	}
 }

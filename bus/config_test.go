@@ -48,12 +48,13 @@ func goldenFlock() *spec.Flock {
 	return f
 }
 
-// TestForFlockGolden shows the whole configuration of a three-agent flock.
+// TestForFlockGolden shows the whole configuration of a three-agent flock
+// with flock-proxy.
 //
 // Tier: unit (no root).
 func TestForFlockGolden(t *testing.T) {
 	t.Parallel()
-	c := ForFlock(goldenFlock(), fixedKeys(t, everyone...))
+	c := ForFlock(goldenFlock(), fixedKeys(t, slices.Concat(everyone, []string{creds.ProxyName})...))
 	data, err := c.marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -92,8 +92,9 @@ type holding struct {
 	id        string
 	subject   string
 	state     holdState
-	handed    time.Time // when this delivery was handed out (or first spoken of, after a restart)
-	at        time.Time // handed out, or last word of it
+	handed    time.Time        // when this delivery was handed out (or first spoken of, after a restart)
+	at        time.Time        // handed out, or last word of it
+	budget    *wire.TaskBudget // the task's own (wire.TaskBudgetHeader); nil: none
 }
 
 type holdState int
@@ -123,6 +124,7 @@ func (d *desk) start(nc *nats.Conn) error {
 		d.deskPulls() + ">":                               d.onPulled,
 		d.deskSent() + ">":                                d.onSent,
 		wire.OnServer(wire.HeldSubject, d.s.cfg.server()): d.onHeld,
+		wire.LeasesSubjects:                               d.onLeases,
 	} {
 		if _, err := nc.Subscribe(subj, h); err != nil {
 			return fmt.Errorf("subscribing the task desk to %s: %w", subj, err)
@@ -451,7 +453,8 @@ func (d *desk) handLocked(agent int, reply string, sp *spare) {
 	}
 	id := wire.TaskID(m.Header, dl.seq)
 	now := time.Now()
-	d.held[dl.seq] = &holding{agent: agent, ack: m.Reply, delivered: dl.delivered, id: id, subject: m.Subject, handed: now, at: now}
+	d.held[dl.seq] = &holding{agent: agent, ack: m.Reply, delivered: dl.delivered, id: id, subject: m.Subject, handed: now, at: now,
+		budget: d.taskBudget(m.Header, id)}
 	h, body := wire.HandedMessage(wire.Handed{ID: id, Subject: m.Subject, Payload: m.Data, Delivery: dl.delivered,
 		Lease: makeLease(d.key, agent, m.Reply), AckWait: d.s.ackWait()})
 	d.answer(reply, h, body)
@@ -501,7 +504,7 @@ func (d *desk) onLeased(m *nats.Msg) {
 		if h.state == resulted {
 			break // its answer was lost: stored already
 		}
-		if kind, reason := d.store(agent, h, m.Data); kind != "" {
+		if kind, reason := d.store(agent, dl.seq, h, m.Data); kind != "" {
 			d.refuse(agent, m, kind, reason)
 			return
 		}
@@ -544,7 +547,9 @@ func (d *desk) current(agent int, ack string, dl delivery, verb string) (*holdin
 		return nil, wire.RefusedUnavailable, "reading the task: " + err.Error()
 	}
 	now := time.Now()
-	h = &holding{agent: agent, ack: ack, delivered: dl.delivered, id: wire.TaskID(task.Header, dl.seq), subject: task.Subject, handed: now, at: now}
+	id := wire.TaskID(task.Header, dl.seq)
+	h = &holding{agent: agent, ack: ack, delivered: dl.delivered, id: id, subject: task.Subject, handed: now, at: now,
+		budget: d.taskBudget(task.Header, id)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if x := d.held[dl.seq]; x != nil && x.delivered >= dl.delivered && x.ack != ack {
@@ -596,14 +601,16 @@ func (d *desk) findLocked(ack string) *holding {
 	return nil
 }
 
-// store writes agent's result of h: the task's id and subject are the
-// queued task's, the agent the asker's, whatever the body says.
-func (d *desk) store(agent int, h *holding, body []byte) (kind, reason string) {
+// store writes agent's result of h, the task at seq: the task's id and
+// subject are the queued task's, the agent the asker's, and its spend
+// flock-proxy's, whatever the body says.
+func (d *desk) store(agent int, seq uint64, h *holding, body []byte) (kind, reason string) {
 	var r wire.Result
 	if err := json.Unmarshal(body, &r); err != nil {
 		return wire.RefusedMalformed, fmt.Sprintf("a result is wire.Result as JSON (%v)", err)
 	}
 	r.TaskID, r.Agent = h.id, agent
+	r.Spend = d.spend(agent, seq, h.id)
 	hdr, data, err := wire.ResultMessage(h.id, h.subject, r)
 	if err != nil {
 		return wire.RefusedMalformed, err.Error()
@@ -614,7 +621,7 @@ func (d *desk) store(agent int, h *holding, body []byte) (kind, reason string) {
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
-		d.s.tally.result(agent, r.OK)
+		d.s.tally.result(agent, r.OK, r.Spend)
 		return "", ""
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInFlight:
 		// Another host's desk is storing this task's result this very
@@ -643,14 +650,15 @@ func (d *desk) counts() (holding, waiting map[int]int) {
 	return holding, waiting
 }
 
-// heldTasks are the tasks workers hold now, by stream sequence.
-func (d *desk) heldTasks() wire.HeldTasks {
+// heldTasks are the tasks workers hold now, agent's alone if agent is
+// not 0, by stream sequence.
+func (d *desk) heldTasks(agent int) wire.HeldTasks {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := wire.HeldTasks{Tasks: []wire.Held{}}
 	for seq, h := range d.held {
-		if h.state == held {
-			out.Tasks = append(out.Tasks, wire.Held{Seq: seq, ID: h.id, Agent: h.agent, Delivery: h.delivered, DeliveredAt: h.handed})
+		if h.state == held && (agent == 0 || h.agent == agent) {
+			out.Tasks = append(out.Tasks, wire.Held{Seq: seq, ID: h.id, Agent: h.agent, Delivery: h.delivered, DeliveredAt: h.handed, Budget: h.budget})
 		}
 	}
 	slices.SortFunc(out.Tasks, func(a, b wire.Held) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -658,8 +666,11 @@ func (d *desk) heldTasks() wire.HeldTasks {
 }
 
 // onHeld answers the operator's wire.HeldSubject request.
-func (d *desk) onHeld(m *nats.Msg) {
-	data, err := wire.EncodeHeld(d.heldTasks())
+func (d *desk) onHeld(m *nats.Msg) { d.answerHeld(m, 0) }
+
+// answerHeld answers m with the tasks held, agent's alone if not 0.
+func (d *desk) answerHeld(m *nats.Msg, agent int) {
+	data, err := wire.EncodeHeld(d.heldTasks(agent))
 	if err != nil {
 		d.s.log.Errorf("encoding the tasks held: %v", err)
 		return

@@ -40,8 +40,7 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 		c.Tasks.ResultWindow = resultWindow(c.Tasks.MaxDeliveries, longest, c.Tasks.AckWait)
 	}
 	if key, ok := keys[creds.ProxyName]; ok {
-		c.Users = append(c.Users, User{Name: creds.ProxyName, Nkey: key, Publish: []string{wire.EgressSubjects, wire.UsageSubjects}, Subscribe: []string{},
-			Connections: proxyConnections})
+		c.Users = append(c.Users, proxyUser(key))
 	}
 	if key, ok := keys[creds.OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: creds.OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
@@ -52,6 +51,17 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 // proxyConnections is the egress proxy's share of connections: it keeps
 // one, and may overlap it with a reconnect.
 const proxyConnections = 4
+
+// proxyUser publishes flock-proxy's egress decisions and model counts,
+// asks the desk which tasks a worker holds (its answers come to the
+// proxy's own inbox), and hears and answers the desk's and the
+// operator's questions of what a task spent.
+func proxyUser(key string) User {
+	return User{Name: creds.ProxyName, Nkey: key,
+		Publish:     []string{wire.LeasesSubjects, wire.EgressSubjects, wire.UsageSubjects},
+		Subscribe:   []string{wire.ProxyInbox + ".>", wire.TaskSpendSubjects},
+		Connections: proxyConnections, ResponseTTL: time.Minute}
+}
 
 // agentUser grants what a's role needs: every agent speaks under its own
 // name and hears its own inbox (where JetStream's answers come too); the

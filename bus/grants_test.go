@@ -95,6 +95,14 @@ func TestPermissionMatrix(t *testing.T) {
 		{name: "monitor hears the bus's requests", agent: 3, sub: "flock.bus.>", probe: wire.StatusSubject, want: refused + `Subscription to "flock.bus.>"`},
 		{name: "worker writes a dead letter", agent: 2, pub: wire.DeadSubject, want: refused + `Publish to "flock.dead.tasks"`},
 		{name: "orchestrator writes a dead letter", agent: 1, pub: wire.DeadSubject, want: refused + `Publish to "flock.dead.tasks"`},
+		// The cost of each task is the proxy's and the desk's to tell:
+		// no agent asks which tasks an agent holds, nor what one spent.
+		{name: "worker asks which tasks it holds", agent: 2, pub: wire.LeasesSubject(2), want: refused + `Publish to "flock.bus.leases.2"`},
+		{name: "orchestrator asks which tasks a worker holds", agent: 1, pub: wire.LeasesSubject(2), want: refused + `Publish to "flock.bus.leases.2"`},
+		{name: "worker asks the proxy what a task spent", agent: 2, pub: wire.TaskSpendSubject(2), want: refused + `Publish to "flock.proxy.spend.2"`},
+		{name: "worker hears what tasks spent", agent: 2, sub: wire.TaskSpendSubjects, probe: wire.TaskSpendSubject(2), want: refused + `Subscription to "flock.proxy.spend.*"`},
+		{name: "monitor hears what tasks spent", agent: 3, sub: wire.TaskSpendSubjects, probe: wire.TaskSpendSubject(2), want: refused + `Subscription to "flock.proxy.spend.*"`},
+		{name: "orchestrator reads the proxy's inbox", agent: 1, sub: wire.ProxyInbox + ".>", probe: wire.ProxyInbox + ".x", want: refused + `Subscription to "_INBOX.flock-proxy.>"`},
 		{name: "worker hears JetStream's advisories", agent: 2, sub: "$JS.EVENT.ADVISORY.>", probe: "$JS.EVENT.ADVISORY.x", want: refused + `Subscription to "$JS.EVENT.ADVISORY.>"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,10 @@ type AgentCounts struct {
 	// TasksOK and TasksFailed count the results it stored through the
 	// task desk since the bus started.
 	TasksOK, TasksFailed uint64
-	Violations           map[string]uint64 // by kind; kept across bus restarts (the ledger)
+	// TaskSpend adds up what those tasks spent, as flock-proxy counted
+	// them (a result stored without its spend adds nothing).
+	TaskSpend  TaskSpendTotal
+	Violations map[string]uint64 // by kind; kept across bus restarts (the ledger)
 	// Egress counts the egress proxy's decisions for it by decision
 	// (allow, deny) since the bus started; a denial the proxy held back
 	// (rate limit) counts when the next one names it.
@@ -63,20 +66,30 @@ type AgentCounts struct {
 	Models *wire.ModelReport
 }
 
+// TaskSpendTotal is what an agent's tasks spent together.
+type TaskSpendTotal struct {
+	Cost        wire.PicoUSD
+	Tokens      uint64 // every kind
+	OutOfBudget uint64 // tasks that ran out of their budget
+}
+
 // tally counts what passes the bus per agent for /metrics: results
-// stored and the egress proxy's decisions. In memory only: a bus restart
-// starts them again, which Prometheus reads as a counter reset.
+// stored, what their tasks spent and the egress proxy's decisions. In
+// memory only: a bus restart starts them again, which Prometheus reads
+// as a counter reset.
 type tally struct {
 	mu      sync.Mutex
 	results map[int][2]uint64 // ok, failed
+	spent   map[int]TaskSpendTotal
 	egress  map[int]map[string]uint64
 }
 
 func newTally() *tally {
-	return &tally{results: map[int][2]uint64{}, egress: map[int]map[string]uint64{}}
+	return &tally{results: map[int][2]uint64{}, spent: map[int]TaskSpendTotal{}, egress: map[int]map[string]uint64{}}
 }
 
-func (t *tally) result(agent int, ok bool) {
+// result counts a result stored, and its task's spend if it has one.
+func (t *tally) result(agent int, ok bool, spend *wire.TaskSpend) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.results[agent]
@@ -86,6 +99,15 @@ func (t *tally) result(agent int, ok bool) {
 		r[1]++
 	}
 	t.results[agent] = r
+	if spend != nil {
+		s := t.spent[agent]
+		s.Cost += spend.Cost
+		s.Tokens += spend.Tokens.Total()
+		if spend.OutOfBudget {
+			s.OutOfBudget++
+		}
+		t.spent[agent] = s
+	}
 }
 
 func (t *tally) decision(agent int, decision string, n uint64) {
@@ -147,6 +169,7 @@ func (s *Server) Snapshot(ctx context.Context) (Snapshot, error) {
 		}
 		r := s.tally.results[id]
 		a.TasksOK, a.TasksFailed = r[0], r[1]
+		a.TaskSpend = s.tally.spent[id]
 		snap.Agents[id] = a
 		snap.TasksRunning += uint64(on.Holding)
 	}

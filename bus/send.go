@@ -45,6 +45,11 @@ func (d *desk) onSend(m *nats.Msg) {
 		return
 	}
 	subject, h, err := wire.ParseSend(m.Header)
+	if err == nil {
+		// A budget the workers could not read would let the task run
+		// unbounded: refused here, where its sender hears why.
+		_, err = wire.TaskBudgetOf(h)
+	}
 	if err != nil {
 		d.refuse(agent, m, wire.RefusedMalformed, err.Error())
 		return

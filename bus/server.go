@@ -288,11 +288,12 @@ const selfInbox = "_INBOX.flock-bus"
 // their results, and stores the orchestrators' tasks. It puts back the
 // tasks and results that proved themselves in a damaged store
 // (storecheck.go). It hears the egress proxy's decisions, to count them
-// for /metrics.
+// for /metrics, and asks the proxy what a task spent as it stores the
+// task's result.
 func selfUser(pub, inbox string) User {
 	return User{Name: selfName, Nkey: pub,
 		Publish: []string{"_INBOX.>", "$JS.API.>", "$JS.ACK." + givenUpStream + ".>", "$JS.ACK." + wire.TasksStream + ".>",
-			wire.DeadSubject, wire.ResultSubject, wire.TasksAll, wire.TaskGoneSubject},
+			wire.DeadSubject, wire.ResultSubject, wire.TasksAll, wire.TaskGoneSubject, wire.TaskSpendSubjects},
 		Subscribe:   []string{wire.AllHeartbeats, wire.DeskAll, "flock.bus.>", inbox + ".>", wire.EgressSubjects, wire.UsageSubjects, wire.TasksAll, wire.TaskGoneSubject},
 		ResponseTTL: time.Minute}
 }

@@ -55,7 +55,7 @@ func (s *Server) HostUnits(ctx context.Context) wire.HostUnits {
 	host, ids := localAgents(cfg)
 	out := wire.HostUnits{Host: host, Agents: make(map[int]wire.AgentUnit, len(ids))}
 	onBus := s.Status().Agents
-	out.Held = s.desk.heldTasks().Tasks
+	out.Held = s.desk.heldTasks(0).Tasks
 	for _, id := range ids {
 		out.Agents[id] = wire.AgentUnit{Bus: onBus[id]}
 	}

@@ -30,7 +30,8 @@ const (
 	// say and hear anything.
 	OperatorName = "operator"
 	// ProxyName is the egress proxy's: on the bus it publishes its
-	// decisions on wire.EgressSubjects and nothing else.
+	// decisions and model counts and answers what a task spent (its
+	// grants are bus.ForFlock's).
 	ProxyName = "proxy"
 )
 

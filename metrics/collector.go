@@ -96,6 +96,12 @@ var (
 		"Seconds since the bus received the agent's last heartbeat; absent when none came since the bus started.", "agent")
 	agentTasks = desc("agent_tasks_total",
 		"Results the agent stored through the bus's task desk since the bus started, by result (ok, failed).", "agent", "result")
+	agentTaskCost = desc("agent_task_cost_usd_total",
+		"What the tasks whose results the agent stored since the bus started spent on model requests, as flock-proxy counted them, in dollars.", "agent")
+	agentTaskTokens = desc("agent_task_tokens_total",
+		"Tokens (every kind) the tasks whose results the agent stored since the bus started spent on model requests, as flock-proxy counted them.", "agent")
+	agentTasksOutOfBudget = desc("agent_tasks_out_of_budget_total",
+		"Tasks whose results the agent stored since the bus started that ran out of their budget (a model request refused past it).", "agent")
 	agentViolations = desc("agent_bus_violations_total",
 		"Violations the bus counted for the agent, by kind; kept across bus restarts.", "agent", "kind")
 	agentEgress = desc("agent_egress_decisions_total",
@@ -139,6 +145,7 @@ var unitStates = []string{"active", "activating", "deactivating", "failed", "ina
 // Describe sends every family's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentWallKilled, agentHeartbeatAge, agentTasks,
+		agentTaskCost, agentTaskTokens, agentTasksOutOfBudget,
 		agentViolations, agentEgress, agentRefused, agentRefusedLogged, agentMemory, agentMemoryPeak, agentCPU, agentConnections,
 		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, collectorSuccess} {
 		ch <- d
@@ -301,6 +308,9 @@ func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, n
 		}
 		ch <- counter(agentTasks, float64(a.TasksOK), l, "ok")
 		ch <- counter(agentTasks, float64(a.TasksFailed), l, "failed")
+		ch <- counter(agentTaskCost, a.TaskSpend.Cost.Dollars(), l)
+		ch <- counter(agentTaskTokens, float64(a.TaskSpend.Tokens), l)
+		ch <- counter(agentTasksOutOfBudget, float64(a.TaskSpend.OutOfBudget), l)
 		// Both decisions always, so rate() has a series from the start.
 		ch <- counter(agentEgress, float64(a.Egress["allow"]), l, "allow")
 		ch <- counter(agentEgress, float64(a.Egress["deny"]), l, "deny")

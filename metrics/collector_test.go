@@ -72,11 +72,12 @@ var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 // failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
 // has no unit loaded; the bus knows all three. Agent 1 used a model API
 // (its tokens and their cost, within a dollar limit), in budgets workers
-// and flock.
+// and flock, and its tasks' spend (one ran out of its budget) is counted.
 func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
 			1: {HeartbeatAt: scrapeTime.Add(-2500 * time.Millisecond), Connections: 1, TasksOK: 7, TasksFailed: 1,
+				TaskSpend:  bus.TaskSpendTotal{Cost: 38 * wire.USD / 100, Tokens: 41200, OutOfBudget: 1},
 				Violations: map[string]uint64{"publish": 3, "forged-lease": 1, "connections": 2}, Egress: map[string]uint64{"allow": 4, "deny": 12},
 				Models: &wire.ModelReport{Agent: 1, At: scrapeTime, Usage: map[string]wire.ModelUsage{"anthropic": {
 					Requests: 9, Tokens: wire.Tokens{InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 4000, CacheWriteTokens: 100},

@@ -465,7 +465,8 @@ func TestProxyFollowsNames(t *testing.T) {
 		t.Errorf("proxy config %+v %v", c, err)
 	}
 	// Its bus user publishes its decisions and the model gateway's counts,
-	// and nothing else.
+	// asks the task desk which tasks a worker holds and answers what a
+	// task spent, and nothing else.
 	cfg, _ := fk.bus.Config(ctx)
 	var pu *bus.User
 	for i, u := range cfg.Users {
@@ -473,7 +474,8 @@ func TestProxyFollowsNames(t *testing.T) {
 			pu = &cfg.Users[i]
 		}
 	}
-	if pu == nil || strings.Join(pu.Publish, " ") != "flock.egress.> flock.usage.>" || len(pu.Subscribe) != 0 || pu.Agent != 0 {
+	if pu == nil || strings.Join(pu.Publish, " ") != "flock.bus.leases.* flock.egress.> flock.usage.>" ||
+		strings.Join(pu.Subscribe, " ") != "_INBOX.flock-proxy.> flock.proxy.spend.*" || pu.ResponseTTL == 0 || pu.Agent != 0 {
 		t.Errorf("the proxy's bus user: %+v", pu)
 	}
 	if again := provision(t, h, withName); len(again.Changes) != 0 {

@@ -119,6 +119,20 @@ func ParseTaskBudget(s string) (TaskBudget, error) {
 	return b, nil
 }
 
+// TaskBudgetOf is the budget a task's headers carry (TaskBudgetHeader in
+// any case, as a person typing it means it), nil if none.
+func TaskBudgetOf(h map[string][]string) (*TaskBudget, error) {
+	v := header(h, TaskBudgetHeader)
+	if v == "" {
+		return nil, nil
+	}
+	b, err := ParseTaskBudget(v)
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
 // TaskSpendRequest asks what the task at Seq in TasksStream has spent.
 // Final: its result is being stored; the proxy first lets the task's
 // requests under way end (for a moment at most), so the spend stored is

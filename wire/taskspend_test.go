@@ -25,6 +25,31 @@ func TestTaskBudgetRoundTrip(t *testing.T) {
 	}
 }
 
+// Unit tier. A task's headers carry its budget in any case of the
+// header's name; none is nil, a malformed one an error naming the header.
+func TestTaskBudgetOf(t *testing.T) {
+	for _, tc := range []struct {
+		h    map[string][]string
+		want *TaskBudget
+		bad  bool
+	}{
+		{h: nil},
+		{h: map[string][]string{"Flock-Task-Id": {"x"}}},
+		{h: map[string][]string{TaskBudgetHeader: {""}}},
+		{h: map[string][]string{TaskBudgetHeader: {"tokens=5"}}, want: &TaskBudget{Tokens: 5}},
+		{h: map[string][]string{"flock-task-budget": {"usd=0.5"}}, want: &TaskBudget{USD: USD / 2}},
+		{h: map[string][]string{TaskBudgetHeader: {"dollars=5"}}, bad: true},
+	} {
+		got, err := TaskBudgetOf(tc.h)
+		switch {
+		case tc.bad && (err == nil || !strings.Contains(err.Error(), TaskBudgetHeader)):
+			t.Errorf("TaskBudgetOf(%v): %+v, %v; want an error naming %s", tc.h, got, err, TaskBudgetHeader)
+		case !tc.bad && (err != nil || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want):
+			t.Errorf("TaskBudgetOf(%v) = %+v, %v; want %+v", tc.h, got, err, tc.want)
+		}
+	}
+}
+
 // Unit tier. The smaller of each limit applies; 0 is none.
 func TestTaskBudgetWithin(t *testing.T) {
 	for _, tc := range []struct{ a, b, want TaskBudget }{
