@@ -39,9 +39,11 @@ const request = `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user"
 type rig struct {
 	t        *testing.T
 	o        Options
+	worker   string // agent 1's bus seed file
 	upstream *httptest.Server
 	uid      uint32 // the test's: the agent the kernel names
 	busURL   string
+	op       *nats.Conn // the operator's connection
 	reports  chan wire.ModelReport
 	egress   chan wire.EgressEvent
 }
@@ -63,7 +65,7 @@ func newRig(t *testing.T) *rig {
 	// writes it.
 	pub := map[string]string{}
 	seeds := map[string]nkeys.KeyPair{}
-	for _, n := range []string{creds.ProxyName, creds.OperatorName} {
+	for _, n := range []string{creds.ProxyName, creds.OperatorName, spec.UserName(1)} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +73,11 @@ func newRig(t *testing.T) *rig {
 		seeds[n], pub[n] = kp, must(kp.PublicKey())
 	}
 	r.write(r.o.Nkey, must(seeds[creds.ProxyName].Seed()))
-	b, err := bus.Start(bus.ForFlock(&spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1}}, pub), bus.Options{StoreDir: t.TempDir()})
+	r.worker = filepath.Join(dir, "agent-1.seed")
+	r.write(r.worker, must(seeds[spec.UserName(1)].Seed()))
+	// Agent 1, a worker: the bus lists it and keeps its consumer.
+	flock := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1}, Agents: []spec.Agent{{ID: 1, Role: spec.RoleWorker}}}
+	b, err := bus.Start(bus.ForFlock(flock, pub), bus.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +89,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	r.op = nc
 	for subject, decode := range map[string]func([]byte){
 		wire.UsageSubjects: func(b []byte) {
 			if rep, err := wire.ParseModelReport(b); err == nil {
@@ -129,7 +136,7 @@ func (r *rig) config(listen string, granted bool) {
 			"anth": {Name: "anth", Kind: "anthropic", URL: r.upstream.URL, KeyFile: "/etc/flock/keys/anth", CAFile: "/etc/flock/ca.pem"},
 		}, Agents: map[uint32]gateway.Agent{}}}
 	if granted {
-		c.Gateway.Agents[r.uid] = gateway.Agent{ID: 1, Grants: map[string]spec.Grant{"anth": {Provider: "anth"}}}
+		c.Gateway.Agents[r.uid] = gateway.Agent{ID: 1, Grants: map[string]spec.Grant{"anth": {Provider: "anth"}}, Worker: true}
 	}
 	b, err := c.Encode()
 	if err != nil {
