@@ -113,7 +113,7 @@ func (c Config) Digest() string {
 		field("uid_base", strconv.FormatUint(uint64(c.UIDBase), 10))
 	}
 	t := c.Tasks.withDefaults()
-	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers, t.Sync))
+	field(fmt.Sprint(t.StoreMax, t.MemoryMax, t.MaxDeliveries, t.AckWait, t.ResultWindow, t.Workers, t.Metered, t.Sync))
 	if cl := c.Cluster; cl != nil {
 		field(cl.Name, cl.Server, cl.Listen, strconv.Itoa(cl.Replicas), cl.CAFile, cl.CertFile, cl.KeyFile, cl.PasswordFile)
 		field(cl.Routes...)

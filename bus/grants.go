@@ -33,6 +33,9 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 		c.Users = append(c.Users, agentUser(a, name, key))
 		if a.Role == spec.RoleWorker {
 			c.Tasks.Workers = append(c.Tasks.Workers, a.ID)
+			if a.HasModels() {
+				c.Tasks.Metered = append(c.Tasks.Metered, a.ID)
+			}
 			longest = max(longest, a.TaskTimeout)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -45,10 +44,9 @@ func (d *desk) onLeases(m *nats.Msg) {
 
 // spend is what task id, at seq, of agent spent, as flock-proxy counted
 // it; nil if the proxy did not answer within spendTimeout (at once when
-// none listens), logged, or if the flock has no proxy (no agent has
-// names or models).
+// none listens), logged, or if the agent is granted no model API.
 func (d *desk) spend(agent int, seq uint64, id string) *wire.TaskSpend {
-	if !d.s.hasProxy() {
+	if !d.s.isMetered(agent) {
 		return nil
 	}
 	subj := wire.TaskSpendSubject(agent)
@@ -65,9 +63,11 @@ func (d *desk) spend(agent int, seq uint64, id string) *wire.TaskSpend {
 	return &s
 }
 
-// hasProxy says whether the config in force has flock-proxy's user.
-func (s *Server) hasProxy() bool {
+// isMetered says whether agent's model requests are charged to its
+// tasks in the config in force.
+func (s *Server) isMetered(agent int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.ContainsFunc(s.cfg.Users, func(u User) bool { return u.Name == creds.ProxyName })
+	_, ok := slices.BinarySearch(s.cfg.Tasks.Metered, agent)
+	return ok
 }

@@ -149,9 +149,44 @@ func TestDeskLeasesAfterARestart(t *testing.T) {
 func TestDeskStoresTheProxysSpend(t *testing.T) {
 	t.Parallel()
 	ids := newIdentities(t, withProxy...)
-	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute })
+	// Worker 2 is granted model APIs; worker 4 none.
+	s := taskBus(t, ids, Options{}, func(c *Config) { c.Tasks.AckWait = time.Minute; c.Tasks.Metered = []int{2} })
 	proxy, o1, w2 := connectProxy(t, s, ids), connect(t, s, ids, "flock-1"), connect(t, s, ids, "flock-2")
 	op := connect(t, s, ids, creds.OperatorName)
+	t.Run("a worker without models: the proxy is not asked", func(t *testing.T) {
+		asked := make(chan *nats.Msg, 4)
+		sub, err := proxy.Subscribe(wire.TaskSpendSubjects, func(m *nats.Msg) { asked <- m })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe(); _ = proxy.Flush() }()
+		if err := proxy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		w4 := connect(t, s, ids, "flock-4")
+		if _, r := sendBudget(t, o1, wire.AgentTasks(4), "plain", ""); r != nil {
+			t.Fatalf("send refused: %v", r)
+		}
+		h, ok := ask(t, w4, 4, time.Second)
+		if !ok {
+			t.Fatal("worker 4 was handed nothing")
+		}
+		start := time.Now()
+		if got := say(t, w4, 4, wire.DeskResult, h.Lease, resultBody(wire.Result{OK: true})); got != "" {
+			t.Fatalf("worker 4's result refused: %q", got)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("worker 4's result took %s to store", took)
+		}
+		if res := waitResults(t, op.Conn, 5*time.Second, "plain")["plain"]; len(res) != 1 || res[0].Spend != nil {
+			t.Errorf("worker 4's result: %+v, want it stored without a spend", res)
+		}
+		select {
+		case m := <-asked:
+			t.Errorf("the proxy was asked %s for a worker granted no model", m.Subject)
+		default:
+		}
+	})
 	spent := wire.TaskSpend{Requests: 7, Tokens: wire.Tokens{InputTokens: 30000, OutputTokens: 1200, CacheReadTokens: 10000},
 		Cost: 38 * wire.USD / 100, Budget: &wire.TaskBudget{USD: 3 * wire.USD / 10}, OutOfBudget: true}
 	forged := &wire.TaskSpend{Requests: 1, Cost: 1}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flockrun/flock/spec"
@@ -30,6 +31,11 @@ type Tasks struct {
 	// Workers are the agents pulling their own tasks (tasks.agent.N)
 	// through consumer agent-N, by id.
 	Workers []int `json:"workers"`
+	// Metered are the workers granted model APIs, whose requests
+	// flock-proxy charges to their tasks: the desk asks it for their
+	// tasks' spend, and no other's (a worker without models spends
+	// nothing, and its result does not wait on the proxy).
+	Metered []int `json:"metered,omitempty"`
 }
 
 // Defaults and bounds of Tasks.
@@ -90,6 +96,11 @@ func (t Tasks) validate() error {
 	for i, id := range t.Workers {
 		if id < 1 || id > spec.MaxID || (i > 0 && id <= t.Workers[i-1]) {
 			return fmt.Errorf("workers: %v is not a sorted list of distinct agent ids", t.Workers)
+		}
+	}
+	for i, id := range t.Metered {
+		if _, ok := slices.BinarySearch(t.Workers, id); !ok || (i > 0 && id <= t.Metered[i-1]) {
+			return fmt.Errorf("metered: %v is not a sorted list of distinct workers", t.Metered)
 		}
 	}
 	return nil

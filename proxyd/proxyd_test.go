@@ -76,7 +76,7 @@ func newRig(t *testing.T) *rig {
 	r.worker = filepath.Join(dir, "agent-1.seed")
 	r.write(r.worker, must(seeds[spec.UserName(1)].Seed()))
 	// Agent 1, a worker: the bus lists it and keeps its consumer.
-	flock := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1}, Agents: []spec.Agent{{ID: 1, Role: spec.RoleWorker}}}
+	flock := &spec.Flock{Bus: spec.Bus{Host: "127.0.0.1", Port: -1}, Agents: []spec.Agent{{ID: 1, Role: spec.RoleWorker, Models: []spec.Grant{{Provider: "anth"}}}}}
 	b, err := bus.Start(bus.ForFlock(flock, pub), bus.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -258,7 +258,9 @@ func printResult(o stdio, res wire.Result, output string) error {
 // and plainly when its budget stopped them; on stderr, so stdout stays
 // the command's output.
 func writeSpend(w io.Writer, res wire.Result) {
-	if res.Spend == nil {
+	// A task that made no model request has nothing to say: a worker
+	// that calls no model prints its output alone.
+	if res.Spend == nil || res.Spend.Requests == 0 && !res.Spend.OutOfBudget {
 		return
 	}
 	fmt.Fprintln(w, "cost:", res.Spend.Line())

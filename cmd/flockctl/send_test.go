@@ -132,6 +132,9 @@ func TestPrintResultSpend(t *testing.T) {
 		{"out of budget", over, "cost: 52000 tokens, $0.30 in 9 requests (out of its budget usd=0.3)\n" +
 			"task t-1 ran out of its budget: flock-proxy refused its model requests past it; send it with a larger --budget-usd or --budget-tokens, or raise its worker's task_budget\n"},
 		{"no spend", nil, ""},
+		{"no request", &wire.TaskSpend{}, ""},
+		{"refused at its first request", &wire.TaskSpend{Budget: budget, OutOfBudget: true}, "cost: 0 tokens, $0.00 in 0 requests (out of its budget usd=0.3)\n" +
+			"task t-1 ran out of its budget: flock-proxy refused its model requests past it; send it with a larger --budget-usd or --budget-tokens, or raise its worker's task_budget\n"},
 	} {
 		res := wire.Result{TaskID: "t-1", Agent: 2, OK: true, Output: "done\n", Spend: tc.spend}
 		var out, errOut bytes.Buffer
