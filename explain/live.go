@@ -55,6 +55,10 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 	r.Egress, r.Names = SplitEgress(a.Egress)
 	r.Models = Models(d.Flock, a, spec.DefaultProxyListen)
 	r.Budgets = Budgets(d.Flock, a)
+	if a.TaskBudget.Any() {
+		b := a.TaskBudget
+		r.TaskBudget = &b
+	}
 	if h, ok := d.Flock.HostNamed(a.Host); ok && d.Flock.Clustered() {
 		r.Host = &Host{Name: h.Name, Address: h.Address.String()}
 	}

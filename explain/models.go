@@ -123,6 +123,21 @@ func Budgets(f *spec.Flock, a spec.Agent) []Budget {
 
 // BudgetLine says which budgets an agent's model requests must also fit,
 // for the text forms ("" for none).
+// TaskBudgetLine is an agent's task_budget for a reader ("" for none).
+func TaskBudgetLine(b *wire.TaskBudget) string {
+	if b == nil || !b.Any() {
+		return ""
+	}
+	var parts []string
+	if b.USD > 0 {
+		parts = append(parts, b.USD.String())
+	}
+	if b.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", b.Tokens))
+	}
+	return "#   each task it takes may spend at most " + strings.Join(parts, " and ") + " (task_budget; a task sent with a smaller budget of its own is held to that)"
+}
+
 func BudgetLine(bs []Budget) string {
 	if len(bs) == 0 {
 		return ""

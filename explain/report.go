@@ -34,6 +34,9 @@ type Report struct {
 	Models []Model `json:"models"`
 	// Budgets are the budgets its model requests must also fit.
 	Budgets  []Budget `json:"budgets,omitempty"`
+	// TaskBudget is what each task it takes may spend (a worker's
+	// task_budget).
+	TaskBudget *wire.TaskBudget `json:"task_budget,omitempty"`
 	Limits   Limits   `json:"limits"`
 	Unit     Unit     `json:"unit"`
 	Firewall []string `json:"firewall"` // rules of table inet flock that apply to its uid, as `nft list` prints them

@@ -55,6 +55,9 @@ func WriteSpec(out io.Writer, f *spec.Flock, agent string, k Kernel) {
 		if l := BudgetLine(Budgets(f, a)); l != "" {
 			fmt.Fprintln(out, l)
 		}
+		if l := TaskBudgetLine(&a.TaskBudget); l != "" {
+			fmt.Fprintln(out, l)
+		}
 		fmt.Fprintln(out)
 	}
 }

@@ -36,7 +36,7 @@ func TestWriteSpecNamesMoneyLimitsAndBudgets(t *testing.T) {
 	f, err := spec.Parse([]byte(`providers: [{name: anthropic, kind: anthropic, url: "https://api.anthropic.com"}]
 agents:
   - {id: 1, role: orchestrator, models: {anthropic: {usd_per_day: 5.5}}}
-  - {id: 2, models: {anthropic: {}}}
+  - {id: 2, models: {anthropic: {}}, task_budget: {usd: 0.5, tokens: 200K}}
 budgets:
   - {name: workers, roles: [worker], usd_per_day: 20, tokens_per_month: 500M}
   - {name: flock, agents: all, usd_per_month: 400}
@@ -48,7 +48,8 @@ budgets:
 	WriteSpec(&out, f, "", KernelFacts("6.12.0", 6))
 	for _, want := range []string{"limits: usd_per_day 5.5;",
 		"#   budgets, shared with their other agents: flock (usd_per_month 400)\n",
-		"#   budgets, shared with their other agents: workers (tokens_per_month 500000000, usd_per_day 20); flock (usd_per_month 400)\n"} {
+		"#   budgets, shared with their other agents: workers (tokens_per_month 500000000, usd_per_day 20); flock (usd_per_month 400)\n",
+		"#   each task it takes may spend at most $0.50 and 200000 tokens (task_budget; a task sent with a smaller budget of its own is held to that)\n"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the spec form lacks %q:\n%s", want, out.String())
 		}

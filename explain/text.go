@@ -23,6 +23,9 @@ func (r Report) WriteText(w io.Writer) {
 	if l := BudgetLine(r.Budgets); l != "" {
 		p("%s", l)
 	}
+	if l := TaskBudgetLine(r.TaskBudget); l != "" {
+		p("%s", l)
+	}
 	p("limits: memory %d bytes, cpu %d%%, tasks %d", r.Limits.MemoryBytes, r.Limits.CPUPercent, r.Limits.Tasks)
 
 	p("\n## unit %s (as systemd has it)", r.Unit.Name)
