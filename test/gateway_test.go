@@ -413,13 +413,34 @@ func TestModelGateway(t *testing.T) {
 		}
 	})
 
+	// everyTokenCounted says whether flock's counts, as flockctl usage has
+	// them, are every token the upstreams reported (and what flock
+	// estimated of a stream cut before its usage): nothing under way or
+	// not yet published.
+	everyTokenCounted := func() error {
+		want, err := standinLedger(t, m, "")
+		if err != nil {
+			return err
+		}
+		local, err := ledgerAt(t, m, "http://"+localModelAddr, "")
+		if err != nil {
+			return err
+		}
+		want = want.Plus(local).Plus(estimated)
+		got := sumUsage(usageOf(t, m))
+		if got.Input != want.Input || got.Output != want.Output || got.CacheRead != want.CacheRead || got.CacheWrite != want.CacheWrite || want.Output == 0 {
+			return fmt.Errorf("flock counted %+v, the stand-in reported %+v", got, want)
+		}
+		return nil
+	}
+
 	t.Run("each task's cost: what its requests spent at every level, the sum its agent's, a task's budget a 429 naming it", func(t *testing.T) {
 		// Priced (the budget is too large to matter): each task's spend
 		// has dollars.
 		provision(t, m, gatewaySpecWith(100000, sdkBudget("1000")))
 		agents := []int{1, 4, 5, 6}
-		// Read after the provision: every earlier request ended seconds
-		// ago, and the proxy publishes its counts every second.
+		// Read once every earlier request is counted and published.
+		m.Eventually(t, 20*time.Second, everyTokenCounted)
 		before := map[int]statusview.ModelUse{}
 		for _, id := range agents {
 			before[id] = totalUse(usageOf(t, m, strconv.Itoa(id)))
@@ -484,8 +505,10 @@ func TestModelGateway(t *testing.T) {
 			said := res.Output + res.Stderr + res.Error + stderr
 			if err == nil || res.OK || res.Spend == nil || !res.Spend.OutOfBudget || res.Spend.Cost != 0 || res.Spend.Tokens.Total() != 0 {
 				t.Errorf("agent %d (%s) over its task's budget: %v, %+v; want the task failed, out of its budget, nothing spent", tc.id, describeModel(tc.id), err, res)
-			} else if want := fmt.Sprintf("task %q is out of its budget %s", res.TaskID, tc.limit); !strings.Contains(said, want) || !strings.Contains(said, "429") {
-				t.Errorf("agent %d's task says:\n%s\nwant the 429 and %q", tc.id, said, want)
+			} else if want := "is out of its budget " + tc.limit; !strings.Contains(said, "task "+strconv.Quote(res.TaskID)) && !strings.Contains(said, `task \"`+res.TaskID+`\"`) ||
+				!strings.Contains(said, want) || !strings.Contains(said, "429") {
+				// The program prints the SDK's error, the message JSON-quoted.
+				t.Errorf("agent %d's task says:\n%s\nwant the 429, the task's id and %q", tc.id, said, want)
 			}
 			t.Logf("FIGURE agent %d (%s) refused past its task's budget: the task failed in %v", tc.id, describeModel(tc.id), time.Since(start).Round(time.Millisecond))
 			m.Eventually(t, 20*time.Second, func() error {
@@ -500,22 +523,7 @@ func TestModelGateway(t *testing.T) {
 	})
 
 	t.Run("every token the upstream reported is counted, and /metrics says so", func(t *testing.T) {
-		m.Eventually(t, 20*time.Second, func() error {
-			want, err := standinLedger(t, m, "")
-			if err != nil {
-				return err
-			}
-			local, err := ledgerAt(t, m, "http://"+localModelAddr, "")
-			if err != nil {
-				return err
-			}
-			want = want.Plus(local).Plus(estimated)
-			got := sumUsage(usageOf(t, m))
-			if got.Input != want.Input || got.Output != want.Output || got.CacheRead != want.CacheRead || got.CacheWrite != want.CacheWrite || want.Output == 0 {
-				return fmt.Errorf("flock counted %+v, the stand-in reported %+v", got, want)
-			}
-			return nil
-		})
+		m.Eventually(t, 20*time.Second, everyTokenCounted)
 		rows := usageOf(t, m, "4")
 		metrics := mustRun(t, m, "curl", "-sS", "http://127.0.0.1:8223/metrics")
 		for _, r := range rows {
