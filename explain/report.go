@@ -33,14 +33,14 @@ type Report struct {
 	// through the gateway in flock-proxy, which holds their keys.
 	Models []Model `json:"models"`
 	// Budgets are the budgets its model requests must also fit.
-	Budgets  []Budget `json:"budgets,omitempty"`
+	Budgets []Budget `json:"budgets,omitempty"`
 	// TaskBudget is what each task it takes may spend (a worker's
 	// task_budget).
 	TaskBudget *wire.TaskBudget `json:"task_budget,omitempty"`
-	Limits   Limits   `json:"limits"`
-	Unit     Unit     `json:"unit"`
-	Firewall []string `json:"firewall"` // rules of table inet flock that apply to its uid, as `nft list` prints them
-	Paths    []Path   `json:"paths"`
+	Limits     Limits           `json:"limits"`
+	Unit       Unit             `json:"unit"`
+	Firewall   []string         `json:"firewall"` // rules of table inet flock that apply to its uid, as `nft list` prints them
+	Paths      []Path           `json:"paths"`
 	// Bus is its permissions as the running bus has them; nil when the
 	// bus could not be asked (Unread says why).
 	Bus      *wire.Permissions `json:"bus"`
