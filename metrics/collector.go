@@ -25,11 +25,13 @@ type Bus interface {
 	Snapshot(ctx context.Context) (bus.Snapshot, error)
 }
 
-// Units is where the agents' units come from: units.Observer in
-// flock.service (the system bus, read-only), units.Fake in tests.
+// Units is where the agents' units and flock-proxy.service come from:
+// units.Observer in flock.service (the system bus, read-only), units.Fake
+// in tests.
 type Units interface {
 	List(ctx context.Context) ([]units.Status, error)
 	Usage(ctx context.Context, names []string) (map[string]units.Usage, error)
+	ActiveState(ctx context.Context, name string) (string, error)
 }
 
 // Firewall is where the agents' refused packets come from: in
@@ -134,6 +136,8 @@ var (
 		"Packets of the agent's sockets the firewall (table inet flock) refused since the table was last written (a provision that changes the table starts them again).", "agent")
 	agentRefusedLogged = desc("agent_refused_packets_logged_total",
 		"Of the agent's refused packets, those written to the kernel log (at most 5 a minute per agent); the rest were over its log limit.", "agent")
+	proxyUp = desc("proxy_up",
+		"1 when flock-proxy.service (agents' egress by name, the model gateway) is active, else 0; absent when the host has no such unit (no agent needs it).")
 	collectorSuccess = desc("collector_success",
 		"1 when this scrape read the source (bus, systemd, firewall), else 0 and its figures are absent.", "source")
 )
@@ -147,7 +151,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{agentUp, agentRestarts, agentLastExit, agentWallKilled, agentHeartbeatAge, agentTasks,
 		agentTaskCost, agentTaskTokens, agentTasksOutOfBudget,
 		agentViolations, agentEgress, agentRefused, agentRefusedLogged, agentMemory, agentMemoryPeak, agentCPU, agentConnections,
-		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, collectorSuccess} {
+		agentsByState, tasksByState, storeBytes, storeMaxBytes, streamBytes, streamMaxBytes, busConnections, clusterHostUp, proxyUp, collectorSuccess} {
 		ch <- d
 	}
 	for _, d := range modelDescs {
@@ -172,6 +176,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	snap, busErr := c.bus.Snapshot(ctx)
 	c.report("bus", busErr)
 	states, usage, unitsErr := c.readUnits(ctx)
+	proxy := ""
+	if states != nil { // systemd answered: ask it of the proxy too
+		var err error
+		proxy, err = c.proxyState(ctx)
+		unitsErr = errors.Join(unitsErr, err)
+	}
 	c.report("systemd", unitsErr)
 	ch <- gauge(collectorSuccess, success(busErr), "bus")
 	ch <- gauge(collectorSuccess, success(unitsErr), "systemd")
@@ -192,6 +202,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for s, n := range byState {
 			ch <- gauge(agentsByState, float64(n), s)
+		}
+		if proxy != "" {
+			ch <- gauge(proxyUp, boolValue(proxy == "active"))
 		}
 		for _, id := range ids {
 			u, ok := usage[id]
@@ -350,6 +363,17 @@ func (c *Collector) readUnits(ctx context.Context) (map[int]string, map[int]unit
 		usage[byName[name]] = u
 	}
 	return states, usage, err
+}
+
+// proxyState is flock-proxy.service's ActiveState; "" when systemd has
+// no such unit: provision installs it only while some agent's egress
+// goes through it, so its absence is no fault.
+func (c *Collector) proxyState(ctx context.Context) (string, error) {
+	st, err := c.units.ActiveState(ctx, units.ProxyUnit)
+	if errors.Is(err, units.ErrNotLoaded) {
+		return "", nil
+	}
+	return st, err
 }
 
 // agentOf is N of flock-agent@N.service.

@@ -66,11 +66,15 @@ func (brokenUnits) Usage(context.Context, []string) (map[string]units.Usage, err
 	return nil, units.ErrNoSystemBus
 }
 
+func (brokenUnits) ActiveState(context.Context, string) (string, error) {
+	return "", units.ErrNoSystemBus
+}
+
 var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 
 // threeAgents: 1 runs (restarted twice, last killed by SIGKILL), 2
 // failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
-// has no unit loaded; the bus knows all three. Agent 1 used a model API
+// has no unit loaded; the bus knows all three; flock-proxy.service runs. Agent 1 used a model API
 // (its tokens and their cost, within a dollar limit), in budgets workers
 // and flock, and its tasks' spend (one ran out of its budget) is counted.
 func threeAgents() (bus.Snapshot, *units.Fake) {
@@ -111,6 +115,12 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 		if err := u.Start(ctx, units.ForAgent(f, a, units.Options{})); err != nil {
 			panic(err)
 		}
+	}
+	if err := u.InstallService(ctx, units.ProxyUnit, units.ProxyService("", "", "", "")); err != nil {
+		panic(err)
+	}
+	if err := u.RestartService(ctx, units.ProxyUnit); err != nil {
+		panic(err)
 	}
 	u.SetExit("flock-agent@1.service", 2, units.Exit{Code: "killed", Status: 9})
 	mem, peak, cpu := uint64(48<<20), uint64(64<<20), uint64(1_500_000_000)
@@ -228,6 +238,56 @@ func TestRefusedNeedsTheUIDBase(t *testing.T) {
 	}
 	if len(logged) != 1 || !strings.Contains(logged[0], "flockctl provision") {
 		t.Errorf("logged %q, want the fix", logged)
+	}
+}
+
+// proxyUnreadable is a systemd that lists the agents' units but cannot
+// say flock-proxy.service's state.
+type proxyUnreadable struct{ *units.Fake }
+
+func (proxyUnreadable) ActiveState(context.Context, string) (string, error) {
+	return "", errors.New("ListUnitsByPatterns flock-proxy.service: timeout")
+}
+
+// TestProxyUp: flock_proxy_up is 1 while flock-proxy.service is active, 0
+// when it is not, and absent when the host has no such unit or systemd
+// cannot say (then collector_success says so, and the agents' figures
+// stay).
+// Tier: unit (no root).
+func TestProxyUp(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		units     func(*units.Fake) Units
+		want      string // the flock_proxy_up line; "": none
+		systemdOK bool
+	}{
+		{"active", func(u *units.Fake) Units { return u }, "flock_proxy_up 1", true},
+		{"stopped by hand", func(u *units.Fake) Units { u.StopStatic(units.ProxyUnit); return u }, "flock_proxy_up 0", true},
+		{"no unit", func(u *units.Fake) Units {
+			if err := u.RemoveService(context.Background(), units.ProxyUnit); err != nil {
+				t.Fatal(err)
+			}
+			return u
+		}, "", true},
+		{"systemd cannot say", func(u *units.Fake) Units { return proxyUnreadable{u} }, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, u := threeAgents()
+			out := exposition(t, New(fakeBus{snap: s}, tc.units(u), nil, t.Logf))
+			var got string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "flock_proxy_up ") {
+					got = l
+				}
+			}
+			if got != tc.want {
+				t.Errorf("flock_proxy_up line %q, want %q", got, tc.want)
+			}
+			success := fmt.Sprintf(`flock_collector_success{source="systemd"} %d`, map[bool]int{false: 0, true: 1}[tc.systemdOK])
+			if !strings.Contains(out, success) || !strings.Contains(out, `flock_agent_up{agent="1"} 1`) {
+				t.Errorf("want %q and agent 1 up in:\n%s", success, out)
+			}
+		})
 	}
 }
 

@@ -70,6 +70,20 @@ func (f *Fake) Properties(ctx context.Context, name string) (map[string]any, err
 	return p, nil
 }
 
+// ActiveState is an agent unit's state, or a static unit's while it has
+// a file.
+func (f *Fake) ActiveState(ctx context.Context, name string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.units[name]; ok {
+		return st.ActiveState, nil
+	}
+	if st, ok := f.services[name]; ok && st.File != nil && !isTemplate(name) {
+		return st.ActiveState, nil
+	}
+	return "", fmt.Errorf("%s: %w", name, ErrNotLoaded)
+}
+
 // SetProperty is drift: a property changed behind flock's back (as
 // `systemctl set-property` does); nil removes it (a unit started
 // without it).

@@ -30,3 +30,17 @@ func (s *Systemd) Properties(ctx context.Context, name string) (map[string]any, 
 	maps.Copy(props, svc)
 	return props, nil
 }
+
+// ActiveState reads the named unit's state as systemd has it now. Like
+// Properties it lists by pattern, which loads nothing; a unit listed but
+// not found (its file removed while it was loaded) is not there either.
+func (s *Systemd) ActiveState(ctx context.Context, name string) (string, error) {
+	us, err := s.conn.ListUnitsByPatternsContext(ctx, nil, []string{name})
+	if err != nil {
+		return "", fmt.Errorf("ListUnitsByPatterns %s: %w", name, err)
+	}
+	if len(us) == 0 || us[0].LoadState == "not-found" {
+		return "", fmt.Errorf("%s: %w", name, ErrNotLoaded)
+	}
+	return us[0].ActiveState, nil
+}

@@ -64,6 +64,10 @@ type Manager interface {
 	// Properties reads a loaded unit's properties as systemd has them
 	// (name -> value as D-Bus decodes it); ErrNotLoaded when it is not.
 	Properties(ctx context.Context, name string) (map[string]any, error)
+	// ActiveState reads the named unit's ActiveState (active, failed,
+	// inactive...) without loading it; ErrNotLoaded when systemd has no
+	// such unit (no file, or a transient unit collected).
+	ActiveState(ctx context.Context, name string) (string, error)
 
 	// Service reports a static unit of flock's (StaticUnits: BusUnit,
 	// ProxyUnit, CountersSocket, CountersTemplate: of a template, its

@@ -247,6 +247,19 @@ func (o *Observer) Usage(ctx context.Context, names []string) (map[string]Usage,
 	return s.Usage(ctx, names)
 }
 
+// ActiveState is Systemd.ActiveState over the system bus.
+func (o *Observer) ActiveState(ctx context.Context, name string) (string, error) {
+	s, err := o.conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	st, err := s.ActiveState(ctx, name)
+	if err != nil && !errors.Is(err, ErrNotLoaded) {
+		o.drop(s)
+	}
+	return st, err
+}
+
 // Close closes the connection, if any.
 func (o *Observer) Close() {
 	o.mu.Lock()

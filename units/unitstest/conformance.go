@@ -89,7 +89,9 @@ type step struct {
 // Run checks the contract the planner relies on: Start replaces a unit of
 // the same name and is idempotent; List shows exactly flock's running
 // units with the hash of their Description, and never flock.service;
-// Stop makes a unit gone and forgives one that is gone already;
+// ActiveState reads a unit's state as List and Service do, and says
+// ErrNotLoaded of one that is not there; Stop makes a unit gone and
+// forgives one that is gone already;
 // InstallService, RestartService and RemoveService as Service reads them
 // back. newManager returns a manager of a host with no flock units and no
 // flock.service; the suite leaves it so.
@@ -155,6 +157,9 @@ func Run(t *testing.T, newManager func(t *testing.T) units.Manager) {
 				}
 				if _, err := m.Properties(ctx, spec.UnitName(9999)); !errors.Is(err, units.ErrNotLoaded) {
 					t.Errorf("Properties of a unit never started: %v, want ErrNotLoaded", err)
+				}
+				if st, err := m.ActiveState(ctx, spec.UnitName(9999)); !errors.Is(err, units.ErrNotLoaded) {
+					t.Errorf("ActiveState of a unit never started = %q, %v; want ErrNotLoaded", st, err)
 				}
 			}},
 		{name: "Stop makes a unit gone", do: stop(u1), units: map[string]string{u2: hashC}, service: none},
@@ -234,6 +239,9 @@ func checkList(t *testing.T, ctx context.Context, m units.Manager, want map[stri
 		if s.ActiveState != "active" || s.SubState != "running" {
 			t.Errorf("List: %s is %s/%s, want active/running", s.Name, s.ActiveState, s.SubState)
 		}
+		if st, err := m.ActiveState(ctx, s.Name); err != nil || st != "active" {
+			t.Errorf("ActiveState(%s) = %q, %v; want active", s.Name, st, err)
+		}
 		if _, dup := got[s.Name]; dup {
 			t.Errorf("List returned %s twice", s.Name)
 		}
@@ -247,6 +255,14 @@ func checkList(t *testing.T, ctx context.Context, m units.Manager, want map[stri
 func checkService(t *testing.T, ctx context.Context, m units.Manager, want units.ServiceStatus) {
 	t.Helper()
 	checkStatic(t, ctx, m, units.BusUnit, want)
+	// A static unit is there while it has a file, whatever its state.
+	st, err := m.ActiveState(ctx, units.BusUnit)
+	switch {
+	case want.File == nil && !errors.Is(err, units.ErrNotLoaded):
+		t.Errorf("ActiveState(%s) with no file = %q, %v; want ErrNotLoaded", units.BusUnit, st, err)
+	case want.File != nil && (err != nil || st != want.ActiveState):
+		t.Errorf("ActiveState(%s) = %q, %v; want %q", units.BusUnit, st, err, want.ActiveState)
+	}
 }
 
 func checkStatic(t *testing.T, ctx context.Context, m units.Manager, name string, want units.ServiceStatus) {
