@@ -34,13 +34,22 @@ func (s *Systemd) Properties(ctx context.Context, name string) (map[string]any, 
 // ActiveState reads the named unit's state as systemd has it now. Like
 // Properties it lists by pattern, which loads nothing; a unit listed but
 // not found (its file removed while it was loaded) is not there either.
+// A unit systemd has not loaded (never started, or collected since it
+// stopped) is inactive if it has a file, else not there.
 func (s *Systemd) ActiveState(ctx context.Context, name string) (string, error) {
 	us, err := s.conn.ListUnitsByPatternsContext(ctx, nil, []string{name})
 	if err != nil {
 		return "", fmt.Errorf("ListUnitsByPatterns %s: %w", name, err)
 	}
-	if len(us) == 0 || us[0].LoadState == "not-found" {
+	if len(us) > 0 && us[0].LoadState != "not-found" {
+		return us[0].ActiveState, nil
+	}
+	files, err := s.conn.ListUnitFilesByPatternsContext(ctx, nil, []string{name})
+	if err != nil {
+		return "", fmt.Errorf("ListUnitFilesByPatterns %s: %w", name, err)
+	}
+	if len(files) == 0 {
 		return "", fmt.Errorf("%s: %w", name, ErrNotLoaded)
 	}
-	return us[0].ActiveState, nil
+	return "inactive", nil
 }
