@@ -20,8 +20,9 @@ import (
 // (test/transcript).
 const transcripts = "../test/testdata/transcripts"
 
-// pages are README.md and every page under docs/, by their path from the
-// repository's root.
+// pages are the repository's top-level pages (README.md, SECURITY.md,
+// CONTRIBUTING.md, CHANGELOG.md), each example's README and every page
+// under docs/, by their path from the repository's root.
 func pages(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -32,7 +33,13 @@ func pages(t *testing.T) map[string]string {
 		}
 		out[path] = string(b)
 	}
-	add("README.md")
+	for _, path := range []string{"README.md", "SECURITY.md", "CONTRIBUTING.md", "CHANGELOG.md"} {
+		add(path)
+	}
+	examples, _ := filepath.Glob("../examples/*/README.md")
+	for _, p := range examples {
+		add(strings.TrimPrefix(filepath.ToSlash(p), "../"))
+	}
 	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
 			add(filepath.Join("docs", p))
@@ -48,7 +55,7 @@ func pages(t *testing.T) map[string]string {
 	return out
 }
 
-// Tier: unit. Every relative link of README.md and docs/ names a file or
+// Tier: unit. Every relative link of the pages names a file or
 // directory of the repository, and its #anchor a heading of that page.
 func TestLinksResolve(t *testing.T) {
 	all := pages(t)

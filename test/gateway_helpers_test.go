@@ -52,8 +52,8 @@ func stageModelClients(t *testing.T) string {
 	return dir
 }
 
-// stageClaudeFlock is examples/claude-flock as its spec's comments
-// install it: its orchestrator's nats client from the npm registry.
+// stageClaudeFlock is examples/claude-flock as its README
+// installs it: its orchestrator's nats client from the npm registry.
 func stageClaudeFlock(t *testing.T) string {
 	return npmStaged(t, "claude-flock", []string{"examples", "claude-flock"}, "--omit=dev")
 }
