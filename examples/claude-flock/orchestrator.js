@@ -57,8 +57,10 @@ async function main() {
     }
   })();
 
-  // Jobs: every line not sent yet (the bus refuses a second copy of an id
-  // anyway, so a restart sends nothing twice).
+  // Jobs: every line not sent yet. After a restart, a job whose answer is
+  // in results/ is not sent again; one sent but not answered is (the bus
+  // stores one copy of an id within 10 minutes, so a quick restart costs
+  // nothing twice).
   let sent = 0;
   let polling = false;
   const poll = async () => {
@@ -73,6 +75,7 @@ async function main() {
     try {
       for (; sent < lines.length; sent++) {
         const n = String(sent + 1);
+        if (fs.existsSync(path.join(resultsDir, `${n}.md`))) continue;
         const h = headers();
         h.set("Flock-Task-Subject", "tasks.worker");
         h.set("Flock-Task-Id", `job-${n}`);
