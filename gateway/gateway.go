@@ -363,7 +363,7 @@ func (g *Gateway) judge(w http.ResponseWriter, r *http.Request, x *exchange, ep 
 		x.price, x.priced = st.prices.Lookup(x.provider, kind.Name, model)
 		if !x.priced && slices.ContainsFunc(scopes, func(s scope) bool { return s.limits.Money() }) {
 			x.release()
-			g.refuse(w, x.agent, x.provider, kind, ReasonUnpriced, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: the model %s of provider %s has no price, and a limit in dollars applies to this agent (%s); add it to providers[name=%s].prices in the spec, or ask for a model the table prices (flockctl explain lists them)", x.agent, quoted(model), x.provider, moneyScopes(scopes), x.provider), 0)
+			g.refuse(w, x.agent, x.provider, kind, ReasonUnpriced, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: the model %s of provider %s has no price, and a limit in dollars applies to this agent (%s); add it to providers[name=%s].prices in the spec, or ask for a model flock's price table has (docs/models.md, \"Prices\")", x.agent, quoted(model), x.provider, moneyScopes(scopes), x.provider), 0)
 			return false
 		}
 		want := wire.Spend{Tokens: x.inputEstimate + p.MaxOutput}
