@@ -103,11 +103,12 @@ const (
 	RestartUnit     Kind = "restart unit"
 )
 
-// Change is one step of a plan.
+// Change is one step of a plan; in JSON, as flockctl plan --output
+// json prints it (a stable contract: fields may be added, none renamed).
 type Change struct {
-	Kind   Kind
-	Target string // unit, user, path or table name
-	Why    string
+	Kind   Kind   `json:"kind"`
+	Target string `json:"target"` // unit, user, path or table name
+	Why    string `json:"why"`
 }
 
 // Plan is the ordered list of changes that makes the host match Desired.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/netpolicy"
@@ -133,15 +134,19 @@ func (s HostState) Current(d Desired) (Current, error) {
 	return c, nil
 }
 
-// FlockPaths are the paths f asks of its hosts (users.Paths and
-// users.Seeds, every host's agents): what a saved state records of a
-// flock, so that a plan of it off the host sees them as they are.
-func FlockPaths(f *spec.Flock) []string {
+// FlockPaths are the paths the flocks ask of their hosts (users.Paths
+// and users.Seeds, every host's agents), sorted, each once: what a saved
+// state records, so that a plan of them off the host sees those as they
+// are.
+func FlockPaths(flocks ...*spec.Flock) []string {
 	var out []string
-	for _, p := range append(users.Paths(f), users.Seeds(f)...) {
-		out = append(out, p.Path)
+	for _, f := range flocks {
+		for _, p := range append(users.Paths(f), users.Seeds(f)...) {
+			out = append(out, p.Path)
+		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // HostStateFormat is the version of EncodeHostState's encoding; a file of

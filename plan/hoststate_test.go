@@ -48,7 +48,7 @@ func TestASavedHostStatePlansAsTheLiveHost(t *testing.T) {
 			if err != nil {
 				t.Fatalf("drift %s, spec %s: observe: %v", drift.name, name, err)
 			}
-			read, err := Read(ctx, h, append(FlockPaths(was), FlockPaths(f)...))
+			read, err := Read(ctx, h, FlockPaths(was, f))
 			if err != nil {
 				t.Fatal(err)
 			}
