@@ -11,14 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/internal/golden"
-	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/plan/plantest"
 	"github.com/flockrun/flock/spec"
-	"github.com/flockrun/flock/units"
-	"github.com/flockrun/flock/users"
 )
 
 const (
@@ -35,17 +31,7 @@ func savedState(t *testing.T, specText string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.NewFakeHost()
-	h := plan.Host{Users: users.NewFake(), Units: units.NewFake(), Firewall: netpolicy.NewFake(), Bus: b, Proxy: &proxy.Fake{}}
-	d := plan.Build(f, plan.Site{}, units.Options{})
-	have, err := plan.Observe(ctx, h, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Apply(ctx, h, d, plan.Diff(d, have), nil); err != nil {
-		t.Fatal(err)
-	}
-	b.Started() // as flock.service's start has the bus read its config
+	h, _ := plantest.Provisioned(t, f)
 	st, err := plan.Read(ctx, h, plan.FlockPaths(f))
 	if err != nil {
 		t.Fatal(err)
