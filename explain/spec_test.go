@@ -4,8 +4,10 @@ package explain
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
+	"github.com/flockrun/flock/internal/golden"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -53,5 +55,31 @@ budgets:
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the spec form lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The spec form's JSON is a stable shape: testdata/spec.json (go test
+// ./explain -run SpecJSON -update rewrites it). An orchestrator on one
+// host with names and a model grant, a worker with a JIT, a task budget
+// and a budget on the other, on a kernel without Landlock's IPC scopes.
+func TestSpecJSON(t *testing.T) {
+	f, err := spec.Parse([]byte(`providers: [{name: anthropic, kind: anthropic, url: "https://api.anthropic.com"}]
+hosts: [{name: a, address: 10.77.0.11}, {name: b, address: "fd00::12"}]
+agents:
+  - {id: 1, host: a, role: orchestrator, egress: ["api.example.com:443", "10.1.2.0/24:443"], models: {anthropic: {usd_per_day: 5.5}}}
+  - {id: 2, host: b, jit: true, models: {anthropic: {}}, task_budget: {usd: 0.5, tokens: 200K}}
+budgets:
+  - {name: workers, roles: [worker], usd_per_day: 20}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.MarshalIndent(Spec(f, "", KernelFacts("6.1.0", 3)), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "testdata/spec.json", string(b)+"\n")
+	if got := Spec(f, "2", KernelFacts("6.1.0", 3)); len(got) != 1 || got[0].Agent != 2 || !got[0].JIT || got[0].Host.Name != "b" {
+		t.Errorf("agent 2 alone: %+v", got)
 	}
 }

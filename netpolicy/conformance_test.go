@@ -72,7 +72,8 @@ func TestFirewallConformance(t *testing.T) {
 // firewallConformance checks the contract the planner relies on: Ensure
 // replaces the table whatever was there and is idempotent; Matches is
 // true exactly for the policy last ensured (in any order of uids and
-// allowances) and false, without error, when there is no table; an
+// allowances) and false, without error, when there is no table, and
+// Current reads back Render of exactly those policies; an
 // invalid policy is refused and changes nothing; Remove deletes the table
 // and forgives an absent one; a cancelled context changes nothing and
 // says so (errors.Is context.Canceled); no other table is ever touched.
@@ -194,9 +195,18 @@ func firewallConformance(t *testing.T, newFirewall func(t *testing.T) firewallUn
 			case s.wantErr != nil && s.wantErr != errAnyFW && !errors.Is(err, s.wantErr):
 				t.Fatalf("error %v does not match %v", err, s.wantErr)
 			}
+			table, present, err := fw.Current(ctx)
+			if err != nil {
+				t.Fatalf("Current: %v", err)
+			}
 			for _, m := range s.matches {
 				if ok, err := fw.Matches(ctx, m.p); ok != m.want || err != nil {
 					t.Errorf("Matches(%s) = %v, %v; want %v, nil", m.name, ok, err, m.want)
+				}
+				// A saved host state compares what Current read with
+				// Render: the same verdict as Matches.
+				if want, _ := Render(m.p); (present && table == want) != m.want {
+					t.Errorf("Current (present %v) as Render(%s): %v, want %v", present, m.name, !m.want, m.want)
 				}
 			}
 			if s.rulesOf != nil {

@@ -77,11 +77,32 @@ func (f *Fake) Matches(ctx context.Context, p Policy) (bool, error) {
 	return f.present && f.policy.String() == p.String(), nil
 }
 
-// Current is the policy last ensured; ok is false when there is no table.
-func (f *Fake) Current() (p Policy, ok bool) {
+// Policy is the policy last ensured; ok is false when there is no table.
+func (f *Fake) Policy() (p Policy, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.policy, f.present
+}
+
+// Current renders the table the last Ensure asked for, as NFT reads it
+// back (rules added by hand are RulesFor's alone).
+func (f *Fake) Current(ctx context.Context) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return "", false, f.Err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, fmt.Errorf("nftables: reading table inet %s: %w", Table, err)
+	}
+	if !f.present {
+		return "", false, nil
+	}
+	text, err := Render(f.policy)
+	if err != nil {
+		return "", false, fmt.Errorf("nftables: reading table inet %s: %w", Table, err)
+	}
+	return text, true, nil
 }
 
 // Ensures counts successful Ensure calls, so a test can check that a plan

@@ -1,6 +1,6 @@
 package netpolicy
 
-// Tier: unit. What Fake adds for planner tests (Current, Ensures, Err);
+// Tier: unit. What Fake adds for planner tests (Policy, Ensures, Err);
 // its Firewall contract is firewallConformance's.
 
 import (
@@ -21,14 +21,14 @@ func TestFake(t *testing.T) {
 	if err := f.Ensure(ctx, bad); err == nil {
 		t.Errorf("Ensure of a policy without bus port: no error")
 	}
-	if cur, present := f.Current(); !present || cur.String() != p.String() || f.Ensures() != 1 {
-		t.Errorf("after one Ensure and one refused: Current %v, %v; Ensures %d", cur, present, f.Ensures())
+	if cur, present := f.Policy(); !present || cur.String() != p.String() || f.Ensures() != 1 {
+		t.Errorf("after one Ensure and one refused: Policy %v, %v; Ensures %d", cur, present, f.Ensures())
 	}
 	if err := f.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, present := f.Current(); present {
-		t.Errorf("after Remove: Current says present")
+	if _, present := f.Policy(); present {
+		t.Errorf("after Remove: Policy says present")
 	}
 
 	boom := errors.New("netlink: boom")

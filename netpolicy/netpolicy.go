@@ -106,6 +106,10 @@ type Firewall interface {
 	// Matches reports whether table inet flock exists and is exactly what p
 	// asks for (absent: false, nil).
 	Matches(ctx context.Context, p Policy) (bool, error)
+	// Current renders table inet flock as the kernel has it (Render's
+	// format: equal to Render(p) exactly when Matches(p)); present is
+	// false when there is none. What a saved host state records.
+	Current(ctx context.Context) (text string, present bool, err error)
 	// RulesFor is every rule of table inet flock that applies to packets
 	// of uid, in chain order, each as `nft list` prints it (no table:
 	// none).

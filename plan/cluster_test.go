@@ -94,7 +94,7 @@ func TestAHostProvisionsItsOwnAgentsAndKnowsEveryOne(t *testing.T) {
 			}
 		}
 	}
-	pol, _ := fk.fw.Current()
+	pol, _ := fk.fw.Policy()
 	if want := []uint32{f.UID(1), f.UID(4)}; !reflect.DeepEqual(pol.AgentUIDs, want) {
 		t.Errorf("firewall for uids %v, want %v", pol.AgentUIDs, want)
 	}

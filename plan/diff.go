@@ -41,69 +41,23 @@ type Current struct {
 	CountersSocket, CountersService units.ServiceStatus
 }
 
-// Observe reads the host's side of everything d describes.
+// Observe reads the host's side of everything d describes: Read, then
+// Current.
 func Observe(ctx context.Context, h Host, d Desired) (Current, error) {
-	c := Current{
-		Accounts: map[string]users.Account{},
-		Units:    map[string]units.Status{},
-		BadPaths: map[string]string{},
-	}
-	accts, err := h.Users.Accounts(ctx)
-	if err != nil {
-		return c, fmt.Errorf("reading flock accounts: %w", err)
-	}
-	for _, a := range accts {
-		c.Accounts[a.Name] = a
-	}
 	// Refuse before anything changes if a name or id we need is someone
 	// else's.
 	if err := h.Users.Claim(ctx, d.Shared, d.Accounts); err != nil {
-		return c, err
+		return Current{}, err
 	}
-	sts, err := h.Units.List(ctx)
+	paths := make([]string, len(d.Paths))
+	for i, p := range d.Paths {
+		paths[i] = p.Path
+	}
+	s, err := Read(ctx, h, paths)
 	if err != nil {
-		return c, fmt.Errorf("listing flock units: %w", err)
+		return Current{}, err
 	}
-	for _, s := range sts {
-		c.Units[s.Name] = s
-	}
-	for _, want := range d.Paths {
-		got, ok, err := h.Users.PathState(ctx, want.Path)
-		if err != nil {
-			return c, fmt.Errorf("reading %s: %w", want.Path, err)
-		}
-		if why := pathDrift(want, got, ok); why != "" {
-			c.BadPaths[want.Path] = why
-		}
-	}
-	if c.FirewallOK, err = h.Firewall.Matches(ctx, d.Policy); err != nil {
-		return c, fmt.Errorf("reading table inet flock: %w", err)
-	}
-	if c.Keys, err = h.Bus.Keys(ctx); err != nil {
-		return c, fmt.Errorf("reading bus identities: %w", err)
-	}
-	if c.BusConfig, err = h.Bus.Config(ctx); err != nil {
-		return c, fmt.Errorf("reading the bus config: %w", err)
-	}
-	if c.Service, err = h.Units.Service(ctx, units.BusUnit); err != nil {
-		return c, err
-	}
-	if c.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
-		return c, err
-	}
-	if c.ProxyService, err = h.Units.Service(ctx, units.ProxyUnit); err != nil {
-		return c, err
-	}
-	if c.CountersSocket, err = h.Units.Service(ctx, units.CountersSocket); err != nil {
-		return c, err
-	}
-	if c.CountersService, err = h.Units.Service(ctx, units.CountersTemplate); err != nil {
-		return c, err
-	}
-	if c.Service.ActiveState == "active" {
-		c.BusStatus, c.BusErr = h.Bus.Status(ctx)
-	}
-	return c, nil
+	return s.Current(d)
 }
 
 func pathDrift(want, got users.Path, exists bool) string {
@@ -149,11 +103,12 @@ const (
 	RestartUnit     Kind = "restart unit"
 )
 
-// Change is one step of a plan.
+// Change is one step of a plan; in JSON, as flockctl plan --output
+// json prints it (a stable contract: fields may be added, none renamed).
 type Change struct {
-	Kind   Kind
-	Target string // unit, user, path or table name
-	Why    string
+	Kind   Kind   `json:"kind"`
+	Target string `json:"target"` // unit, user, path or table name
+	Why    string `json:"why"`
 }
 
 // Plan is the ordered list of changes that makes the host match Desired.

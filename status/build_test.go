@@ -12,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flockrun/flock/bus"
-	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
-	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/plan/plantest"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
-	"github.com/flockrun/flock/users"
 	"github.com/flockrun/flock/wire"
 )
 
@@ -31,21 +28,14 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, fw, b := units.NewFake(), netpolicy.NewFake(), bus.NewFakeHost()
-	h := plan.Host{Users: users.NewFake(), Units: u, Firewall: fw, Bus: b, Proxy: &proxy.Fake{}}
+	h, fk := plantest.Provisioned(t, f)
+	u, fw := fk.Units, fk.Firewall
 	d := plan.Build(f, plan.Site{}, units.Options{})
-	have, err := plan.Observe(ctx, h, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Apply(ctx, h, d, plan.Diff(d, have), nil); err != nil {
-		t.Fatal(err)
-	}
-	b.Started()
 	u.SetExit(spec.UnitName(2), 2, units.Exit{Code: "exited", Status: 0})
 	u.Fail(spec.UnitName(3))
 	fw.Refuse(f.UID(1), 7)
-	if have, err = plan.Observe(ctx, h, d); err != nil {
+	have, err := plan.Observe(ctx, h, d)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := Read(ctx, f, Sources{Host: h, Have: have, Drift: plan.Diff(d, have)})

@@ -89,3 +89,6 @@ func quoteAll(argv []string) string {
 	}
 	return "[" + strings.Join(q, " ") + "]"
 }
+
+// ValueText is a property's value as Render prints it.
+func ValueText(v any) string { return renderValue(v) }

@@ -35,7 +35,8 @@ them, its egress, limits, level and label, the kernel's Landlock features, its
 systemd-analyze security exposure, and where any of it differs from the plan.
 
 With -f FILE or --agents N (or --spec, the provisioned flock's spec) it prints
-what the spec gives each agent, without root and without reading the host.`,
+what the spec gives each agent, without root and without reading the host;
+with --output json, a list of them, one per agent.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.stdio, o.args = stdioOf(cmd), args
@@ -45,7 +46,7 @@ what the spec gives each agent, without root and without reading the host.`,
 	cmd.Flags().StringVarP(&o.file, "file", "f", "", "explain this spec instead of the live host")
 	cmd.Flags().IntVar(&o.count, "agents", 0, "explain N default agents instead of the live host")
 	cmd.Flags().BoolVar(&o.specOnly, "spec", false, "explain the provisioned flock's spec, not the live host")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (the live form)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	return cmd
 }
 
@@ -54,9 +55,6 @@ func runExplain(ctx context.Context, o explainOpts) error {
 		return err
 	}
 	if o.file != "" || o.count > 0 || o.specOnly {
-		if o.output != "text" {
-			return errors.New("--output json is the live form's (flockctl explain ID, as root); the spec form prints text")
-		}
 		f, err := explainedSpec(o.file, o.count)
 		if err != nil {
 			return err
@@ -65,6 +63,9 @@ func runExplain(ctx context.Context, o explainOpts) error {
 		only := ""
 		if len(o.args) == 1 {
 			only = o.args[0]
+		}
+		if o.output == "json" {
+			return printJSON(o.out, explain.Spec(f, only, explain.HostKernel()))
 		}
 		explain.WriteSpec(o.out, f, only, explain.HostKernel())
 		return nil

@@ -5,10 +5,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flockrun/flock/explain"
 )
 
 func TestTailFile(t *testing.T) {
@@ -92,7 +96,6 @@ func TestExplainRefusesBadArguments(t *testing.T) {
 		{[]string{"explain"}, "name the agent: flockctl explain ID"},
 		{[]string{"explain", "x"}, `agent "x": an id is a positive number`},
 		{[]string{"explain", "0"}, `agent "0": an id is a positive number`},
-		{[]string{"explain", "--agents", "2", "--output", "json"}, "--output json is the live form's"},
 		{[]string{"explain", "1", "--output", "yaml"}, `--output "yaml": choose text or json`},
 	} {
 		cmd := newRoot()
@@ -147,5 +150,30 @@ func TestRunExplainWithoutCobra(t *testing.T) {
 	o.output = "yaml"
 	if err := runExplain(context.Background(), o); err == nil || err.Error() != `--output "yaml": choose text or json` {
 		t.Errorf("--output yaml: %v", err)
+	}
+}
+
+// The spec form prints JSON too: a list of explain.Planned, one per
+// agent, or the one asked for.
+func TestExplainSpecJSON(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		agents []int
+	}{
+		{[]string{"explain", "--agents", "2", "-o", "json"}, []int{1, 2}},
+		{[]string{"explain", "--agents", "2", "-o", "json", "2"}, []int{2}},
+	} {
+		out, err := runRoot(t, tc.args...)
+		var got []explain.Planned
+		if err != nil || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("%q: %v\n%s", tc.args, err, out)
+		}
+		var ids []int
+		for _, p := range got {
+			ids = append(ids, p.Agent)
+		}
+		if !slices.Equal(ids, tc.agents) {
+			t.Errorf("%q: agents %v, want %v", tc.args, ids, tc.agents)
+		}
 	}
 }

@@ -14,14 +14,21 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/flockrun/flock/internal/version"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	err := newRoot().ExecuteContext(ctx)
+	code, say := exitFor(err)
+	if say {
 		fmt.Fprintln(os.Stderr, "flockctl:", err)
-		os.Exit(1)
+	}
+	if code != exitOK {
+		stop()
+		os.Exit(int(code))
 	}
 }
 
@@ -36,6 +43,7 @@ its sockets reach nothing but the flock's bus (an embedded NATS server,
 flock.service) and what its spec allows (nftables table inet flock).
 
   flockctl provision -f flock.yaml    make the host match the spec
+  flockctl plan -f flock.yaml         what provision would do, anywhere
   flockctl status                     units, bus connections, heartbeats
   flockctl send "a task"              hand a worker a task, print its result
   flockctl deprovision --all --purge  remove everything flock made
@@ -45,8 +53,11 @@ The README says where to start, and docs/ has a page per topic: the spec
 package, in /usr/share/doc/flock/.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what flockctl version prints.
+		Version: version.Get("flockctl").String(),
 	}
-	root.AddCommand(newProvision(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newUsage(), newAudit(), newEvents(), newVersion(), newCluster(), newStore(), newMan(), newCounters())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newProvision(), newPlan(), newState(), newStatus(), newSend(), newLogs(), newDeprovision(), newExplain(), newServe(), newProxy(), newReconcile(), newTasks(), newUsage(), newAudit(), newEvents(), newVersion(), newCluster(), newStore(), newMan(), newCounters())
 	return root
 }
 

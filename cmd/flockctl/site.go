@@ -38,12 +38,7 @@ const hostFlagHelp = "which of the spec's hosts this is (default: the one whose 
 // anything is touched.
 func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 	if !f.Clustered() {
-		if name != "" {
-			if _, ok := f.HostNamed(name); !ok {
-				return where{}, fmt.Errorf("--host %s: the spec lists no such host, and one host needs none; drop --host", name)
-			}
-		}
-		return where{}, nil
+		return where{}, oneHost(f, name)
 	}
 	if name == "" && installed {
 		name = installedHost(bus.ConfigPath)
@@ -57,8 +52,8 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 			return where{}, err
 		}
 	}
-	if _, ok := f.HostNamed(name); !ok {
-		return where{}, fmt.Errorf("--host %s: not one of the spec's hosts; choose %s", name, hostNames(f))
+	if err := spreadHost(f, name); err != nil {
+		return where{}, err
 	}
 	secret, err := clusterMaterial(cluster.Dir)
 	if err != nil {
@@ -74,6 +69,23 @@ func whereFor(f *spec.Flock, name string, installed bool) (where, error) {
 		return where{}, err
 	}
 	return where{site: plan.Site{Host: name, Keys: keys}, secret: secret}, nil
+}
+
+// oneHost refuses a --host for a flock on one host, unless the spec
+// lists it.
+func oneHost(f *spec.Flock, name string) error {
+	if _, ok := f.HostNamed(name); name != "" && !ok {
+		return fmt.Errorf("--host %s: the spec lists no such host, and one host needs none; drop --host", name)
+	}
+	return nil
+}
+
+// spreadHost refuses a host name a flock on several hosts does not list.
+func spreadHost(f *spec.Flock, name string) error {
+	if _, ok := f.HostNamed(name); !ok {
+		return fmt.Errorf("--host %s: not one of the spec's hosts; choose %s", name, hostNames(f))
+	}
+	return nil
 }
 
 // hostOf is the host of f whose address is one of addrs: exactly one.

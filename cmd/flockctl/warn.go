@@ -11,8 +11,11 @@ import (
 
 // warnSpec prints each allowance that names this host explicitly (the
 // firewall allows it as written; a wide one never reaches the host).
-func warnSpec(w io.Writer, f *spec.Flock) {
-	for _, line := range f.Warnings(hostAddrs()) {
+func warnSpec(w io.Writer, f *spec.Flock) { warnSpecFor(w, f, hostAddrs()) }
+
+// warnSpecFor is warnSpec on a host with addrs.
+func warnSpecFor(w io.Writer, f *spec.Flock, addrs []netip.Addr) {
+	for _, line := range f.Warnings(addrs) {
 		fmt.Fprintln(w, "warning:", line)
 	}
 }
