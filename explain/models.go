@@ -121,8 +121,6 @@ func Budgets(f *spec.Flock, a spec.Agent) []Budget {
 	return out
 }
 
-// BudgetLine says which budgets an agent's model requests must also fit,
-// for the text forms ("" for none).
 // TaskBudgetLine is an agent's task_budget for a reader ("" for none).
 func TaskBudgetLine(b *wire.TaskBudget) string {
 	if b == nil || !b.Any() {
@@ -138,6 +136,8 @@ func TaskBudgetLine(b *wire.TaskBudget) string {
 	return "#   each task it takes may spend at most " + strings.Join(parts, " and ") + " (task_budget; a task sent with a smaller budget of its own is held to that)"
 }
 
+// BudgetLine says which budgets an agent's model requests must also fit,
+// for the text forms ("" for none).
 func BudgetLine(bs []Budget) string {
 	if len(bs) == 0 {
 		return ""
