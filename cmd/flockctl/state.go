@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
@@ -52,6 +53,10 @@ another spec reads as missing.`,
 }
 
 func runStateSave(ctx context.Context, o stateSaveOpts) error {
+	if os.Geteuid() != 0 {
+		// Said before openHost's check, whose reason is provision's.
+		return errors.New("flockctl state save must run as root: it reads the firewall, systemd's units and the flock's root-only files (try sudo); it changes nothing")
+	}
 	var flocks []*spec.Flock
 	if o.file != "" {
 		f, err := spec.Load(o.file)
