@@ -48,15 +48,33 @@ VERSION_PKG  := github.com/flockrun/flock/internal/version
 # -s -w: no symbol table or DWARF (a third of the size; a panic still
 # names every frame). -trimpath, and the commit's time as the build date
 # (not the clock's): the same commit builds the same bytes, so building
-# again and redeploying restarts nothing.
-GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath \
+# again and redeploying restarts nothing. -buildvcs=false: the commit is
+# stamped above; what Go would record of the checkout besides depends on
+# the builder's GOFLAGS and on .git being there, and so would the bytes.
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false \
 	-ldflags '-s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Date=$(BUILD_DATE)'
 
 # make deb: nfpm (Debian has no package of it) run through the Go module
 # proxy at a pinned version; Go caches the built tool, so no install step.
 NFPM   := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DEBDIR ?= bin
-DEB    := $(DEBDIR)/flock_$(VERSION)_amd64.deb
+# The architecture make deb builds for: Go's name for it, which is also
+# Debian's for amd64 and arm64 (nfpm.yaml's arch).
+DEB_ARCH ?= amd64
+DEB    := $(DEBDIR)/flock_$(VERSION)_$(DEB_ARCH).deb
+# The files make stage gathers for DEB_ARCH's package and tarball.
+STAGE  := $(DEBDIR)/stage-$(DEB_ARCH)
+# The man pages and completions are written by the programs themselves,
+# so by a build that runs here: the target's own when it is this machine's
+# platform, else one for this machine, in STAGE/host.
+HOST_PLATFORM = $(shell $(GO) env GOHOSTOS)/$(shell $(GO) env GOHOSTARCH)
+GEN = $(if $(filter linux/$(DEB_ARCH),$(HOST_PLATFORM)),$(STAGE),$(STAGE)/host)
+
+# make release: what a tag publishes, for each of RELEASE_ARCHES, in
+# RELEASE_DIR (docs/install.md says what each file is).
+RELEASE_DIR    ?= bin/release
+RELEASE_ARCHES ?= amd64 arm64
+TARNAME = flock_$(VERSION)_linux_$(DEB_ARCH)
 
 # The licenses of every Go package compiled into the two programs, read
 # by go-licenses (Debian has no package of it), pinned with its go.sum in
@@ -72,7 +90,7 @@ LICENSED     ?= ./cmd/flockctl ./cmd/flock-agent
 # looked at it.
 LICENSES_DENY := forbidden,restricted,unknown
 
-.PHONY: all build deb install deps deps-demo deps-sshd runsc demo docs test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean licenses-check
+.PHONY: all build deb stage release release-arch install deps deps-demo deps-sshd runsc demo docs test test-unit test-fuzz preflight test-fresh test-system test-vm bench fmt vet clean licenses-check
 
 all: build
 
@@ -83,29 +101,70 @@ build:
 	$(GOBUILD) -o bin/flock-agent ./cmd/flock-agent
 
 # The Debian package (packaging/nfpm.yaml): the two programs for
-# linux/amd64 in /usr/bin, bash and zsh completions and man pages that
+# linux/DEB_ARCH in /usr/bin, bash and zsh completions and man pages that
 # the programs themselves generate, the README and docs/, the example spec, the
 # copyright file, a changelog entry for this version, and the licenses of
 # every Go package compiled in (checked first: make licenses-check).
-deb: licenses-check
-	@test -n "$(VERSION)" || { echo "make deb: no VERSION (packaging/version.sh failed)" >&2; exit 1; }
-	rm -rf $(DEBDIR)/deb-root
-	mkdir -p $(DEBDIR)/deb-root/completion
-	GOOS=linux GOARCH=amd64 $(GOBUILD) -o $(DEBDIR)/deb-root/ ./cmd/flockctl ./cmd/flock-agent
-	$(DEBDIR)/deb-root/flockctl completion bash > $(DEBDIR)/deb-root/completion/flockctl
-	$(DEBDIR)/deb-root/flockctl completion zsh > $(DEBDIR)/deb-root/completion/_flockctl
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(DEBDIR)/deb-root/flockctl man $(DEBDIR)/deb-root/man
-	$(DEBDIR)/deb-root/flock-agent --man > $(DEBDIR)/deb-root/man/flock-agent.1
-	gzip -9n $(DEBDIR)/deb-root/man/*.1
-	sh packaging/changelog.sh $(VERSION) $(COMMIT) $(SOURCE_DATE_EPOCH) | gzip -9n > $(DEBDIR)/deb-root/changelog.gz
-	gl=$$($(GO_LICENSES)) && $$gl save $(LICENSED) --save_path $(DEBDIR)/deb-root/licenses --ignore github.com/flockrun/flock && \
-		$$gl report $(LICENSED) > $(DEBDIR)/deb-root/licenses/report.csv
-	install -D -m 0644 "$$($(GO) env GOROOT)/LICENSE" $(DEBDIR)/deb-root/licenses/go/LICENSE
-	chmod -R u+w,a+rX $(DEBDIR)/deb-root/licenses
-	VERSION=$(VERSION) DEBROOT=$(DEBDIR)/deb-root SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
-		$(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
-	rm -rf $(DEBDIR)/deb-root
+deb: licenses-check stage
+	$(nfpm-deb)
+	rm -rf $(STAGE)
 	@echo "$(DEB): $$(du -k $(DEB) | cut -f1) KiB"
+
+# What the package and the tarball of DEB_ARCH hold, gathered in STAGE.
+stage:
+	@test -n "$(VERSION)" || { echo "make $@: no VERSION (packaging/version.sh failed)" >&2; exit 1; }
+	rm -rf $(STAGE)
+	mkdir -p $(STAGE)/completion
+	GOOS=linux GOARCH=$(DEB_ARCH) $(GOBUILD) -o $(STAGE)/ ./cmd/flockctl ./cmd/flock-agent
+	$(if $(filter $(STAGE),$(GEN)),,$(GOBUILD) -o $(GEN)/ ./cmd/flockctl ./cmd/flock-agent)
+	$(GEN)/flockctl completion bash > $(STAGE)/completion/flockctl
+	$(GEN)/flockctl completion zsh > $(STAGE)/completion/_flockctl
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GEN)/flockctl man $(STAGE)/man
+	$(GEN)/flock-agent --man > $(STAGE)/man/flock-agent.1
+	rm -rf $(STAGE)/host
+	gzip -9n $(STAGE)/man/*.1
+	sh packaging/changelog.sh $(VERSION) $(COMMIT) $(SOURCE_DATE_EPOCH) | gzip -9n > $(STAGE)/changelog.gz
+	gl=$$($(GO_LICENSES)) && GOOS=linux GOARCH=$(DEB_ARCH) $$gl save $(LICENSED) --save_path $(STAGE)/licenses --ignore github.com/flockrun/flock && \
+		GOOS=linux GOARCH=$(DEB_ARCH) $$gl report $(LICENSED) > $(STAGE)/licenses/report.csv
+	install -D -m 0644 "$$($(GO) env GOROOT)/LICENSE" $(STAGE)/licenses/go/LICENSE
+	chmod -R u+w,a+rX $(STAGE)/licenses
+
+# The package of STAGE, by nfpm.
+nfpm-deb = VERSION=$(VERSION) DEB_ARCH=$(DEB_ARCH) DEBROOT=$(STAGE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+	$(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
+
+# make release: for each architecture the Debian package, a tarball of
+# the programs with their man pages, completions and licenses (unpacked
+# into /usr/local it installs them: docs/install.md), and an SBOM of the
+# Go modules compiled in (CycloneDX, packaging/sbom); SHA256SUMS over them
+# all. The same commit builds the same bytes (TestReleaseReproducible):
+# the commit's time stamps everything, and each architecture's make gets
+# this one's version and time, so a dirty tree's clock is read once.
+release: licenses-check
+	rm -rf $(RELEASE_DIR)
+	mkdir -p $(RELEASE_DIR)
+	for a in $(RELEASE_ARCHES); do \
+		$(MAKE) --no-print-directory release-arch DEBDIR=$(RELEASE_DIR) DEB_ARCH=$$a VERSION=$(VERSION) COMMIT=$(COMMIT) \
+			SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) BUILD_DATE=$(BUILD_DATE) || exit 1; \
+	done
+	cd $(RELEASE_DIR) && files=$$(LC_ALL=C ls) && sha256sum $$files > SHA256SUMS
+	@cd $(RELEASE_DIR) && ls -l
+
+# One architecture of make release (DEB_ARCH, into DEBDIR).
+release-arch: stage
+	$(nfpm-deb)
+	rm -rf $(STAGE)/tar
+	install -D -m 0755 -t $(STAGE)/tar/$(TARNAME)/bin $(STAGE)/flockctl $(STAGE)/flock-agent
+	install -D -m 0644 -t $(STAGE)/tar/$(TARNAME)/share/man/man1 $(STAGE)/man/*.1.gz
+	install -D -m 0644 $(STAGE)/completion/flockctl $(STAGE)/tar/$(TARNAME)/share/bash-completion/completions/flockctl
+	install -D -m 0644 $(STAGE)/completion/_flockctl $(STAGE)/tar/$(TARNAME)/share/zsh/site-functions/_flockctl
+	install -D -m 0644 -t $(STAGE)/tar/$(TARNAME)/share/doc/flock README.md LICENSE NOTICE
+	cp -R $(STAGE)/licenses $(STAGE)/tar/$(TARNAME)/share/doc/flock/licenses
+	tar -C $(STAGE)/tar --sort=name --format=gnu --owner=0 --group=0 --numeric-owner \
+		--mtime=@$(SOURCE_DATE_EPOCH) --mode=u+w,go-w,a+rX -cf - $(TARNAME) | gzip -9n > $(DEBDIR)/$(TARNAME).tar.gz
+	CGO_ENABLED=0 $(GO) run ./packaging/sbom/cmd/sbom -version $(VERSION) -epoch $(SOURCE_DATE_EPOCH) \
+		-o $(DEBDIR)/$(TARNAME).cdx.json $(STAGE)/flockctl $(STAGE)/flock-agent
+	rm -rf $(STAGE)
 
 # Fails when a package compiled into the programs has a license of
 # LICENSES_DENY's kinds, naming it and its license (TestLicensesCheck
