@@ -160,10 +160,12 @@ var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, Lev
 
 // PackageTier builds the Debian package (make deb: Go, and nfpm and
 // go-licenses through the Go module proxy) and checks it as Debian does
-// (lintian) and its licenses (go-licenses, on fixtures too).
+// (lintian) and its licenses (go-licenses, on fixtures too), and the
+// release (make release: git says the commit's time).
 var PackageTier = Tier{Name: "package (make deb, lintian)", Needs: []tier.Need{
 	goNeed,
 	tier.Program("make", "make"),
+	tier.Program("git", "git"),
 	tier.Program("dpkg-deb", "dpkg"),
 	tier.Program("lintian", "lintian"),
 }}
