@@ -4,6 +4,7 @@
 #
 # The version is a Debian version, which must start with a digit:
 #   a tag vX.Y.Z at HEAD            X.Y.Z
+#   a tag vX.Y.Z-rc1 at HEAD        X.Y.Z~rc1 (sorts before X.Y.Z)
 #   N commits after the tag vX.Y.Z  X.Y.Z+git<commit time>.<hash>
 #   no tag (so far)                 $1~git<commit time>.<hash>
 # $1 is the release to come (BASE_VERSION): "~" sorts before it, "+" after
@@ -28,10 +29,11 @@ epoch=$(git log -1 --format=%ct HEAD)
 epoch=${SOURCE_DATE_EPOCH:-$epoch}
 stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)
 short=$(git rev-parse --short=12 HEAD)
+# A pre-release's "-" becomes "~", which dpkg sorts before the release.
 if tag=$(git describe --tags --exact-match --match 'v[0-9]*' HEAD 2>/dev/null); then
-	version=${tag#v}${dirty:++dirty}
+	version=$(echo "${tag#v}" | tr - '~')${dirty:++dirty}
 elif tag=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD 2>/dev/null); then
-	version=${tag#v}+git$stamp.$short$dirty
+	version=$(echo "${tag#v}" | tr - '~')+git$stamp.$short$dirty
 else
 	version=$base~git$stamp.$short$dirty
 fi
