@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -125,8 +123,8 @@ func (t *tally) decision(agent int, decision string, n uint64) {
 // there). The agent is the subject's; a body that cannot be read is the
 // proxy's bug, logged, not counted.
 func (s *Server) onEgress(m *nats.Msg) {
-	id, err := strconv.Atoi(strings.TrimPrefix(m.Subject, strings.TrimSuffix(wire.EgressSubjects, ">")))
-	if err != nil || id <= 0 || !s.local(id) {
+	id, ok := wire.AgentOf(m.Subject, wire.EgressSubjects)
+	if !ok || !s.local(id) {
 		return // 0: a client that is not an agent; another host's agent: its bus counts it
 	}
 	e, err := wire.ParseEgress(m.Data)

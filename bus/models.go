@@ -1,8 +1,6 @@
 package bus
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -44,8 +42,8 @@ func (m *modelReports) of(id int) (wire.ModelReport, bool) {
 // agent is the subject's, which must be the body's; this host's agents'
 // only, as with egress decisions.
 func (s *Server) onUsage(m *nats.Msg) {
-	id, err := strconv.Atoi(strings.TrimPrefix(m.Subject, strings.TrimSuffix(wire.UsageSubjects, ">")))
-	if err != nil || id <= 0 || !s.local(id) {
+	id, ok := wire.AgentOf(m.Subject, wire.UsageSubjects)
+	if !ok || !s.local(id) {
 		return
 	}
 	r, err := wire.ParseModelReport(m.Data)

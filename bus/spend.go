@@ -2,8 +2,6 @@ package bus
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,8 +33,8 @@ func (d *desk) taskBudget(h nats.Header, id string) *wire.TaskBudget {
 // tasks the agent holds. Every bus of a cluster hears it; the agent's
 // host's answers.
 func (d *desk) onLeases(m *nats.Msg) {
-	id, err := strconv.Atoi(strings.TrimPrefix(m.Subject, strings.TrimSuffix(wire.LeasesSubjects, "*")))
-	if err != nil || id <= 0 || !d.s.local(id) {
+	id, ok := wire.AgentOf(m.Subject, wire.LeasesSubjects)
+	if !ok || !d.s.local(id) {
 		return
 	}
 	d.answerHeld(m, id)

@@ -20,8 +20,7 @@ func (l natsLeases) Held(agent int) ([]wire.Held, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := wire.ParseHeld(m.Data)
-	return h.Tasks, err
+	return wire.HeldBy(agent, m.Data)
 }
 
 // deskOnLoopback starts a NATS server and a responder holding held for

@@ -66,6 +66,7 @@ type state struct {
 	upstreams map[string]*upstream
 	prices    modelapi.Prices
 	budgets   map[int][]spec.Budget // by agent id
+	ids       map[int]bool          // the agents of policy.Agents, by id
 }
 
 func (g *Gateway) now() time.Time {
@@ -109,6 +110,10 @@ func (g *Gateway) SetPolicy(p Policy, secrets map[string]Secret) error {
 		if len(pr.Prices) > 0 {
 			st.prices = st.prices.With(name, pr.Prices)
 		}
+	}
+	st.ids = map[int]bool{}
+	for _, a := range p.Agents {
+		st.ids[a.ID] = true
 	}
 	st.budgets = map[int][]spec.Budget{}
 	for _, b := range p.Budgets {
@@ -537,12 +542,8 @@ func (g *Gateway) Reports(ids []int) []wire.ModelReport {
 
 // Serves says whether agent id has grants in force here.
 func (g *Gateway) Serves(id int) bool {
-	for _, a := range g.Policy().Agents {
-		if a.ID == id {
-			return true
-		}
-	}
-	return false
+	st := g.state.Load()
+	return st != nil && st.ids[id]
 }
 
 // Granted are the ids of the agents with grants in force.

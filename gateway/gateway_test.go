@@ -192,3 +192,21 @@ func TestGatewayCountsCutStreams(t *testing.T) {
 func pemOf(s *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
 }
+
+// Serves follows the policy in force: its agents, and no others, after a
+// new policy too. Unit tier.
+func TestServesFollowsThePolicy(t *testing.T) {
+	r := newRig(t, grants(both(), nil))
+	if !r.g.Serves(idA) || !r.g.Serves(idB) || r.g.Serves(idA+idB+1) || r.g.Serves(0) {
+		t.Fatalf("Serves(%d, %d, %d, 0) = %v %v %v %v; want true true false false",
+			idA, idB, idA+idB+1, r.g.Serves(idA), r.g.Serves(idB), r.g.Serves(idA+idB+1), r.g.Serves(0))
+	}
+	pol := r.g.Policy()
+	delete(pol.Agents, uidB)
+	if err := r.g.SetPolicy(pol, r.secrets); err != nil {
+		t.Fatal(err)
+	}
+	if !r.g.Serves(idA) || r.g.Serves(idB) {
+		t.Errorf("after agent %d left the policy: Serves(%d) %v, Serves(%d) %v", idB, idA, r.g.Serves(idA), idB, r.g.Serves(idB))
+	}
+}

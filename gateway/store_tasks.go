@@ -78,8 +78,8 @@ func (s *Store) Task(seq uint64) wire.TaskSpend {
 func (s *Store) SetTaskBudget(seq uint64, b wire.TaskBudget) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur := s.task(seq).Spend.Budget; cur == nil || *cur != b {
-		s.task(seq).Spend.Budget = &b
+	if t := s.task(seq); t.Spend.Budget == nil || *t.Spend.Budget != b {
+		t.Spend.Budget = &b
 	}
 }
 

@@ -3,8 +3,6 @@ package proxyd
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,16 +24,7 @@ func (b busLeases) Held(agent int) ([]wire.Held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asking %s: %w", subj, err)
 	}
-	h, err := wire.ParseHeld(m.Data)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range h.Tasks {
-		if t.Agent != agent {
-			return nil, fmt.Errorf("%s answered a task of agent %d", subj, t.Agent)
-		}
-	}
-	return h.Tasks, nil
+	return wire.HeldBy(agent, m.Data)
 }
 
 // answerSpends answers the desk's (and the operator's) questions of what
@@ -43,8 +32,8 @@ func (b busLeases) Held(agent int) ([]wire.Held, error) {
 // answers for its own.
 func answerSpends(nc *nats.Conn, gw *gateway.Gateway) error {
 	_, err := nc.Subscribe(wire.TaskSpendSubjects, func(m *nats.Msg) {
-		id, err := strconv.Atoi(strings.TrimPrefix(m.Subject, strings.TrimSuffix(wire.TaskSpendSubjects, "*")))
-		if err != nil || !gw.Serves(id) {
+		id, ok := wire.AgentOf(m.Subject, wire.TaskSpendSubjects)
+		if !ok || !gw.Serves(id) {
 			return
 		}
 		req, err := wire.ParseTaskSpendRequest(m.Data)

@@ -44,6 +44,21 @@ func ParseHeld(data []byte) (HeldTasks, error) {
 	return h, nil
 }
 
+// HeldBy is the desk's answer on LeasesSubject(agent): the tasks agent
+// holds, refused whole if the answer names any other agent's.
+func HeldBy(agent int, data []byte) ([]Held, error) {
+	h, err := ParseHeld(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range h.Tasks {
+		if t.Agent != agent {
+			return nil, fmt.Errorf("%s answered a task of agent %d", LeasesSubject(agent), t.Agent)
+		}
+	}
+	return h.Tasks, nil
+}
+
 // BySeq is h's holders by stream sequence.
 func (h HeldTasks) BySeq() map[uint64]Held {
 	m := make(map[uint64]Held, len(h.Tasks))

@@ -29,3 +29,16 @@ func TestHeldRoundTrip(t *testing.T) {
 		t.Errorf("BySeq: agent %d", got)
 	}
 }
+
+// Tier: unit. An answer on agent 2's leases that names another agent's
+// task is refused whole; one of its own is read back.
+func TestHeldBy(t *testing.T) {
+	mine, _ := EncodeHeld(HeldTasks{Tasks: []Held{{Seq: 7, ID: "t-1", Agent: 2}}})
+	if got, err := HeldBy(2, mine); err != nil || len(got) != 1 || got[0].ID != "t-1" {
+		t.Errorf("HeldBy(2, its own task): %+v, %v", got, err)
+	}
+	mixed, _ := EncodeHeld(HeldTasks{Tasks: []Held{{Seq: 7, ID: "t-1", Agent: 2}, {Seq: 8, ID: "t-2", Agent: 3}}})
+	if got, err := HeldBy(2, mixed); err == nil {
+		t.Errorf("HeldBy(2, a task of agent 3 among them): %+v, want an error", got)
+	}
+}

@@ -48,6 +48,20 @@ func AddressedTo(subject string) (int, bool) {
 	return id, err == nil && AgentTasks(id) == subject
 }
 
+// AgentOf is the agent a per-agent subject of the proxy's or the desk's
+// names: subjects is the wildcard its kind is heard on (EgressSubjects,
+// UsageSubjects, LeasesSubjects, TaskSpendSubjects), subject one it
+// matched. ok is false unless what the wildcard stands for is one agent
+// id as the subject's own function writes it.
+func AgentOf(subject, subjects string) (int, bool) {
+	n, ok := strings.CutPrefix(subject, strings.TrimRight(subjects, "*>"))
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.Atoi(n)
+	return id, err == nil && id > 0 && strconv.Itoa(id) == n
+}
+
 // AgentSubjects is everything agent id may publish under its own name.
 func AgentSubjects(id int) string { return "agent." + strconv.Itoa(id) + ".>" }
 
