@@ -1,6 +1,6 @@
 package test
 
-// The Debian package (make deb) on a fresh Debian 12 (tier: root + VM).
+// A release (make release) on a fresh Debian 12 (tier: root + VM).
 
 import (
 	"encoding/json"
@@ -15,12 +15,15 @@ import (
 	"github.com/flockrun/flock/test/harness"
 )
 
-// TestVMPackage builds the package as make deb does, installs it with
-// dpkg -i on a fresh qemu VM of Debian 12 (the image has Debian's
-// systemd, dbus, passwd and nftables, and no network: dpkg installs it
-// only if its Depends are met by them), provisions the example it ships,
-// and takes everything away again: deprovision --all --purge, then
-// dpkg --purge, after which the VM is as it was before the install.
+// TestVMPackage builds a release as a tag does (make release, amd64),
+// installs its package on a fresh qemu VM of Debian 12 with the commands
+// of docs/install.md (sha256sum --check of SHA256SUMS, apt-get install of
+// the .deb; the image has Debian's systemd, dbus, passwd and nftables,
+// and no network: apt installs it only if its Depends are met by them),
+// provisions the example it ships, and takes everything away again:
+// deprovision --all --purge, then dpkg --purge, after which the VM is as
+// it was before the install. Then the release's tarball, unpacked into
+// /usr/local as install.md says, provisions a worker of its own.
 //
 // Tier: root + VM (qemu, harness.BootVMWith).
 func TestVMPackage(t *testing.T) {
@@ -28,7 +31,12 @@ func TestVMPackage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}
-	deb := harness.Deb(t)
+	rel := harness.Release(t)
+	debs, _ := filepath.Glob(filepath.Join(rel, "flock_*_amd64.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("make release wrote %q, want one flock_*_amd64.deb", debs)
+	}
+	deb := debs[0]
 	debVersion, err := harness.DebField(deb, "Version")
 	if err != nil {
 		t.Fatal(err)
@@ -39,18 +47,18 @@ func TestVMPackage(t *testing.T) {
 	v := harness.BootVMWith(t, harness.VMOptions{NoBinaries: true})
 	before := vmFootprint(t, v)
 
-	b, err := os.ReadFile(deb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inVM := "/root/" + filepath.Base(deb)
-	if err := v.WriteFile(inVM, b, 0o644); err != nil {
-		t.Fatal(err)
+	// What an operator downloads: the package and SHA256SUMS, into a
+	// directory of their own (install.md), so --ignore-missing skips the
+	// tarball and the SBOM that were not downloaded.
+	dl := "/root/download"
+	upload(t, v, dl, deb, filepath.Join(rel, "SHA256SUMS"))
+	if out := mustRun(t, v, "sh", "-c", "cd "+dl+" && sha256sum --check --ignore-missing SHA256SUMS"); out != filepath.Base(deb)+": OK\n" {
+		t.Errorf("sha256sum --check --ignore-missing SHA256SUMS: %q, want the package OK", out)
 	}
 	t0 := time.Now()
-	mustRun(t, v, "dpkg", "-i", inVM)
-	t.Logf("dpkg -i: %v", time.Since(t0).Round(time.Millisecond))
-	mustRun(t, v, "rm", inVM)
+	mustRun(t, v, "sh", "-c", "cd "+dl+" && apt-get install -y -q ./"+filepath.Base(deb))
+	t.Logf("apt-get install ./%s: %v", filepath.Base(deb), time.Since(t0).Round(time.Millisecond))
+	mustRun(t, v, "rm", "-r", dl)
 
 	t.Run("flockctl and flock-agent say the package's version", func(t *testing.T) {
 		var in version.Info
@@ -149,19 +157,71 @@ func TestVMPackage(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the release's tarball installs into /usr/local and runs a worker", func(t *testing.T) {
+		tgzs, _ := filepath.Glob(filepath.Join(rel, "flock_*_linux_amd64.tar.gz"))
+		if len(tgzs) != 1 {
+			t.Fatalf("make release wrote %q, want one flock_*_linux_amd64.tar.gz", tgzs)
+		}
+		tgz := filepath.Base(tgzs[0])
+		upload(t, v, dl, tgzs[0], filepath.Join(rel, "SHA256SUMS"))
+		if out := mustRun(t, v, "sh", "-c", "cd "+dl+" && sha256sum --check --ignore-missing SHA256SUMS"); out != tgz+": OK\n" {
+			t.Errorf("sha256sum --check --ignore-missing SHA256SUMS: %q, want the tarball OK", out)
+		}
+		mustRun(t, v, "tar", "-xzf", dl+"/"+tgz, "-C", "/usr/local", "--strip-components=1", "--no-overwrite-dir")
+		if out := mustRun(t, v, "sh", "-c", "command -v flockctl && command -v flock-agent"); out != "/usr/local/bin/flockctl\n/usr/local/bin/flock-agent\n" {
+			t.Errorf("on PATH: %q, want both in /usr/local/bin", out)
+		}
+		if out := mustRun(t, v, "flockctl", "--version"); !strings.HasPrefix(out, "flockctl "+debVersion+" ") {
+			t.Errorf("flockctl --version: %q, want version %s", out, debVersion)
+		}
+		for _, f := range []string{"share/man/man1/flockctl.1.gz", "share/man/man1/flock-agent.1.gz",
+			"share/bash-completion/completions/flockctl", "share/zsh/site-functions/_flockctl", "share/doc/flock/LICENSE"} {
+			mustRun(t, v, "test", "-s", "/usr/local/"+f)
+		}
+		vmProvision(t, v, "agents:\n  - {id: 1, role: orchestrator}\n  - {id: 2, role: worker, command: [/usr/bin/tr, a-z, A-Z]}\n")
+		vmWaitActive(t, v, 2*time.Minute, 1, 2)
+		if p := vmProps(t, v, unitName(2), "ExecStart"); !strings.Contains(p["ExecStart"], "path=/usr/local/bin/flock-agent ") {
+			t.Errorf("%s runs %s, want /usr/local/bin/flock-agent", unitName(2), p["ExecStart"])
+		}
+		if out := mustRun(t, v, "flockctl", "send", "--timeout", "2m", "from the tarball"); strings.TrimSpace(out) != "FROM THE TARBALL" {
+			t.Errorf("flockctl send: %q, want the worker's FROM THE TARBALL", out)
+		}
+		mustRun(t, v, "flockctl", "deprovision", "--all", "--purge")
+		// install.md: tar -tzf lists what it put where, to remove it.
+		mustRun(t, v, "sh", "-c", "cd /usr/local && tar -tzf "+dl+"/"+tgz+" | cut -d/ -f2- | grep -v '/$' | xargs rm --")
+		if out, _, err := run(t, v, "ls", "/usr/local/bin"); err != nil || out != "" {
+			t.Errorf("/usr/local/bin after removing the tarball's files: %q (%v)", out, err)
+		}
+	})
+}
+
+// upload copies files of this machine into dir on the VM, by their names.
+func upload(t testing.TB, v *harness.VM, dir string, files ...string) {
+	t.Helper()
+	mustRun(t, v, "mkdir", "-p", dir)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.WriteFile(dir+"/"+filepath.Base(f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // vmFootprint is what a package and a flock could leave on the VM: every
 // path on its root file system with type, mode and owner, and the content
 // of every file in /etc. Left out: what changes on its own (the journal and
-// logs, caches, /tmp, /run), dpkg's and systemd's own records, root's home
+// logs, caches, /tmp, /run), dpkg's, apt's and systemd's own records, root's home
 // (the harness's ssh), and the content of shadow's backups (/etc/passwd-
 // and the like: userdel and groupdel leave there the file as it was before
 // their last change; /etc/passwd itself is compared).
 func vmFootprint(t testing.TB, v *harness.VM) map[string]string {
 	t.Helper()
 	const script = `find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp \
-	-o -path /var/log -o -path /var/cache -o -path /var/lib/dpkg -o -path /var/lib/systemd -o -path /root \) -prune \
+	-o -path /var/log -o -path /var/cache -o -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/lib/systemd -o -path /root \) -prune \
 	-o -printf '%y %m %u:%g %p\n' | LC_ALL=C sort`
 	return map[string]string{
 		"paths": mustRun(t, v, "sh", "-c", script),

@@ -96,3 +96,32 @@ func DebField(deb, field string) (string, error) {
 	}
 	return strings.TrimSpace(string(out)), nil
 }
+
+var releaseBuild debOnce
+
+// Release is the directory make release writes for amd64 alone
+// (RELEASE_ARCHES=amd64): the package, the tarball, the SBOM and
+// SHA256SUMS a tag publishes, as an operator downloads them (built once
+// per test process). path is the directory.
+func Release(t testing.TB) string {
+	t.Helper()
+	releaseBuild.once.Do(func() {
+		dir := filepath.Join(parentDir, fmt.Sprintf("release-%d", os.Getpid()))
+		if err := machineDirs.claim(dir, func(string, ...any) {}); err != nil {
+			releaseBuild.err = err
+			return
+		}
+		out := filepath.Join(dir, "release")
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		if b, err := RunInRepo(ctx, os.Environ(), "make", "--no-print-directory", "release", "RELEASE_ARCHES=amd64", "RELEASE_DIR="+out); err != nil {
+			releaseBuild.err = fmt.Errorf("make release RELEASE_ARCHES=amd64: %w\n%s", err, b)
+			return
+		}
+		releaseBuild.path = out
+	})
+	if releaseBuild.err != nil {
+		t.Fatal(releaseBuild.err)
+	}
+	return releaseBuild.path
+}
