@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type Sources struct {
 	// ThisHost tells this host of f from this machine's addresses, as
 	// provision does ("": cannot tell).
 	ThisHost func(f *spec.Flock) string
+	// Only are the agents to report (flockctl status ID...), each one of
+	// f's; none: every agent.
+	Only []int
 }
 
 // Read reads what status shows of f: this host's units (with their exits
@@ -43,7 +47,7 @@ func Read(ctx context.Context, f *spec.Flock, src Sources) Report {
 	if placed != nil {
 		hostsSaid = placed.AskHosts(ctx, src.Connect)
 	}
-	o := Observed{Flock: f, Drift: src.Drift, Placed: placed, IPCScoped: agent.IPCScopesSupported(),
+	o := Observed{Flock: f, Drift: src.Drift, Placed: placed, Only: src.Only, IPCScoped: agent.IPCScopesSupported(),
 		Proxy:    src.Have.ProxyService.ActiveState,
 		Diagnose: func(a spec.Agent, st units.Status) *units.Diagnosis { return Diagnose(ctx, a, st) }}
 	// The bus's answer to the plan's observation; asked again only when
@@ -55,9 +59,12 @@ func Read(ctx context.Context, f *spec.Flock, src Sources) Report {
 	o.Refused, o.FirewallErr = src.Host.Firewall.Refused(ctx)
 	o.Now = time.Now()
 	sts := make([]units.Status, len(f.Agents))
-	for i := range f.Agents {
-		// Another host's agent has no unit here: no state.
-		sts[i] = src.Have.Units[spec.UnitName(f.Agents[i].ID)]
+	for i, a := range f.Agents {
+		// Another host's agent has no unit here, and an agent not asked
+		// about is not read: no state.
+		if o.asked(a.ID) {
+			sts[i] = src.Have.Units[spec.UnitName(a.ID)]
+		}
 	}
 	o.Units = WithExits(ctx, src.Host.Units, sts)
 	if hostsSaid != nil {
@@ -80,12 +87,16 @@ type Observed struct {
 	FirewallErr error
 	Proxy       string // flock-proxy.service's ActiveState
 	Placed      *Placement
+	Only        []int // the agents to report; none: every agent
 	Hosts       HostsAnswers
 	IPCScoped   bool
 	Now         time.Time
 	// Diagnose names the wall that keeps a looping agent dying; nil: none.
 	Diagnose func(spec.Agent, units.Status) *units.Diagnosis
 }
+
+// asked says whether agent id is one to report.
+func (o Observed) asked(id int) bool { return len(o.Only) == 0 || slices.Contains(o.Only, id) }
 
 // Report is a status: a row per agent, and what concerns the flock as a
 // whole.
@@ -112,6 +123,9 @@ func Build(o Observed) Report {
 	budgets := BudgetsOf(f.Budgets, reports(o.Bus), o.Now)
 	rows := make([]Agent, 0, len(f.Agents))
 	for i, a := range f.Agents {
+		if !o.asked(a.ID) {
+			continue
+		}
 		if !o.Placed.Local(a.ID) {
 			row := remoteRow(f, a, o.Placed.Host(a.ID), o.Hosts, o.Bus, o.Now)
 			row.Drift = strings.Join(byAgent[a.ID], "; ")
@@ -160,6 +174,9 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 		}
 	}()
 	if asJSON {
+		if r.BusErr != nil {
+			fmt.Fprintf(notes, "note: the bus did not answer: %v\n", r.BusErr)
+		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.Rows)

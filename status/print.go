@@ -28,11 +28,7 @@ func printTable(w io.Writer, rows []Agent, withHost bool) {
 	}
 	fmt.Fprintln(tw, head+"\tUSER\tUID\tUNIT\tSTATE\tRESTARTS\tROLE\tLEVEL\tISOLATION\tBUS\tHEARTBEAT\tVIOLATIONS\tDRIFT")
 	for _, r := range rows {
-		drift, beat := r.Drift, "-"
-		state := r.State + "/" + r.SubState
-		if r.StateNote != "" {
-			state = r.State + " (" + r.StateNote + ")"
-		}
+		drift, beat, state := r.Drift, "-", r.stateText()
 		if drift == "" {
 			drift = "-"
 		}

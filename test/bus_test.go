@@ -74,7 +74,7 @@ func TestBus(t *testing.T) {
 
 	// Agents that run flock-agent connect and heartbeat.
 	busUp := waitBus(t, m, time.Time{}, 2, 3, 4)
-	t.Logf("agents 2, 3, 4 connected and heartbeating by %s; flockctl status:\n%s", busUp.Format(time.RFC3339Nano), mustRun(t, m, "flockctl", "status"))
+	t.Logf("agents 2, 3, 4 connected and heartbeating by %s; flockctl status:\n%s", busUp.Format(time.RFC3339Nano), statusOut(t, m))
 
 	t.Run("a task round-trips through flockctl send", func(t *testing.T) {
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "hello flock")); out != "HELLO FLOCK" {
@@ -405,7 +405,7 @@ func TestBus(t *testing.T) {
 		// A stopped proxy: status names the agents it strands, and the
 		// next provision starts it again.
 		mustRun(t, m, "systemctl", "stop", "flock-proxy.service")
-		table := mustRun(t, m, "flockctl", "status")
+		table := statusOut(t, m)
 		if want := "note: flock-proxy.service is inactive: agents 1, 2 cannot reach the names in their egress"; !strings.Contains(table, want) {
 			t.Errorf("flockctl status with the proxy stopped does not say %q:\n%s", want, table)
 		}
@@ -552,7 +552,7 @@ func TestBus(t *testing.T) {
 		}
 		t.Logf("agent 1's %d messages: %d journal lines about agent 1, agent 1 now %v; agent 2's one violation logged and counted; took %s",
 			2*flood, ofAgent1, a1.ByKind, time.Since(start).Round(time.Millisecond))
-		t.Logf("flockctl status:\n%s", mustRun(t, m, "flockctl", "status"))
+		t.Logf("flockctl status:\n%s", statusOut(t, m))
 	})
 
 	t.Run("agents ride out a stopped bus and heartbeat again when it is back", func(t *testing.T) {
@@ -642,7 +642,7 @@ func TestBus(t *testing.T) {
 	})
 
 	t.Run("deprovision removes identities, credentials, the bus and the table", func(t *testing.T) {
-		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, m, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		assertNothingLeft(t, m)
 	})
 }

@@ -219,11 +219,11 @@ func splitOne(t *testing.T, h *harness.Hosts, hist *cutHistory, cut int, sc spli
 				sc.refuses, firstRefusal.start.Sub(tCut).Round(time.Millisecond), firstRefusal.end.Sub(firstRefusal.start).Round(time.Millisecond),
 				firstClear.start.Sub(tCut).Round(time.Millisecond), firstClear.end.Sub(firstClear.start).Round(time.Millisecond), firstClear.err)
 		}
-		// Its status tells the truth: the other hosts' agents unknown,
-		// and that tasks sent there are refused.
-		out, errOut, err := run(t, minority, "flockctl", "status")
-		if err != nil || !strings.Contains(out+errOut, "tasks sent on this host are refused") || !strings.Contains(out, "did not answer") {
-			t.Errorf("status on %s, cut off (%v):\n%s%s", sc.refuses, err, out, errOut)
+		// Its status tells the truth: the other hosts' agents unknown
+		// (so not well: exit 3), and that tasks sent there are refused.
+		out, errOut, code, err := runStatus(t, minority)
+		if err != nil || code != statusUnwell || !strings.Contains(out+errOut, "tasks sent on this host are refused") || !strings.Contains(out, "did not answer") {
+			t.Errorf("status on %s, cut off (exit %d, %v):\n%s%s", sc.refuses, code, err, out, errOut)
 		}
 	}
 	tHeal := time.Now()

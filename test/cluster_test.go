@@ -262,7 +262,7 @@ func TestCluster(t *testing.T) {
 				}
 			}
 			// The table has the host column.
-			if out := mustRun(t, m, "flockctl", "status"); !strings.Contains(out, "HOST") {
+			if out := statusOut(t, m); !strings.Contains(out, "HOST") {
 				t.Errorf("status on %s has no HOST column:\n%s", name, out)
 			}
 			var tasks []struct {
@@ -446,7 +446,7 @@ type clusterStatusRow struct {
 // clusterStatus is `flockctl status --output json` on m, by agent id.
 func clusterStatus(t *testing.T, m *harness.Machine) map[int]clusterStatusRow {
 	t.Helper()
-	out := mustRun(t, m, "flockctl", "status", "--output", "json")
+	out := statusOut(t, m, "--output", "json")
 	var list []clusterStatusRow
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("status --output json: %v\n%s", err, out)

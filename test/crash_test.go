@@ -103,7 +103,7 @@ func assertConverged(t *testing.T, m *harness.Machine, ids []int, when string) {
 			State string `json:"state"`
 			Drift string `json:"drift"`
 		}
-		out := mustRun(t, m, "flockctl", "status", "--output", "json")
+		out := statusOut(t, m, "--output", "json")
 		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			return fmt.Errorf("%s: status: %w", when, err)
 		}

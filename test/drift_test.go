@@ -1,10 +1,12 @@
 package test
 
 // Tier: root + nspawn. Drift made by hand on a running flock: flockctl
-// status names it (on the agent's row, or as a note for the whole flock),
-// and the next provision repairs exactly it.
+// status names it (on the agent's row, or as a note for the whole flock)
+// and exits 3 (4 when its bus cannot be asked), and the next provision
+// repairs exactly it, after which status exits 0 again.
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,27 +21,49 @@ func TestDriftIsSeenAndRepaired(t *testing.T) {
 	spec := "defaults: {heartbeat: 1s}\n" + threeAgents
 	provision(t, m, spec)
 	waitActive(t, m, 1, 2, 3)
+	waitBus(t, m, time.Time{}, 1, 2, 3)
+	waitWell(t, m)
+
+	t.Run("status of a few agents", func(t *testing.T) {
+		if out, _, code := statusOf(t, m, "2", "--output", "json"); code != statusWell || len(statusRows(t, out)) != 1 || statusRows(t, out)[0].ID != 2 {
+			t.Errorf("status 2: exit %d\n%s", code, out)
+		}
+		if out, _, code := statusOf(t, m, "3", "1"); code != statusWell || !strings.Contains(out, "flock-agent@1.service") ||
+			!strings.Contains(out, "flock-agent@3.service") || strings.Contains(out, "flock-agent@2.service") {
+			t.Errorf("status 3 1: exit %d\n%s", code, out)
+		}
+		for _, arg := range []string{"99", "two"} {
+			out, errOut, err := run(t, m, "flockctl", "status", arg)
+			var re *harness.RunError
+			if !errors.As(err, &re) || re.ExitCode != 1 || out != "" || !strings.Contains(errOut, "its agents are 1-3") && !strings.Contains(errOut, "has agents 1-3") {
+				t.Errorf("status %s: %v, want exit 1 naming the flock's agents and nothing on stdout\nstdout:\n%s\nstderr:\n%s", arg, err, out, errOut)
+			}
+		}
+	})
 
 	for _, tc := range []struct {
 		name  string
 		drift []string
 		agent int    // 0: the whole flock
 		want  string // in the agent's drift, or in a drift note
+		code  int    // status's exit
 	}{
-		{"a unit stopped by hand", []string{"systemctl", "stop", "flock-agent@2.service"}, 2, "start unit"},
-		{"the flock table flushed", []string{"nft", "delete", "table", "inet", "flock"}, 0, "replace firewall inet flock"},
-		{"a credential deleted", []string{"rm", "/var/lib/flock/creds/flock-3.nk"}, 3, "create identity: missing"},
-		{"a directory's mode changed", []string{"chmod", "0755", "/srv/flock/agents/1"}, 1, "ensure path: mode"},
-		{"the bus stopped", []string{"systemctl", "stop", "flock.service"}, 0, "(re)start bus flock.service: not running"},
-		{"the bus config deleted", []string{"rm", "/etc/flock/bus.json"}, 0, "write bus config /etc/flock/bus.json: missing"},
-		{"the counters socket stopped", []string{"systemctl", "stop", "flock-counters.socket"}, 0, "(re)start counters flock-counters.socket: not running"},
-		{"the counters reader's template deleted", []string{"rm", "/etc/systemd/system/flock-counters@.service"}, 0, "install counters flock-counters.socket: unit file missing"},
+		{"a unit stopped by hand", []string{"systemctl", "stop", "flock-agent@2.service"}, 2, "start unit", statusUnwell},
+		{"the flock table flushed", []string{"nft", "delete", "table", "inet", "flock"}, 0, "replace firewall inet flock", statusUnwell},
+		{"a credential deleted", []string{"rm", "/var/lib/flock/creds/flock-3.nk"}, 3, "create identity: missing", statusUnwell},
+		{"a directory's mode changed", []string{"chmod", "0755", "/srv/flock/agents/1"}, 1, "ensure path: mode", statusUnwell},
+		// Without its bus, or the config that says where it listens,
+		// status cannot ask it: the flock cannot be read.
+		{"the bus stopped", []string{"systemctl", "stop", "flock.service"}, 0, "(re)start bus flock.service: not running", statusUnreachable},
+		{"the bus config deleted", []string{"rm", "/etc/flock/bus.json"}, 0, "write bus config /etc/flock/bus.json: missing", statusUnreachable},
+		{"the counters socket stopped", []string{"systemctl", "stop", "flock-counters.socket"}, 0, "(re)start counters flock-counters.socket: not running", statusUnwell},
+		{"the counters reader's template deleted", []string{"rm", "/etc/systemd/system/flock-counters@.service"}, 0, "install counters flock-counters.socket: unit file missing", statusUnwell},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mustRun(t, m, tc.drift...)
-			stdout, stderr, err := run(t, m, "flockctl", "status", "--output", "json")
-			if err != nil {
-				t.Fatalf("status: %v\n%s", err, stderr)
+			stdout, stderr, code := statusOf(t, m, "--output", "json")
+			if code != tc.code {
+				t.Errorf("status exits %d, want %d:\n%s%s", code, tc.code, stdout, stderr)
 			}
 			seen := false
 			if tc.agent == 0 {
@@ -58,8 +82,22 @@ func TestDriftIsSeenAndRepaired(t *testing.T) {
 			if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(out, "nothing to do") {
 				t.Errorf("not repaired, a further provision plans:\n%s", out)
 			}
+			waitWell(t, m)
 		})
 	}
+}
+
+// waitWell waits until flockctl status exits 0: every agent active,
+// connected and without drift.
+func waitWell(t testing.TB, m *harness.Machine) {
+	t.Helper()
+	m.Eventually(t, 30*time.Second, func() error {
+		out, errOut, code := statusOf(t, m)
+		if code != statusWell {
+			return fmt.Errorf("flockctl status exits %d:\n%s%s", code, out, errOut)
+		}
+		return nil
+	})
 }
 
 // An agent's argv reaches it as written ($VAR and %specifiers literal),

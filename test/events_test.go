@@ -190,7 +190,7 @@ func TestEvents(t *testing.T) {
 		captureJournal(t, m, capture+"/nspawn.jsonl")
 	}
 	mustRun(t, m, "systemctl", "stop", followUnit)
-	mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+	mustRun(t, m, "flockctl", "deprovision", "--yes", "--all", "--purge")
 }
 
 // eventsOf is flockctl events --output json with args.

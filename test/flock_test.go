@@ -91,11 +91,54 @@ type agentStatus struct {
 	Proxy string `json:"proxy"`
 }
 
-// status is `flockctl status --output json` in the machine or VM; the test
-// fails if flockctl does.
+// status is `flockctl status --output json` in the machine or VM, its
+// agents well or not; the test fails if flockctl does (statusOf).
 func status(t testing.TB, m runner) []agentStatus {
 	t.Helper()
-	return statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json"))
+	return statusRows(t, statusOut(t, m, "--output", "json"))
+}
+
+// Exit codes of flockctl status (docs/operating.md, "Exit codes").
+const (
+	statusWell        = 0 // every agent shown is well
+	statusUnwell      = 3 // one is not (yet, or any more)
+	statusUnreachable = 4 // the flock could not be read: here, the bus did not answer
+)
+
+// runStatus runs flockctl status with args in m: what it printed and its
+// exit code. err is set only when it failed as a verb (exit 1, or it did
+// not run): a flock not well, or a bus that did not answer, is printed in
+// full and said by the code alone.
+func runStatus(t testing.TB, m runner, args ...string) (stdout, stderr string, code int, err error) {
+	t.Helper()
+	stdout, stderr, err = run(t, m, append([]string{"flockctl", "status"}, args...)...)
+	var re *harness.RunError
+	switch {
+	case err == nil:
+		return stdout, stderr, statusWell, nil
+	case errors.As(err, &re) && (re.ExitCode == statusUnwell || re.ExitCode == statusUnreachable):
+		return stdout, stderr, re.ExitCode, nil
+	}
+	return stdout, stderr, -1, fmt.Errorf("flockctl status %s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
+}
+
+// statusOf is runStatus; the test fails if flockctl status does. For
+// polls while agents start or stop, and tests of agents not well.
+func statusOf(t testing.TB, m runner, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, code, err := runStatus(t, m, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stdout, stderr, code
+}
+
+// statusOut is statusOf's stdout: the table, or the JSON with args
+// "--output", "json".
+func statusOut(t testing.TB, m runner, args ...string) string {
+	t.Helper()
+	stdout, _, _ := statusOf(t, m, args...)
+	return stdout
 }
 
 func statusRows(t testing.TB, out string) []agentStatus {

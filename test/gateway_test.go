@@ -534,7 +534,7 @@ func TestModelGateway(t *testing.T) {
 		}
 		table := mustRun(t, m, "flockctl", "usage")
 		t.Logf("flockctl usage:\n%s", table)
-		if st := mustRun(t, m, "flockctl", "status"); !strings.Contains(st, "models: agent 8: anthropic ") {
+		if st := statusOut(t, m); !strings.Contains(st, "models: agent 8: anthropic ") {
 			t.Errorf("flockctl status lacks agent 8's models line:\n%s", st)
 		}
 	})

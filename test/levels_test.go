@@ -61,7 +61,7 @@ func TestLevels(t *testing.T) {
 	}
 	waitActive(t, m, ids...)
 	waitBus(t, m, time.Time{}, 2, 4, 6)
-	status := mustRun(t, m, "flockctl", "status")
+	status := statusOut(t, m)
 	t.Logf("flockctl status:\n%s", status)
 	spec := mustRun(t, m, "flockctl", "explain", "-f", specPath)
 	for _, label := range []string{"process isolation with guardrails", "sandboxed (podman)", "sandboxed (gVisor)"} {
@@ -127,7 +127,7 @@ func TestLevels(t *testing.T) {
 		if out := strings.TrimSpace(mustRun(t, m, "flockctl", "send", "--to", "2", "now in gvisor")); out != "NOW IN GVISOR" {
 			t.Errorf("agent 2 after the change: %q", out)
 		}
-		for _, r := range statusRows(t, mustRun(t, m, "flockctl", "status", "--output", "json")) {
+		for _, r := range statusRows(t, statusOut(t, m, "--output", "json")) {
 			if r.ID == 2 && (r.State != "active" || r.Level != "gvisor" || r.Label != "sandboxed (gVisor)") {
 				t.Errorf("flockctl status of agent 2 after the change: %+v", r)
 			}

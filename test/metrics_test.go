@@ -214,7 +214,7 @@ func TestMetrics(t *testing.T) {
 			}
 			return err
 		})
-		if out := mustRun(t, m, "flockctl", "status"); !strings.Contains(out, units.CountersSocket) {
+		if out := statusOut(t, m); !strings.Contains(out, units.CountersSocket) {
 			t.Errorf("flockctl status does not name %s:\n%s", units.CountersSocket, out)
 		}
 		provision(t, m, metricsSpec)

@@ -130,7 +130,7 @@ func TestVMPackage(t *testing.T) {
 	})
 
 	t.Run("deprovision and purge leave nothing", func(t *testing.T) {
-		mustRun(t, v, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, v, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		mustRun(t, v, "dpkg", "--purge", "flock")
 		if out, _, err := run(t, v, "dpkg-query", "-W", "flock"); err == nil {
 			t.Errorf("dpkg still knows flock: %s", out)

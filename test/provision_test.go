@@ -83,7 +83,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("deprovision --all --purge leaves nothing", func(t *testing.T) {
-		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, m, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		assertNothingLeft(t, m)
 	})
 
@@ -124,7 +124,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("deprovision --all --purge again leaves nothing", func(t *testing.T) {
-		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, m, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		assertNothingLeft(t, m)
 	})
 }

@@ -46,12 +46,16 @@ func serviceUse(t *testing.T, m *harness.Machine, unit string) string {
 func TestThousandAgents(t *testing.T) {
 	// Tier: root + nspawn.
 	m := harness.Boot(t)
-	timed := func(what string, argv ...string) string {
+	timedOf := func(what string, do func() string) string {
 		t.Helper()
 		start := time.Now()
-		out := mustRun(t, m, argv...)
+		out := do()
 		t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
 		return out
+	}
+	timed := func(what string, argv ...string) string {
+		t.Helper()
+		return timedOf(what, func() string { return mustRun(t, m, argv...) })
 	}
 	mountsBefore := strings.Count(mustRun(t, m, "cat", "/proc/self/mountinfo"), "\n")
 
@@ -76,8 +80,8 @@ func TestThousandAgents(t *testing.T) {
 		if out := timed("no-op provision at 1000", "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
 			t.Errorf("a second provision changed something:\n%s", out)
 		}
-		timed("status at 1000", "flockctl", "status")
-		timed("status --output json at 1000", "flockctl", "status", "--output", "json")
+		timedOf("status at 1000", func() string { return statusOut(t, m) })
+		timedOf("status --output json at 1000", func() string { return statusOut(t, m, "--output", "json") })
 		timed("tasks at 1000", "flockctl", "tasks")
 		if out := strings.TrimSpace(timed("a task round-trip among 1000", "flockctl", "send", "--to", "1", "hello flock")); out != "HELLO FLOCK" {
 			t.Errorf("send to agent 1: %q", out)
@@ -187,7 +191,7 @@ func TestThousandAgents(t *testing.T) {
 	})
 
 	t.Run("deprovision --all --purge leaves nothing", func(t *testing.T) {
-		timed("deprovision 1002", "flockctl", "deprovision", "--all", "--purge")
+		timed("deprovision 1002", "flockctl", "deprovision", "--yes", "--all", "--purge")
 		assertNothingLeft(t, m)
 	})
 }

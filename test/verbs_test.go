@@ -8,6 +8,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,7 +70,7 @@ func TestOperatorVerbs(t *testing.T) {
 	})
 
 	t.Run("status json keeps its contract", func(t *testing.T) {
-		out := mustRun(t, m, "flockctl", "status", "--output", "json")
+		out := statusOut(t, m, "--output", "json")
 		var rows []map[string]any
 		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
 			t.Fatalf("status json: %v, %d rows\n%s", err, len(rows), out)
@@ -85,7 +86,7 @@ func TestOperatorVerbs(t *testing.T) {
 		if rows[3]["label"] != "process isolation with guardrails" || rows[3]["state"] != "active" {
 			t.Errorf("row 4: %v", rows[3])
 		}
-		table := mustRun(t, m, "flockctl", "status")
+		table := statusOut(t, m)
 		if !strings.Contains(table, "flock-agent@4.service  active/running") {
 			t.Errorf("status table:\n%s", table)
 		}
@@ -187,7 +188,18 @@ func TestOperatorVerbs(t *testing.T) {
 
 	t.Run("deprovision -f removes only the agents it names", func(t *testing.T) {
 		writeSpec(t, m, "agents: [{id: 3}, {id: 4}]\n")
-		mustRun(t, m, "flockctl", "deprovision", "-f", specPath)
+		// --dry-run shows what would go and exits 2; without a terminal
+		// to ask on (stdin here is empty) and without --yes it refuses.
+		out, errOut, err := run(t, m, "flockctl", "deprovision", "--dry-run", "-f", specPath)
+		var re *harness.RunError
+		if !errors.As(err, &re) || re.ExitCode != 2 || !strings.Contains(out, "agents 3-4: their units, users and groups") {
+			t.Errorf("deprovision --dry-run: %v, want exit 2 naming agents 3-4\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+		}
+		if out, errOut, err := run(t, m, "flockctl", "deprovision", "-f", specPath); err == nil || out != "" || !strings.Contains(errOut, "pass --yes") {
+			t.Errorf("deprovision without a terminal or --yes: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+		}
+		waitActive(t, m, 1, 2, 3, 4)
+		mustRun(t, m, "flockctl", "deprovision", "--yes", "-f", specPath)
 		waitActive(t, m, 1, 2)
 		for _, user := range []string{"flock-3", "flock-4"} {
 			if out, _, err := run(t, m, "getent", "passwd", user); err == nil {
@@ -196,7 +208,7 @@ func TestOperatorVerbs(t *testing.T) {
 		}
 		// Kept without --purge.
 		mustRun(t, m, "test", "-d", "/srv/flock/agents/3")
-		mustRun(t, m, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, m, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		assertNothingLeft(t, m)
 	})
 }

@@ -22,12 +22,13 @@ func vmProvision(t testing.TB, v *harness.VM, spec string) {
 	mustRun(t, v, "flockctl", "provision", "-f", specPath)
 }
 
-// vmStatus is `flockctl status --output json`, or its error.
+// vmStatus is `flockctl status --output json`, its agents well or not,
+// or its error.
 func vmStatus(t testing.TB, v *harness.VM) ([]agentStatus, error) {
 	t.Helper()
-	out, errOut, err := run(t, v, "flockctl", "status", "--output", "json")
+	out, _, _, err := runStatus(t, v, "--output", "json")
 	if err != nil {
-		return nil, fmt.Errorf("flockctl status: %w\n%s", err, errOut)
+		return nil, err
 	}
 	var st []agentStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {

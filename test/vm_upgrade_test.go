@@ -149,7 +149,7 @@ func upgradeUnderLoad(t *testing.T, v *harness.VM, oldDeb string) {
 				t.Errorf("agent %d: state %s, bus %s, drift %q; want active, connected, and a drift naming its old flock-agent", a.ID, a.State, a.Bus, a.Drift)
 			}
 		}
-		if out := mustRun(t, v, "flockctl", "status"); !strings.Contains(out, "it runs flockctl build ") {
+		if out := statusOut(t, v); !strings.Contains(out, "it runs flockctl build ") {
 			t.Errorf("status does not say the bus runs the old flockctl:\n%s", out)
 		}
 		if after := unitLives(t, v, units...); !reflect.DeepEqual(after, before) {
