@@ -187,7 +187,7 @@ func TestVMPackage(t *testing.T) {
 		if out := mustRun(t, v, "flockctl", "send", "--timeout", "2m", "from the tarball"); strings.TrimSpace(out) != "FROM THE TARBALL" {
 			t.Errorf("flockctl send: %q, want the worker's FROM THE TARBALL", out)
 		}
-		mustRun(t, v, "flockctl", "deprovision", "--all", "--purge")
+		mustRun(t, v, "flockctl", "deprovision", "--yes", "--all", "--purge")
 		// install.md: tar -tzf lists what it put where, to remove it.
 		mustRun(t, v, "sh", "-c", "cd /usr/local && tar -tzf "+dl+"/"+tgz+" | cut -d/ -f2- | grep -v '/$' | xargs rm --")
 		if out, _, err := run(t, v, "ls", "/usr/local/bin"); err != nil || out != "" {
