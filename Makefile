@@ -11,8 +11,9 @@ BINDIR  ?= $(PREFIX)/bin
 DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-linux procps passwd dbus busybox-static
 # The test tiers add git (the fresh-machine check copies what git tracks);
 # for the VM tier qemu, debootstrap and mkfs.ext4 (the image) and ssh (into
-# it); ansible-core and vagrant for ansible/ and the Vagrantfile, and
-# vagrant-libvirt so that its block of the Vagrantfile is validated too;
+# it); ansible-core, ansible-lint and vagrant for ansible/ and the
+# Vagrantfile, and vagrant-libvirt so that its block of the Vagrantfile is
+# validated too;
 # podman and crun for levels podman and gvisor; python3, a JDK and curl for
 # the agents people bring (Node and npm below); prometheus for the real
 # scrape of /metrics and promtool, which lints the exposition and checks
@@ -21,7 +22,7 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # the host's sshd: openssh-server comes from deps-sshd, which keeps this
 # host from ever running it.
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl lintian
+	ansible-core ansible-lint vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl lintian
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go

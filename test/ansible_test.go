@@ -232,7 +232,9 @@ agents:
 // without flock changes nothing, a bad spec fails the play (and --check)
 // with flockctl's message and changes nothing, and a new flockctl beside
 // the same flock-agent restarts the bus but no agent, the run after
-// changing nothing.
+// changing nothing. Then flock_files are written root's alone and never
+// shown, and flock_state: absent takes the flock away (--check first),
+// then changes nothing.
 //
 // Tier: root + nspawn + ansible (HostsTier; one machine with sshd on a
 // private network, the test its controller).
@@ -269,11 +271,7 @@ func TestAnsibleRole(t *testing.T) {
 			"Ask flockctl provision --dry-run what it would change":      "skipping",
 			"Keep flock.service (the bus) enabled and running":           "skipping",
 		})
-		for _, path := range paths {
-			if out, _, err := run(t, m, "ls", "-d", path); err == nil {
-				t.Errorf("--check made %s", out)
-			}
-		}
+		assertNoPaths(t, m, "--check made", paths...)
 	}) {
 		t.FailNow()
 	}
@@ -364,6 +362,9 @@ func TestAnsibleRole(t *testing.T) {
 			t.Errorf("the run after the upgrade: changed=%d, want 0\n%s", r.Recap.Changed, r.Out)
 		}
 	})
+
+	files := roleFiles(t, p, m)
+	roleAbsent(t, p, m, files)
 }
 
 // TestVMAnsible runs ansible/site.yml against a fresh qemu VM (Debian 12,
@@ -376,7 +377,8 @@ func TestAnsibleRole(t *testing.T) {
 // flockctl's plan and changes nothing, and a newer package upgrades
 // flockctl and flock-agent and restarts what runs them. Then the switch
 // to the binaries (flock_install: binaries) moves the units from the
-// package's programs to /usr/local/bin.
+// package's programs to /usr/local/bin. Last, an agent at level gvisor:
+// the role copies the controller's runsc, and the agent runs in gVisor.
 //
 // Tier: root + VM (qemu, harness.BootVMWith), with ansible-core on the
 // controller (this machine).
@@ -539,6 +541,10 @@ func TestVMAnsible(t *testing.T) {
 		})
 		vmWaitActive(t, v, 2*time.Minute, vmAgents...)
 		assertPrograms(t, v, "/usr/local/bin")
+	})
+
+	t.Run("an agent at level gvisor rolled out by the role runs in gVisor", func(t *testing.T) {
+		vmAnsibleGVisor(t, v, p)
 	})
 }
 

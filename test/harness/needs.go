@@ -115,11 +115,12 @@ var ClusterTier = Tier{Name: "system, cluster (ansible-core, curl)", Needs: []ti
 	tier.Program("openssl", "openssl"),
 }}
 
-// AnsibleTier is ansible-core alone, as Debian packages it.
+// AnsibleTier is ansible-core and ansible-lint, as Debian packages them.
 var AnsibleTier = Tier{Name: "tools, ansible", Needs: []tier.Need{
 	tier.Program("ansible", "ansible-core"),
 	tier.Program("ansible-playbook", "ansible-core"),
 	tier.Program("ansible-inventory", "ansible-core"),
+	tier.Program("ansible-lint", "ansible-lint"),
 }}
 
 // VagrantTier is vagrant and the provider plugin whose block of the

@@ -27,7 +27,9 @@ const (
 // tests need ssh, python3 (their hogs, and Ansible), ps and ip, and
 // python3-apt for the Ansible role's package path (ansible.builtin.apt
 // deb=), which Ansible would install itself on a host with a network; the
-// VM has none. busybox-static is the VM's initramfs (chrootScript).
+// VM has none. busybox-static is the VM's initramfs (chrootScript), and
+// the root file system of the tests' gVisor agent (runsc, which Debian
+// does not package, the role copies from the controller).
 var vmPackages = []string{
 	"linux-image-cloud-amd64", "initramfs-tools", "systemd-sysv", "udev", "kmod", "dbus",
 	"openssh-server", "nftables", "python3", "procps", "iproute2", "passwd", "netbase",
