@@ -248,6 +248,11 @@ func CredPath(name string) string { return filepath.Join(CredDir, name+".nk") }
 // SharedGroup holds every agent; it owns the shared directory.
 const SharedGroup = "flock"
 
+// ReadersGroup is the people who may read the flock without root: its
+// state, the reader's bus credential, status, usage, tasks and explain.
+// A system group (the host picks its gid); no agent is in it.
+const ReadersGroup = "flock-readers"
+
 // UID of agent id.
 func (f *Flock) UID(id int) uint32 { return f.UIDBase + uint32(id) }
 
