@@ -26,7 +26,10 @@ type HostState struct {
 	// state; Observe has its Desired's.
 	Options  units.Options   `json:"options"`
 	Accounts []users.Account `json:"accounts"`
-	Units    []units.Status  `json:"units"`
+	// Readers is the gid of the readers' group (spec.ReadersGroup); nil
+	// when there is none.
+	Readers *uint32        `json:"readers,omitempty"`
+	Units   []units.Status `json:"units"`
 	// Paths are the paths read that exist: one not here is missing.
 	Paths []users.Path `json:"paths"`
 	// Table is table inet flock as the kernel has it, in netpolicy.Render's
@@ -50,6 +53,11 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	var err error
 	if s.Accounts, err = h.Users.Accounts(ctx); err != nil {
 		return s, fmt.Errorf("reading flock accounts: %w", err)
+	}
+	if gid, ok, err := h.Users.Readers(ctx); err != nil {
+		return s, fmt.Errorf("reading group %s: %w", spec.ReadersGroup, err)
+	} else if ok {
+		s.Readers = &gid
 	}
 	if s.Units, err = h.Units.List(ctx); err != nil {
 		return s, fmt.Errorf("listing flock units: %w", err)
@@ -93,6 +101,7 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 func (s HostState) Current(d Desired) (Current, error) {
 	c := Current{
 		Accounts:        map[string]users.Account{},
+		Readers:         s.Readers,
 		Units:           map[string]units.Status{},
 		BadPaths:        map[string]string{},
 		Keys:            map[string]string{},
@@ -118,9 +127,13 @@ func (s HostState) Current(d Desired) (Current, error) {
 	for _, p := range s.Paths {
 		have[p.Path] = p
 	}
-	for _, want := range d.Paths {
+	for _, want := range d.PathsWith(s.Readers) {
 		got, ok := have[want.Path]
-		if why := pathDrift(want, got, ok); why != "" {
+		why := pathDrift(want, got, ok)
+		if ok && want.Group != "" && s.Readers == nil {
+			why = "its group " + want.Group + " is missing"
+		}
+		if why != "" {
 			c.BadPaths[want.Path] = why
 		}
 	}
@@ -134,14 +147,14 @@ func (s HostState) Current(d Desired) (Current, error) {
 	return c, nil
 }
 
-// FlockPaths are the paths the flocks ask of their hosts (users.Paths
-// and users.Seeds, every host's agents), sorted, each once: what a saved
-// state records, so that a plan of them off the host sees those as they
-// are.
+// FlockPaths are the paths the flocks ask of their hosts (users.Paths,
+// users.ReaderPaths and users.Seeds, every host's agents), sorted, each
+// once: what a saved state records, so that a plan of them off the host
+// sees those as they are.
 func FlockPaths(flocks ...*spec.Flock) []string {
 	var out []string
 	for _, f := range flocks {
-		for _, p := range append(users.Paths(f), users.Seeds(f)...) {
+		for _, p := range slices.Concat(users.Paths(f), users.ReaderPaths(), users.Seeds(f)) {
 			out = append(out, p.Path)
 		}
 	}
