@@ -59,9 +59,6 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	} else if ok {
 		s.Readers = &gid
 	}
-	if s.Units, err = h.Units.List(ctx); err != nil {
-		return s, fmt.Errorf("listing flock units: %w", err)
-	}
 	for _, path := range paths {
 		got, ok, err := h.Users.PathState(ctx, path)
 		if err != nil {
@@ -79,26 +76,49 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	if s.Keys, err = h.Bus.Keys(ctx); err != nil {
 		return s, fmt.Errorf("reading bus identities: %w", err)
 	}
+	if s.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
+		return s, err
+	}
+	return s, s.readRunning(ctx, h)
+}
+
+// ReadRunning is what a host shows one who is not root (the readers'
+// group): its agents' units, flock's services, its bus's config and what
+// the running bus says, asked as whoever h.Bus connects as. Not its
+// accounts, paths, firewall or credentials: no drift can be planned from
+// it, and its Current says nothing of them.
+func ReadRunning(ctx context.Context, h Host) (Current, error) {
+	s := HostState{Services: map[string]units.ServiceStatus{}}
+	if err := s.readRunning(ctx, h); err != nil {
+		return Current{}, err
+	}
+	return s.current(), nil
+}
+
+// readRunning reads into s what anyone may read of h: Read's part that
+// ReadRunning shares.
+func (s *HostState) readRunning(ctx context.Context, h Host) error {
+	var err error
+	if s.Units, err = h.Units.List(ctx); err != nil {
+		return fmt.Errorf("listing flock units: %w", err)
+	}
 	if s.BusConfig, err = h.Bus.Config(ctx); err != nil {
-		return s, fmt.Errorf("reading the bus config: %w", err)
+		return fmt.Errorf("reading the bus config: %w", err)
 	}
 	for _, name := range units.StaticUnits {
 		if s.Services[name], err = h.Units.Service(ctx, name); err != nil {
-			return s, err
+			return err
 		}
-	}
-	if s.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
-		return s, err
 	}
 	if s.Services[units.BusUnit].ActiveState == "active" {
 		s.BusStatus, s.BusErr = h.Bus.Status(ctx)
 	}
-	return s, nil
+	return nil
 }
 
-// Current is the host in state s as Diff sees it against d. An empty
-// HostState is a host flock never touched.
-func (s HostState) Current(d Desired) (Current, error) {
+// current is s as a Current, before any path or rule is held against
+// a plan.
+func (s HostState) current() Current {
 	c := Current{
 		Accounts:        map[string]users.Account{},
 		Readers:         s.Readers,
@@ -123,6 +143,13 @@ func (s HostState) Current(d Desired) (Current, error) {
 	for name, key := range s.Keys {
 		c.Keys[name] = key
 	}
+	return c
+}
+
+// Current is the host in state s as Diff sees it against d. An empty
+// HostState is a host flock never touched.
+func (s HostState) Current(d Desired) (Current, error) {
+	c := s.current()
 	have := map[string]users.Path{}
 	for _, p := range s.Paths {
 		have[p.Path] = p

@@ -3,10 +3,12 @@ package plan
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io/fs"
 	"slices"
 	"testing"
 
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/spec"
 )
@@ -103,5 +105,32 @@ func TestReadersGroupLifecycle(t *testing.T) {
 				t.Errorf("after --purge the group is there: %v, want %v", ok, tc.afterPurge)
 			}
 		})
+	}
+}
+
+// noKeys is a bus host whose credentials are root's: the readers' group
+// cannot list them.
+type noKeys struct{ bus.Host }
+
+func (noKeys) Keys(context.Context) (map[string]string, error) {
+	return nil, errors.New("permission denied")
+}
+
+// ReadRunning reads what status shows without root, and nothing else: a
+// host with no accounts, paths, firewall or proxy to read, and whose
+// credentials it may not list, is read all the same.
+//
+// Tier: unit (no root).
+func TestReadRunningNeedsNoRoot(t *testing.T) {
+	ctx := context.Background()
+	h, fk := newFakes()
+	f := mustParse(t, threeAgents)
+	provision(t, h, f)
+	c, err := ReadRunning(ctx, Host{Units: h.Units, Bus: noKeys{fk.bus}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Units) != 3 || c.BusConfig == nil || c.Service.ActiveState != "active" || c.BusStatus == nil {
+		t.Errorf("read: %d units, bus config %v, bus %q, status %v", len(c.Units), c.BusConfig != nil, c.Service.ActiveState, c.BusStatus)
 	}
 }
