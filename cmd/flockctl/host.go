@@ -62,9 +62,21 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	if err != nil {
 		return h, uo, nil, err
 	}
-	if uo.SystemdVersion, err = m.Version(ctx); err != nil {
+	if uo, err = unitOptions(ctx, m); err != nil {
 		m.Close()
 		return h, uo, nil, err
+	}
+	b := bus.NewSystem()
+	b.Secret = secret
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
+	return h, uo, m.Close, nil
+}
+
+// unitOptions is how this host makes its agents' units: its systemd, the
+// installed programs and their builds, its runtimes.
+func unitOptions(ctx context.Context, m *units.Systemd) (uo units.Options, err error) {
+	if uo.SystemdVersion, err = m.Version(ctx); err != nil {
+		return uo, err
 	}
 	// Not installed: the units' defaults, and unknown builds ("");
 	// installed() says so where it matters.
@@ -74,10 +86,7 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	uo.AgentBuild, _ = units.BuildID(cmp.Or(uo.AgentBin, units.DefaultAgentBin))
 	uo.FlockctlBuild, _ = units.BuildID(cmp.Or(uo.FlockctlBin, units.DefaultFlockctlBin))
 	uo.Runtimes = sandbox.HostRuntimes()
-	b := bus.NewSystem()
-	b.Secret = secret
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
-	return h, uo, m.Close, nil
+	return uo, nil
 }
 
 // onHost is a flock on this host: the host's boundaries, what the flock

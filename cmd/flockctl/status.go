@@ -34,17 +34,21 @@ func runStatus(ctx context.Context, o statusOpts) error {
 	if err := checkOutput(o.output, "table", "json"); err != nil {
 		return err
 	}
+	reader, err := asReader()
+	if err != nil {
+		return err
+	}
 	f, err := flockFor(o.file)
 	if err != nil {
 		return err
 	}
-	// Drift is what provision would change, planned read-only.
-	s, err := setUpInstalled(ctx, f)
+	// Drift is what provision would change, planned read-only (as root).
+	s, err := setUpRead(ctx, f, reader, o.errOut)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	r := status.Read(ctx, f, status.Sources{Host: s.host, Have: s.have, Drift: s.plan, Connect: operatorConn, ThisHost: thisHostOf})
+	r := status.Read(ctx, f, status.Sources{Host: s.host, Have: s.have, Drift: s.plan, Connect: readConn(reader), ThisHost: thisHostOf})
 	return r.Write(o.out, o.errOut, o.output == "json")
 }
 
