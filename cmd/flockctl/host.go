@@ -58,18 +58,29 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	if err := preflight(); err != nil {
 		return h, uo, nil, err
 	}
-	m, err := units.Connect(ctx)
+	m, uo, err := connectUnits(ctx, units.Connect)
 	if err != nil {
-		return h, uo, nil, err
-	}
-	if uo, err = unitOptions(ctx, m); err != nil {
-		m.Close()
 		return h, uo, nil, err
 	}
 	b := bus.NewSystem()
 	b.Secret = secret
 	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
 	return h, uo, m.Close, nil
+}
+
+// connectUnits connects to systemd with connect and reads how this host
+// makes its agents' units.
+func connectUnits(ctx context.Context, connect func(context.Context) (*units.Systemd, error)) (*units.Systemd, units.Options, error) {
+	m, err := connect(ctx)
+	if err != nil {
+		return nil, units.Options{}, err
+	}
+	uo, err := unitOptions(ctx, m)
+	if err != nil {
+		m.Close()
+		return nil, uo, err
+	}
+	return m, uo, nil
 }
 
 // unitOptions is how this host makes its agents' units: its systemd, the

@@ -79,12 +79,8 @@ func readConn(reader bool) func(context.Context) (*nats.Conn, error) {
 // openReader is openHost for a member of the readers' group: systemd over
 // the system bus, the bus as the reader, and no firewall (rootsFirewall).
 func openReader(ctx context.Context) (h plan.Host, uo units.Options, close func(), err error) {
-	m, err := units.ConnectReader(ctx)
+	m, uo, err := connectUnits(ctx, units.ConnectReader)
 	if err != nil {
-		return h, uo, nil, err
-	}
-	if uo, err = unitOptions(ctx, m); err != nil {
-		m.Close()
 		return h, uo, nil, err
 	}
 	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: rootsFirewall{}, Bus: bus.NewReader(), Proxy: proxy.NewSystem()}
