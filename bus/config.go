@@ -73,7 +73,7 @@ type Cluster struct {
 
 // User is one identity on the bus and what it may do there.
 type User struct {
-	Name        string        `json:"name"`            // "flock-3", or creds.OperatorName
+	Name        string        `json:"name"`            // "flock-3", or creds.OperatorName, ProxyName, ReaderName
 	Agent       int           `json:"agent,omitempty"` // 0 for the operator
 	Nkey        string        `json:"nkey"`            // public user nkey (U...)
 	Publish     []string      `json:"publish"`
@@ -197,7 +197,7 @@ func (c Config) validate() error {
 			return fmt.Errorf("users[%d] (%s): %q is not a public user nkey (U...)", i, u.Name, u.Nkey)
 		case keys[u.Nkey]:
 			return fmt.Errorf("users[%d] (%s): nkey %s is already another user's", i, u.Name, u.Nkey)
-		case u.Agent == 0 && u.Name != creds.OperatorName && u.Name != creds.ProxyName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
+		case u.Agent == 0 && u.Name != creds.OperatorName && u.Name != creds.ProxyName && u.Name != creds.ReaderName, u.Agent != 0 && u.Name != spec.UserName(u.Agent):
 			return fmt.Errorf("users[%d]: name %s does not go with agent %d", i, u.Name, u.Agent)
 		case u.ResponseTTL < 0:
 			return fmt.Errorf("users[%d] (%s): negative response_ttl", i, u.Name)

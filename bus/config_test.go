@@ -49,12 +49,12 @@ func goldenFlock() *spec.Flock {
 }
 
 // TestForFlockGolden shows the whole configuration of a three-agent flock
-// with flock-proxy.
+// with flock-proxy and the reader.
 //
 // Tier: unit (no root).
 func TestForFlockGolden(t *testing.T) {
 	t.Parallel()
-	c := ForFlock(goldenFlock(), fixedKeys(t, slices.Concat(everyone, []string{creds.ProxyName})...))
+	c := ForFlock(goldenFlock(), fixedKeys(t, slices.Concat(everyone, []string{creds.ProxyName, creds.ReaderName})...))
 	data, err := c.marshal()
 	if err != nil {
 		t.Fatal(err)

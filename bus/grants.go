@@ -14,7 +14,8 @@ import (
 )
 
 // ForFlock is the bus f needs. keys maps user names to public nkeys, the
-// operator's under creds.OperatorName; a user without a key is left out (its
+// operator's under creds.OperatorName (the reader's under
+// creds.ReaderName); a user without a key is left out (its
 // identity is not created yet), so ForFlock never invents an identity.
 func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	c := Config{Listen: f.Bus.Listen(), Monitor: f.Bus.Monitor(), Metrics: f.Bus.Metrics(), UIDBase: f.UIDBase, Users: []User{}, Tasks: Tasks{
@@ -45,10 +46,40 @@ func ForFlock(f *spec.Flock, keys map[string]string) Config {
 	if key, ok := keys[creds.ProxyName]; ok {
 		c.Users = append(c.Users, proxyUser(key))
 	}
+	if key, ok := keys[creds.ReaderName]; ok {
+		c.Users = append(c.Users, ReaderUser(key))
+	}
 	if key, ok := keys[creds.OperatorName]; ok {
 		c.Users = append(c.Users, User{Name: creds.OperatorName, Nkey: key, Publish: []string{">"}, Subscribe: []string{">"}})
 	}
 	return c
+}
+
+// readerConnections is the reader's share of connections: a few people
+// running a verb or two at once.
+const readerConnections = 32
+
+// ReaderUser may do what flockctl's read-only verbs do and nothing else:
+// ask each bus what it knows (status, the held tasks, the units, an
+// agent's permissions), read the task streams (their info, their
+// consumers, a message by sequence) and hear the agents' heartbeats and
+// events. It sends no task, stores, purges or deletes nothing in
+// JetStream, reloads no bus, answers no request (no responses at all),
+// speaks under no agent's name and asks neither the desk's leases nor
+// the proxy's spend. Its answers come to its own inbox.
+func ReaderUser(key string) User {
+	var pub []string
+	for _, subj := range []string{wire.StatusSubject, wire.HeldSubject, wire.PermissionsSubject} {
+		pub = append(pub, subj, wire.OnServer(subj, "*")) // each bus's own (wire.OnServer)
+	}
+	pub = append(pub, wire.UnitsSubject)
+	for _, stream := range []string{wire.TasksStream, wire.ResultsStream, wire.DeadStream} {
+		pub = append(pub, "$JS.API.STREAM.INFO."+stream, "$JS.API.STREAM.MSG.GET."+stream)
+	}
+	pub = append(pub, "$JS.API.CONSUMER.LIST."+wire.TasksStream)
+	return User{Name: creds.ReaderName, Nkey: key, Connections: readerConnections,
+		Publish:   sorted(pub),
+		Subscribe: sorted([]string{wire.ReaderInbox + ".>", wire.AllHeartbeats, wire.AllEvents})}
 }
 
 // proxyConnections is the egress proxy's share of connections: it keeps

@@ -34,10 +34,14 @@ type Host interface {
 }
 
 // System is the real Host: seeds under spec.CredDir, the config at
-// ConfigPath, the bus reached as the operator.
+// ConfigPath, the bus reached as the operator (or the reader: As).
 type System struct {
 	creds.Store
 	ConfigPath string
+	// As is who Status, Permissions and Reload connect as: the operator
+	// ("" too), or creds.ReaderName, whose seed the readers' group reads
+	// and whose grants (ReaderUser) ask and never change.
+	As string
 }
 
 var _ Host = (*System)(nil)
@@ -45,6 +49,14 @@ var _ Host = (*System)(nil)
 // NewSystem is the host's bus at its standard paths.
 func NewSystem() *System {
 	return &System{Store: creds.Store{Dir: creds.DefaultCredDir}, ConfigPath: ConfigPath}
+}
+
+// NewReader is NewSystem reached as the reader: what the read-only verbs
+// run by a member of the readers' group use.
+func NewReader() *System {
+	s := NewSystem()
+	s.As = creds.ReaderName
+	return s
 }
 
 // Config reads the installed config. A damaged one counts as none, so the
@@ -129,7 +141,8 @@ func (s *System) Permissions(ctx context.Context, id int) (wire.Permissions, err
 // statusTimeout bounds the bus's answer to a status request.
 const statusTimeout = 5 * time.Second
 
-// Operator connects to the installed bus as the operator (flockctl).
+// Operator connects to the installed bus as As (flockctl), the operator
+// unless it names the reader.
 func (s *System) Operator(ctx context.Context) (*nats.Conn, error) {
 	nc, _, err := s.operator(ctx)
 	return nc, err
@@ -150,14 +163,18 @@ func (s *System) operator(ctx context.Context) (*nats.Conn, string, error) {
 }
 
 func (s *System) dial(c *Config) (*nats.Conn, error) {
-	opt, err := nats.NkeyOptionFromSeed(s.Path(creds.OperatorName))
-	if err != nil {
-		return nil, fmt.Errorf("the operator's bus credential %s: %w", s.Path(creds.OperatorName), err)
+	who, opts := creds.OperatorName, []nats.Option{nats.Name("flockctl"), nats.Timeout(5 * time.Second), nats.MaxReconnects(0)}
+	if s.As == creds.ReaderName {
+		// Its grants let it hear its own inbox alone.
+		who, opts = s.As, append(opts, nats.CustomInboxPrefix(wire.ReaderInbox))
 	}
-	nc, err := nats.Connect("nats://"+c.Listen, opt, nats.Name("flockctl"), nats.Timeout(5*time.Second),
-		nats.MaxReconnects(0))
+	opt, err := nats.NkeyOptionFromSeed(s.Path(who))
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to %s as the operator: %v (see: systemctl status %s)", ErrNoBus, c.Listen, err, "flock.service")
+		return nil, fmt.Errorf("the %s's bus credential %s: %w", who, s.Path(who), err)
+	}
+	nc, err := nats.Connect("nats://"+c.Listen, append(opts, opt)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to %s as the %s: %v (see: systemctl status %s)", ErrNoBus, c.Listen, who, err, "flock.service")
 	}
 	return nc, nil
 }

@@ -67,8 +67,8 @@ func identitiesConformance(t *testing.T, h Identities) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	all := []string{"flock-1", "flock-2", OperatorName, ProxyName}
-	afterRemove := []string{"flock-1", OperatorName, ProxyName}
+	all := []string{"flock-1", "flock-2", OperatorName, ProxyName, ReaderName}
+	afterRemove := []string{"flock-1", OperatorName, ProxyName, ReaderName}
 
 	for _, s := range []struct {
 		name    string
@@ -79,7 +79,7 @@ func identitiesConformance(t *testing.T, h Identities) {
 		{name: "a fresh host has no identities", do: func() error { return nil }},
 		{name: "Ensure creates identities", do: ensure(true, all...), keys: all},
 		{name: "Ensure again returns the same keys", do: ensure(false, all...), keys: all},
-		{name: "Ensure takes the highest agent id", do: ensure(true, "flock-65535"), keys: append(all[:4:4], "flock-65535")},
+		{name: "Ensure takes the highest agent id", do: ensure(true, "flock-65535"), keys: append(all[:5:5], "flock-65535")},
 		{name: "Remove forgets it", do: func() error { return h.Remove(ctx, []string{"flock-65535"}) }, keys: all},
 		{name: "Ensure refuses names that are not identities", do: func() error {
 			for _, bad := range badNames {

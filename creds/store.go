@@ -1,6 +1,6 @@
 // Package creds keeps the bus credentials of a host: one user nkey seed
-// per identity (each agent, the operator, the proxy) in a directory only
-// root reads, behind Identities, with Fake beside Store. In a multi-host
+// per identity (each agent, the operator, the proxy, the reader) in a
+// directory only root lists, behind Identities, with Fake beside Store. In a multi-host
 // flock the agents' seeds are derived from the flock's secret. The bus
 // server reads none of it: its config (package bus) holds public keys.
 package creds
@@ -33,6 +33,11 @@ const (
 	// decisions and model counts and answers what a task spent (its
 	// grants are bus.ForFlock's).
 	ProxyName = "proxy"
+	// ReaderName is the read-only verbs' (status, usage, tasks, explain)
+	// for the members of spec.ReadersGroup: its seed alone is theirs to
+	// read (0640, handed over by users.ReaderPaths), and on the bus it
+	// may ask and hear, never send, purge or answer (bus.ForFlock).
+	ReaderName = "reader"
 )
 
 // Identities is the OS boundary of credentials; Store is the real one,
@@ -44,14 +49,20 @@ type Identities interface {
 	RemoveAll(ctx context.Context) error
 }
 
-// DefaultCredDir holds the seeds, readable by root alone.
+// DefaultCredDir holds the seeds: root lists it, the readers' group may
+// only pass through it to the reader's seed.
 const DefaultCredDir = spec.CredDir // /var/lib/flock/creds
+
+// DirMode is the credentials directory's: search, not list, for its
+// group (spec.ReadersGroup, which users.ReaderPaths gives it).
+const DirMode = 0o710
 
 // seedExt names seed files; nothing else in the directory is a seed.
 const seedExt = ".nk"
 
-// Store keeps one user nkey seed per name in Dir: the directory 0700, each
-// <name>.nk written root's 0600 (an agent's is then handed to it, 0400)
+// Store keeps one user nkey seed per name in Dir: the directory DirMode,
+// each <name>.nk written root's 0600 (an agent's is then handed to it,
+// 0400; the reader's to the readers' group, 0640)
 // holding the seed and a newline, the format nats.NkeyOptionFromSeed and
 // the nats CLI's --nkey read. With a Secret (a multi-host flock) the
 // agents' seeds are derived from it (derived.go) and a different one on
@@ -67,10 +78,10 @@ var _ Identities = Store{}
 func (s Store) Path(name string) string { return filepath.Join(s.Dir, name+seedExt) }
 
 // ValidName reports whether name is one flock gives identities to:
-// flock-<id> (an agent id, no leading zeros), OperatorName or ProxyName. Nothing else
-// can reach the file system through a name.
+// flock-<id> (an agent id, no leading zeros), OperatorName, ProxyName or
+// ReaderName. Nothing else can reach the file system through a name.
 func ValidName(name string) bool {
-	if name == OperatorName || name == ProxyName {
+	if name == OperatorName || name == ProxyName || name == ReaderName {
 		return true
 	}
 	n, ok := strings.CutPrefix(name, "flock-")
@@ -83,7 +94,7 @@ func ValidName(name string) bool {
 
 func checkName(name string) error {
 	if !ValidName(name) {
-		return fmt.Errorf("%q is not an identity name (flock-<id>, %s or %s)", name, OperatorName, ProxyName)
+		return fmt.Errorf("%q is not an identity name (flock-<id>, %s, %s or %s)", name, OperatorName, ProxyName, ReaderName)
 	}
 	return nil
 }
@@ -131,12 +142,8 @@ func (s Store) Ensure(ctx context.Context, name string) (string, bool, error) {
 	}
 	pub, mode, err := s.read(name)
 	if err == nil {
-		// An agent's seed is its own, 0400 (users.Paths hands it over);
-		// readable by anyone else it is not a secret any more.
-		if mode&0o077 != 0 {
-			if err := os.Chmod(s.Path(name), 0o600); err != nil {
-				return "", false, fmt.Errorf("making the nkey of %s private: %w", name, err)
-			}
+		if err := s.keepPrivate(name, mode); err != nil {
+			return "", false, err
 		}
 		return pub, false, nil
 	}
@@ -169,10 +176,8 @@ func (s Store) ensureDerived(name string) (string, bool, error) {
 	pub, mode, err := s.read(name)
 	switch {
 	case err == nil && pub == want:
-		if mode&0o077 != 0 {
-			if err := os.Chmod(s.Path(name), 0o600); err != nil {
-				return "", false, fmt.Errorf("making the nkey of %s private: %w", name, err)
-			}
+		if err := s.keepPrivate(name, mode); err != nil {
+			return "", false, err
 		}
 		return pub, false, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errDamaged):
@@ -184,6 +189,27 @@ func (s Store) ensureDerived(name string) (string, bool, error) {
 		return "", false, fmt.Errorf("storing the nkey of %s: %w", name, err)
 	}
 	return want, true, nil
+}
+
+// Shared are the mode bits name's seed may have beyond its owner's: the
+// group's read for the reader's (its group is the readers'), none for
+// any other. An agent's seed is its own, 0400 (users.Seeds hands it
+// over); readable by anyone else it is not a secret any more.
+func Shared(name string) fs.FileMode {
+	if name == ReaderName {
+		return 0o040
+	}
+	return 0
+}
+
+// keepPrivate takes from name's seed every bit Shared does not allow.
+func (s Store) keepPrivate(name string, mode fs.FileMode) error {
+	if extra := mode & 0o077 &^ Shared(name); extra != 0 {
+		if err := os.Chmod(s.Path(name), mode&^extra); err != nil {
+			return fmt.Errorf("making the nkey of %s private: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (s Store) Remove(ctx context.Context, names []string) error {
@@ -240,9 +266,11 @@ func (s Store) checkDir() error {
 	return nil
 }
 
-// ensureDir creates Dir 0700 or repairs its mode.
+// ensureDir creates Dir DirMode or repairs its mode. Its group is root's
+// until users.ReaderPaths hands it to the readers' group, which may then
+// pass through to the one seed it may read.
 func (s Store) ensureDir() error {
-	if err := os.MkdirAll(filepath.Dir(s.Dir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.Dir), 0o750); err != nil {
 		return fmt.Errorf("creating the parent of the credentials directory: %w", err)
 	}
 	if err := os.Mkdir(s.Dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -252,8 +280,8 @@ func (s Store) ensureDir() error {
 		return err
 	}
 	// Chmod follows symlinks, but checkDir just refused one, and the parent is root's.
-	if err := os.Chmod(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("making the credentials directory root-only: %w", err)
+	if err := os.Chmod(s.Dir, DirMode); err != nil {
+		return fmt.Errorf("making the credentials directory root's (%o): %w", DirMode, err)
 	}
 	return nil
 }

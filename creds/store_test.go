@@ -5,6 +5,7 @@ package creds
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ func TestStoreOnDisk(t *testing.T) {
 	}
 	checkModes := func(when string) {
 		t.Helper()
-		for p, want := range map[string]os.FileMode{s.Dir: os.ModeDir | 0o700, s.Path("flock-3"): 0o600} {
+		for p, want := range map[string]os.FileMode{s.Dir: os.ModeDir | DirMode, s.Path("flock-3"): 0o600} {
 			if fi, err := os.Lstat(p); err != nil || fi.Mode() != want {
 				t.Errorf("%s: %s has mode %v (%v), want %v", when, p, fi.Mode(), err, want)
 			}
@@ -69,6 +70,43 @@ func TestStoreOnDisk(t *testing.T) {
 	}
 	if keys, err := s.Keys(ctx); err != nil || len(keys) != 1 || keys["flock-3"] != pub {
 		t.Errorf("Keys = %v, %v", keys, err)
+	}
+}
+
+// TestSeedModes checks what Ensure leaves of a seed's mode: the group may
+// read the reader's alone (the readers' group is its group), and no one
+// else may read any.
+//
+// Tier: unit (no root).
+func TestSeedModes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		mode, want os.FileMode
+	}{
+		{ReaderName, 0o640, 0o640},
+		{ReaderName, 0o644, 0o640},
+		{ReaderName, 0o666, 0o640},
+		{ReaderName, 0o600, 0o600},
+		{OperatorName, 0o640, 0o600},
+		{ProxyName, 0o604, 0o600},
+		{"flock-2", 0o440, 0o400},
+	} {
+		t.Run(fmt.Sprintf("%s %o", tc.name, tc.mode), func(t *testing.T) {
+			s := Store{Dir: filepath.Join(t.TempDir(), "creds")}
+			if _, _, err := s.Ensure(ctx, tc.name); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(s.Path(tc.name), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if _, created, err := s.Ensure(ctx, tc.name); err != nil || created {
+				t.Fatalf("Ensure again: created %v, %v", created, err)
+			}
+			if fi, err := os.Stat(s.Path(tc.name)); err != nil || fi.Mode().Perm() != tc.want {
+				t.Errorf("mode %v (%v), want %v", fi.Mode().Perm(), err, tc.want)
+			}
+		})
 	}
 }
 

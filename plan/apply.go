@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
 
@@ -35,6 +36,8 @@ var steps = []step{
 	{[]Kind{RemoveUser}, removeUsers},
 	{[]Kind{RemoveIdentity}, removeIdentities},
 	{[]Kind{CreateUser}, createUsers},
+	// Before the paths: the readers' are handed to it.
+	{[]Kind{CreateGroup}, createReaders},
 	// Before the paths: an agent's seed is one of them, handed to its uid.
 	{[]Kind{CreateIdentity}, createIdentities},
 	{[]Kind{EnsurePath}, ensurePaths},
@@ -176,8 +179,22 @@ func createUsers(ctx context.Context, x applier, _ []Change) error {
 	return nil
 }
 
+func createReaders(ctx context.Context, x applier, _ []Change) error {
+	if _, err := x.h.Users.EnsureReaders(ctx); err != nil {
+		return fmt.Errorf("creating group %s: %w", spec.ReadersGroup, err)
+	}
+	return nil
+}
+
 func ensurePaths(ctx context.Context, x applier, _ []Change) error {
-	if err := x.h.Users.EnsurePaths(ctx, x.d.Paths); err != nil {
+	gid, ok, err := x.h.Users.Readers(ctx)
+	if err != nil {
+		return fmt.Errorf("preparing directories: reading group %s: %w", spec.ReadersGroup, err)
+	}
+	if !ok {
+		return fmt.Errorf("preparing directories: group %s is missing; provision again", spec.ReadersGroup)
+	}
+	if err := x.h.Users.EnsurePaths(ctx, x.d.PathsWith(&gid)); err != nil {
 		return fmt.Errorf("preparing directories: %w", err)
 	}
 	return nil

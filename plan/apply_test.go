@@ -18,7 +18,7 @@ import (
 )
 
 // allKinds is every kind of change there is.
-var allKinds = []Kind{StopUnit, RemoveUser, RemoveIdentity, CreateUser, EnsurePath, CreateIdentity,
+var allKinds = []Kind{StopUnit, RemoveUser, RemoveIdentity, CreateUser, CreateGroup, EnsurePath, CreateIdentity,
 	WriteBusConfig, InstallBus, StartBus, ReloadBus, InstallCounters, StartCounters, RemoveCounters, WriteProxyConf, InstallProxy, StartProxy, ReloadProxy, RemoveProxy,
 	Firewall, StartUnit, RestartUnit}
 
@@ -303,7 +303,7 @@ func TestFiveThousandAgentsPlan(t *testing.T) {
 	}
 	h, fk := newFakes()
 	p := provision(t, h, f)
-	if p.Count(StartUnit) != 5000 || p.Count(CreateIdentity) != 5001 {
+	if p.Count(StartUnit) != 5000 || p.Count(CreateIdentity) != 5002 {
 		t.Errorf("plan of 5000: %s", p.Summary(40))
 	}
 	if n := len(fk.units.Started()); n != 5000 {

@@ -99,8 +99,8 @@ func TestAHostProvisionsItsOwnAgentsAndKnowsEveryOne(t *testing.T) {
 		t.Errorf("firewall for uids %v, want %v", pol.AgentUIDs, want)
 	}
 	keys, _ := fk.bus.Keys(ctx)
-	if _, ok := keys[spec.UserName(2)]; ok || len(keys) != 3 {
-		t.Errorf("seeds here %v, want agents 1 and 4's and the operator's", keys)
+	if _, ok := keys[spec.UserName(2)]; ok || len(keys) != 4 {
+		t.Errorf("seeds here %v, want agents 1 and 4's, the reader's and the operator's", keys)
 	}
 
 	// The bus lists every agent and every worker, and joins b and c.
@@ -109,7 +109,7 @@ func TestAHostProvisionsItsOwnAgentsAndKnowsEveryOne(t *testing.T) {
 	for _, u := range cfg.Users {
 		users = append(users, u.Name)
 	}
-	if want := []string{"flock-1", "flock-2", "flock-3", "flock-4", creds.OperatorName}; !reflect.DeepEqual(users, want) {
+	if want := []string{"flock-1", "flock-2", "flock-3", "flock-4", creds.ReaderName, creds.OperatorName}; !reflect.DeepEqual(users, want) {
 		t.Errorf("bus users %v, want %v", users, want)
 	}
 	if want := []int{2, 3, 4}; !reflect.DeepEqual(cfg.Tasks.Workers, want) {

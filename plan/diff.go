@@ -22,6 +22,7 @@ import (
 // Current is what the host has of a flock, as far as a plan cares.
 type Current struct {
 	Accounts   map[string]users.Account // flock accounts by name
+	Readers    *uint32                  // the readers' group's gid; nil: none
 	Units      map[string]units.Status  // flock units by name
 	BadPaths   map[string]string        // desired path -> what is wrong with it
 	FirewallOK bool
@@ -84,6 +85,7 @@ const (
 	RemoveUser      Kind = "remove user"
 	RemoveIdentity  Kind = "remove identity"
 	CreateUser      Kind = "create user"
+	CreateGroup     Kind = "create group"
 	EnsurePath      Kind = "ensure path"
 	CreateIdentity  Kind = "create identity"
 	WriteBusConfig  Kind = "write bus config"
@@ -241,6 +243,9 @@ func Diff(d Desired, c Current) Plan {
 		}
 	}
 
+	if c.Readers == nil {
+		add(CreateGroup, spec.ReadersGroup, "missing")
+	}
 	for _, pth := range d.Paths {
 		if why, bad := c.BadPaths[pth.Path]; bad {
 			add(EnsurePath, pth.Path, why)

@@ -26,7 +26,10 @@ type HostState struct {
 	// state; Observe has its Desired's.
 	Options  units.Options   `json:"options"`
 	Accounts []users.Account `json:"accounts"`
-	Units    []units.Status  `json:"units"`
+	// Readers is the gid of the readers' group (spec.ReadersGroup); nil
+	// when there is none.
+	Readers *uint32        `json:"readers,omitempty"`
+	Units   []units.Status `json:"units"`
 	// Paths are the paths read that exist: one not here is missing.
 	Paths []users.Path `json:"paths"`
 	// Table is table inet flock as the kernel has it, in netpolicy.Render's
@@ -51,8 +54,10 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	if s.Accounts, err = h.Users.Accounts(ctx); err != nil {
 		return s, fmt.Errorf("reading flock accounts: %w", err)
 	}
-	if s.Units, err = h.Units.List(ctx); err != nil {
-		return s, fmt.Errorf("listing flock units: %w", err)
+	if gid, ok, err := h.Users.Readers(ctx); err != nil {
+		return s, fmt.Errorf("reading group %s: %w", spec.ReadersGroup, err)
+	} else if ok {
+		s.Readers = &gid
 	}
 	for _, path := range paths {
 		got, ok, err := h.Users.PathState(ctx, path)
@@ -71,28 +76,52 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	if s.Keys, err = h.Bus.Keys(ctx); err != nil {
 		return s, fmt.Errorf("reading bus identities: %w", err)
 	}
+	if s.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
+		return s, err
+	}
+	return s, s.readRunning(ctx, h)
+}
+
+// ReadRunning is what a host shows one who is not root (the readers'
+// group): its agents' units, flock's services, its bus's config and what
+// the running bus says, asked as whoever h.Bus connects as. Not its
+// accounts, paths, firewall or credentials: no drift can be planned from
+// it, and its Current says nothing of them.
+func ReadRunning(ctx context.Context, h Host) (Current, error) {
+	s := HostState{Services: map[string]units.ServiceStatus{}}
+	if err := s.readRunning(ctx, h); err != nil {
+		return Current{}, err
+	}
+	return s.current(), nil
+}
+
+// readRunning reads into s what anyone may read of h: Read's part that
+// ReadRunning shares.
+func (s *HostState) readRunning(ctx context.Context, h Host) error {
+	var err error
+	if s.Units, err = h.Units.List(ctx); err != nil {
+		return fmt.Errorf("listing flock units: %w", err)
+	}
 	if s.BusConfig, err = h.Bus.Config(ctx); err != nil {
-		return s, fmt.Errorf("reading the bus config: %w", err)
+		return fmt.Errorf("reading the bus config: %w", err)
 	}
 	for _, name := range units.StaticUnits {
 		if s.Services[name], err = h.Units.Service(ctx, name); err != nil {
-			return s, err
+			return err
 		}
-	}
-	if s.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
-		return s, err
 	}
 	if s.Services[units.BusUnit].ActiveState == "active" {
 		s.BusStatus, s.BusErr = h.Bus.Status(ctx)
 	}
-	return s, nil
+	return nil
 }
 
-// Current is the host in state s as Diff sees it against d. An empty
-// HostState is a host flock never touched.
-func (s HostState) Current(d Desired) (Current, error) {
+// current is s as a Current, before any path or rule is held against
+// a plan.
+func (s HostState) current() Current {
 	c := Current{
 		Accounts:        map[string]users.Account{},
+		Readers:         s.Readers,
 		Units:           map[string]units.Status{},
 		BadPaths:        map[string]string{},
 		Keys:            map[string]string{},
@@ -114,13 +143,24 @@ func (s HostState) Current(d Desired) (Current, error) {
 	for name, key := range s.Keys {
 		c.Keys[name] = key
 	}
+	return c
+}
+
+// Current is the host in state s as Diff sees it against d. An empty
+// HostState is a host flock never touched.
+func (s HostState) Current(d Desired) (Current, error) {
+	c := s.current()
 	have := map[string]users.Path{}
 	for _, p := range s.Paths {
 		have[p.Path] = p
 	}
-	for _, want := range d.Paths {
+	for _, want := range d.PathsWith(s.Readers) {
 		got, ok := have[want.Path]
-		if why := pathDrift(want, got, ok); why != "" {
+		why := pathDrift(want, got, ok)
+		if ok && want.Group != "" && s.Readers == nil {
+			why = "its group " + want.Group + " is missing"
+		}
+		if why != "" {
 			c.BadPaths[want.Path] = why
 		}
 	}
@@ -134,14 +174,14 @@ func (s HostState) Current(d Desired) (Current, error) {
 	return c, nil
 }
 
-// FlockPaths are the paths the flocks ask of their hosts (users.Paths
-// and users.Seeds, every host's agents), sorted, each once: what a saved
-// state records, so that a plan of them off the host sees those as they
-// are.
+// FlockPaths are the paths the flocks ask of their hosts (users.Paths,
+// users.ReaderPaths and users.Seeds, every host's agents), sorted, each
+// once: what a saved state records, so that a plan of them off the host
+// sees those as they are.
 func FlockPaths(flocks ...*spec.Flock) []string {
 	var out []string
 	for _, f := range flocks {
-		for _, p := range append(users.Paths(f), users.Seeds(f)...) {
+		for _, p := range slices.Concat(users.Paths(f), users.ReaderPaths(), users.Seeds(f)) {
 			out = append(out, p.Path)
 		}
 	}

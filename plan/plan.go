@@ -5,6 +5,7 @@ package plan
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/creds"
@@ -23,11 +24,14 @@ type Desired struct {
 	Agents   []spec.Agent
 	Shared   users.Group
 	Accounts []users.Account // every agent's, on every host
-	Paths    []users.Path
-	Units    []units.Unit // same order as Agents
-	Policy   netpolicy.Policy
+	// Paths are this host's agents' tree, what the readers' group reads
+	// (users.ReaderPaths: their gid is the host's, filled in by
+	// PathsWith) and the agents' seeds.
+	Paths  []users.Path
+	Units  []units.Unit // same order as Agents
+	Policy netpolicy.Policy
 	// Identities are the bus users with a seed on this host: each of its
-	// agents', the proxy's, then the operator's. Their keys are host
+	// agents', the proxy's, then the reader's and the operator's. Their keys are host
 	// state (or derived: Site.Keys), so the bus config is computed from
 	// them at diff and apply time (BusConfig).
 	Identities []string
@@ -68,7 +72,7 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		Agents:   here.Agents,
 		Shared:   shared,
 		Accounts: accts,
-		Paths:    append(users.Paths(here), users.Seeds(here)...),
+		Paths:    slices.Concat(users.Paths(here), users.ReaderPaths(), users.Seeds(here)),
 		Policy:   netpolicy.ForFlock(here),
 
 		unitOptions: uo,
@@ -96,8 +100,19 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		d.ProxyConfig = b
 		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName), pc.Gateway.Credentials()...)
 	}
-	d.Identities = append(d.Identities, creds.OperatorName)
+	// The read-only verbs of the readers' group connect as the reader.
+	d.Identities = append(d.Identities, creds.ReaderName, creds.OperatorName)
 	return d
+}
+
+// PathsWith is d's paths with the readers' group's gid filled in, as the
+// host has it (readers nil: there is no such group; those paths keep gid
+// 0 and Current says why).
+func (d Desired) PathsWith(readers *uint32) []users.Path {
+	if readers == nil {
+		return d.Paths
+	}
+	return users.WithGroup(d.Paths, spec.ReadersGroup, *readers)
 }
 
 // Host is the set of OS boundaries a plan is applied through.

@@ -228,15 +228,15 @@ func TestBusIsPlannedAroundTheAgents(t *testing.T) {
 			pos[c.Kind] = i
 		}
 	}
-	if p.Count(CreateIdentity) != 4 {
-		t.Errorf("want 4 identities (3 agents, the operator):\n%s", p)
+	if p.Count(CreateIdentity) != 5 {
+		t.Errorf("want 5 identities (3 agents, the reader, the operator):\n%s", p)
 	}
 	if !(pos[CreateIdentity] < pos[WriteBusConfig] && pos[WriteBusConfig] < pos[StartBus] && pos[StartBus] < pos[StartUnit]) {
 		t.Errorf("order: identities, config, bus, agents; got:\n%s", p)
 	}
 	cfg, _ := fk.bus.Config(ctx)
 	keys, _ := fk.bus.Keys(ctx)
-	if cfg == nil || !cfg.Equal(bus.ForFlock(f, keys)) || len(cfg.Users) != 4 {
+	if cfg == nil || !cfg.Equal(bus.ForFlock(f, keys)) || len(cfg.Users) != 5 {
 		t.Fatalf("installed config %+v", cfg)
 	}
 	if st, _ := fk.units.Service(ctx, units.BusUnit); st.ActiveState != "active" || st.Enabled != "enabled" {
@@ -266,8 +266,8 @@ func TestBusIsPlannedAroundTheAgents(t *testing.T) {
 	if p.Count(RemoveIdentity) != 3 || p.Count(ReloadBus) != 1 {
 		t.Errorf("want 3 identities removed and a reload:\n%s", p)
 	}
-	if keys, _ := fk.bus.Keys(ctx); len(keys) != 2 {
-		t.Errorf("identities left: %v", keys)
+	if keys, _ := fk.bus.Keys(ctx); len(keys) != 3 {
+		t.Errorf("identities left: %v, want agent 1's, the reader's and the operator's", keys)
 	}
 }
 
@@ -413,6 +413,10 @@ func TestDriftInAccountsAndACLsIsRepaired(t *testing.T) {
 		want  Kind
 	}{
 		{"shared group deleted", func(fk fakes) { fk.users.RemoveSharedGroup() }, CreateUser},
+		{"readers' group deleted", func(fk fakes) { fk.users.DeleteReaders() }, CreateGroup},
+		{"reader's seed opened to the world", func(fk fakes) {
+			fk.users.SetPath(users.Path{Path: spec.CredPath(creds.ReaderName), GID: 990, Mode: 0o644})
+		}, EnsurePath},
 		{"default ACL of common removed", func(fk fakes) {
 			fk.users.SetPath(users.Path{Path: f.CommonDir(), Dir: true, GID: f.UIDBase, Mode: 0o770 | fs.ModeSetgid})
 		}, EnsurePath},

@@ -132,9 +132,10 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 // sysusers drop-in, flock.service, the counters reader's socket and
 // template, the bus config and every credential;
 // with purge also root (the agents' directories, logs and the shared
-// directory), the bus's store (tasks, results, dead letters) and a
+// directory), the bus's store (tasks, results, dead letters), a
 // multi-host flock's material (this host's, and the authority with the
-// CA's key if it is kept here).
+// CA's key if it is kept here) and the readers' group if flock made it
+// (without purge it stays, with the people an operator put in it).
 func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	sts, err := h.Units.List(ctx)
 	if err != nil {
@@ -179,6 +180,9 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 		}
 	}
 	if purge {
+		if err := h.Users.RemoveReaders(ctx); err != nil {
+			return fmt.Errorf("removing group %s: %w", spec.ReadersGroup, err)
+		}
 		if err := h.Users.RemovePaths(ctx, units.BusStateDirs); err != nil {
 			return fmt.Errorf("removing the bus's store: %w", err)
 		}

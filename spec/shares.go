@@ -84,8 +84,9 @@ const (
 // what each keeps for itself; the agents' shares together must fit in
 // the rest, so no set of agents can take the descriptors every other
 // agent and the operator need. The bus keeps its own for JetStream's
-// files, its listeners, its own client, the operator's and the proxy's
-// connections; the proxy for its listener, its bus connection and DNS.
+// files, its listeners, its own client, the operator's, the proxy's and
+// the reader's connections; the proxy for its listener, its bus
+// connection and DNS.
 const (
 	BusFiles      = 65536
 	BusOwnFiles   = 4096

@@ -234,12 +234,14 @@ func UserName(id int) string { return "flock-" + strconv.Itoa(id) }
 // UnitName is the systemd unit of agent id.
 func UnitName(id int) string { return "flock-agent@" + strconv.Itoa(id) + ".service" }
 
-// StateDir holds what flock remembers between runs (root only).
+// StateDir holds what flock remembers between runs: root's, which
+// ReadersGroup may read.
 const StateDir = "/var/lib/flock"
 
-// CredDir holds one NATS credential (an nkey seed) per agent in a
-// directory only root may enter; each agent's seed is its own (0400), and
-// its unit binds it read-only where the agent reads it.
+// CredDir holds one NATS credential (an nkey seed) per identity in a
+// directory only root lists (ReadersGroup may pass through it to the
+// reader's seed alone); each agent's seed is its own (0400), and its unit
+// binds it read-only where the agent reads it.
 const CredDir = StateDir + "/creds"
 
 // CredPath is the credential file of user name (flock-3, operator).
@@ -247,6 +249,11 @@ func CredPath(name string) string { return filepath.Join(CredDir, name+".nk") }
 
 // SharedGroup holds every agent; it owns the shared directory.
 const SharedGroup = "flock"
+
+// ReadersGroup is the people who may read the flock without root: its
+// state, the reader's bus credential, status, usage, tasks and explain.
+// A system group (the host picks its gid); no agent is in it.
+const ReadersGroup = "flock-readers"
 
 // UID of agent id.
 func (f *Flock) UID(id int) uint32 { return f.UIDBase + uint32(id) }

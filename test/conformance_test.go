@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/units/unitstest"
@@ -82,6 +83,23 @@ func conformanceInside(t *testing.T, name string) {
 		userstest.Paths(t, func(t *testing.T) (users.Host, string) {
 			return users.NewHost(), filepath.Join(t.TempDir(), "flock")
 		})
+	})
+	t.Run("users readers", func(t *testing.T) {
+		userstest.Readers(t, func(t *testing.T) users.Host { return users.NewHost() }, groupadd)
+	})
+}
+
+// groupadd makes the readers' group as an operator would, removed when t
+// ends.
+func groupadd(t *testing.T, _ users.Host, gid uint32) {
+	t.Helper()
+	if out, err := exec.Command("groupadd", "--gid", fmt.Sprint(gid), spec.ReadersGroup).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd %s: %v: %s", spec.ReadersGroup, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("groupdel", spec.ReadersGroup).CombinedOutput(); err != nil {
+			t.Errorf("groupdel %s: %v: %s", spec.ReadersGroup, err, out)
+		}
 	})
 }
 

@@ -270,7 +270,7 @@ func assertNothingLeft(t *testing.T, m *harness.Machine) {
 	if out, _, _ := run(t, m, "systemctl", "list-units", "flock-agent@*", "--all", "--no-legend", "--plain"); strings.TrimSpace(out) != "" {
 		t.Errorf("units left:\n%s", out)
 	}
-	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/etc/sysusers.d/flock-bus.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock",
+	for _, p := range []string{"/etc/sysusers.d/flock.conf", "/etc/sysusers.d/flock-bus.conf", "/etc/sysusers.d/flock-readers.conf", "/srv/flock", "/etc/flock/bus.json", "/etc/systemd/system/flock.service", "/var/lib/flock",
 		"/var/lib/flock-bus", "/var/lib/private/flock-bus",
 		"/etc/systemd/system/flock-counters.socket", "/etc/systemd/system/flock-counters@.service", "/run/flock-counters.sock"} {
 		if _, _, err := run(t, m, "test", "!", "-e", p); err != nil {

@@ -3,7 +3,7 @@ package test
 // Tier: root + nspawn. The operator's other verbs on a booted systemd
 // machine: --dry-run, --agents, status, logs, deprovision -f, and the one
 // sentence a host that cannot be changed gets; explain ID from the live
-// host.
+// host; the read-only verbs run by a member of flock-readers.
 
 import (
 	"context"
@@ -183,6 +183,85 @@ func TestOperatorVerbs(t *testing.T) {
 		}
 		if _, errOut, err := run(t, m, "flockctl", "logs", "9"); err == nil || !strings.Contains(errOut, "agent 9 is not in the provisioned flock") {
 			t.Errorf("logs of an unknown agent: %v %s", err, errOut)
+		}
+	})
+
+	t.Run("flock-readers read without root and change nothing; others are told how to join", func(t *testing.T) {
+		// Agent 4 takes tasks, so send gets as far as the bus.
+		writeSpec(t, m, "agents: [{id: 1}, {id: 2}, {id: 3}, {id: 4, role: worker, command: [cat]}]\n")
+		mustRun(t, m, "flockctl", "provision", "-f", specPath)
+		waitActive(t, m, 1, 2, 3, 4)
+		for _, u := range [][]string{{"reader", "--groups", "flock-readers"}, {"outsider"}} {
+			mustRun(t, m, append([]string{"useradd", "--no-create-home", "--shell", "/usr/sbin/nologin"}, u...)...)
+			defer mustRun(t, m, "userdel", u[0])
+		}
+		as := func(user string, argv ...string) []string {
+			return append([]string{"runuser", "-u", user, "--", "flockctl"}, argv...)
+		}
+		before := hostSnapshot(t, m)
+		tasksBefore := mustRun(t, m, "flockctl", "tasks", "--output", "json")
+
+		for _, tc := range []struct {
+			argv         []string
+			out, note    string // stdout holds out; stderr holds note once
+			unreadByRoot bool   // explain's JSON names the firewall among what it did not read
+		}{
+			{[]string{"status"}, "flock-agent@4.service  active/running", "drift and the firewall's refusals not checked: needs root", false},
+			{[]string{"usage"}, "no agent is granted a model API", "", false},
+			{[]string{"tasks"}, "", "", false},
+			{[]string{"events", "--since", "1h"}, "", "the firewall's refusal counts not read: needs root", false},
+			{[]string{"explain", "2"}, "User=flock-2", "", false},
+			{[]string{"explain", "2", "--output", "json"}, `"agent": 2`, "", true},
+		} {
+			out, errOut, err := run(t, m, as("reader", tc.argv...)...)
+			if err != nil {
+				t.Errorf("a reader's flockctl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(tc.argv, " "), err, out, errOut)
+				continue
+			}
+			if !strings.Contains(out, tc.out) {
+				t.Errorf("a reader's flockctl %s lacks %q:\n%s", strings.Join(tc.argv, " "), tc.out, out)
+			}
+			if tc.note != "" && strings.Count(errOut, tc.note) != 1 {
+				t.Errorf("a reader's flockctl %s: stderr %q, want %q once", strings.Join(tc.argv, " "), errOut, tc.note)
+			}
+			if tc.unreadByRoot {
+				var r explain.Report
+				if err := json.Unmarshal([]byte(out), &r); err != nil {
+					t.Fatalf("explain json: %v\n%s", err, out)
+				}
+				if !slices.Contains(r.Unread, "table inet flock: needs root") || r.Bus == nil || len(r.Paths) == 0 {
+					t.Errorf("a reader's explain: unread %q, bus %v, paths %v; want the firewall unread, the rest read", r.Unread, r.Bus, r.Paths)
+				}
+			}
+			// One who is neither root nor a reader gets one sentence.
+			_, errOut, err = run(t, m, as("outsider", tc.argv...)...)
+			const join = "add yourself to flock-readers (sudo usermod -aG flock-readers $USER, then log in again) or use sudo"
+			if lines := strings.Split(strings.TrimSpace(errOut), "\n"); err == nil || len(lines) != 1 || !strings.Contains(lines[0], join) {
+				t.Errorf("an outsider's flockctl %s: %v, stderr %q; want one line saying %q", strings.Join(tc.argv, " "), err, errOut, join)
+			}
+		}
+
+		// What the group reads, and what it does not.
+		mustRun(t, m, "runuser", "-u", "reader", "--", "cat", "/var/lib/flock/applied.json", "/var/lib/flock/creds/reader.nk")
+		for _, secret := range []string{"/var/lib/flock/creds/operator.nk", "/var/lib/flock/creds/flock-2.nk"} {
+			if _, _, err := run(t, m, "runuser", "-u", "reader", "--", "cat", secret); err == nil {
+				t.Errorf("a reader reads %s", secret)
+			}
+		}
+		if _, _, err := run(t, m, "runuser", "-u", "reader", "--", "ls", "/var/lib/flock/creds"); err == nil {
+			t.Error("a reader lists the credentials")
+		}
+		// A reader changes nothing.
+		for _, argv := range [][]string{{"send", "--to", "4", "--no-wait", "hello"}, {"provision", "-f", specPath}, {"deprovision", "--all"}} {
+			if out, errOut, err := run(t, m, as("reader", argv...)...); err == nil {
+				t.Errorf("a reader's flockctl %s succeeded:\n%s", strings.Join(argv, " "), out)
+			} else if !strings.Contains(errOut, "root") {
+				t.Errorf("a reader's flockctl %s: stderr %q, want it to say root's", strings.Join(argv, " "), errOut)
+			}
+		}
+		assertSameHost(t, before, hostSnapshot(t, m))
+		if after := mustRun(t, m, "flockctl", "tasks", "--output", "json"); after != tasksBefore {
+			t.Errorf("the tasks changed under a reader:\nbefore %s\nafter %s", tasksBefore, after)
 		}
 	})
 

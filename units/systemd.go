@@ -34,6 +34,18 @@ func Connect(ctx context.Context) (*Systemd, error) {
 	return &Systemd{conn: conn}, nil
 }
 
+// ConnectReader opens a connection to systemd through the system bus,
+// as systemctl does for a user who is not root: the units' states and
+// properties are anyone's to read there (and changing one is polkit's to
+// refuse). The read-only verbs of the readers' group use it.
+func ConnectReader(ctx context.Context) (*Systemd, error) {
+	conn, err := sd.NewSystemConnectionContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to systemd over the system bus: %v", ErrNoSystemd, err)
+	}
+	return &Systemd{conn: conn}, nil
+}
+
 func (s *Systemd) Close() { s.conn.Close() }
 
 // Version is systemd's major version, e.g. 252.

@@ -21,6 +21,10 @@ func TestFakeConformance(t *testing.T) {
 	t.Run("paths", func(t *testing.T) {
 		userstest.Paths(t, func(t *testing.T) (users.Host, string) { return users.NewFake(), "/srv/flock-conformance" })
 	})
+	t.Run("readers", func(t *testing.T) {
+		userstest.Readers(t, func(t *testing.T) users.Host { return users.NewFake() },
+			func(t *testing.T, h users.Host, gid uint32) { h.(*users.Fake).AddForeignReaders(gid) })
+	})
 }
 
 func TestSystemPathsConformance(t *testing.T) {

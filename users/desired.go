@@ -62,7 +62,7 @@ func Paths(f *spec.Flock) []Path {
 }
 
 // Seeds are the agents' bus seeds, which the bus makes: each its agent's
-// own, read-only, in a directory only root enters (spec.CredDir); its
+// own, read-only, in a directory only root lists (spec.CredDir); its
 // unit binds it where the agent reads it.
 func Seeds(f *spec.Flock) []Path {
 	ps := make([]Path, 0, len(f.Agents))

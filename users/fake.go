@@ -20,7 +20,15 @@ type Fake struct {
 	paths    map[string]Path
 	// foreign are users someone else made, name to uid (AddForeign).
 	foreign map[string]uint32
+	// readers is spec.ReadersGroup's gid (nil: no such group);
+	// readersOurs is flock's record that it made the group.
+	readers     *uint32
+	readersOurs bool
 }
+
+// fakeReadersGID is the gid the fake's system group gets, as sysusers
+// would pick one below 1000.
+const fakeReadersGID = 990
 
 // NewFake returns an empty host.
 func NewFake() *Fake {
@@ -164,4 +172,48 @@ func (f *Fake) RemovePaths(ctx context.Context, paths []string) error {
 		}
 	}
 	return nil
+}
+
+func (f *Fake) Readers(ctx context.Context) (uint32, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readers == nil {
+		return 0, false, nil
+	}
+	return *f.readers, true, nil
+}
+
+func (f *Fake) EnsureReaders(ctx context.Context) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readers == nil {
+		gid := uint32(fakeReadersGID)
+		f.readers, f.readersOurs = &gid, true
+	}
+	return *f.readers, nil
+}
+
+func (f *Fake) RemoveReaders(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readersOurs {
+		f.readers, f.readersOurs = nil, false
+	}
+	return nil
+}
+
+// AddForeignReaders is spec.ReadersGroup made by someone else (an
+// operator's groupadd before flock's first provision), with gid.
+func (f *Fake) AddForeignReaders(gid uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readers, f.readersOurs = &gid, false
+}
+
+// DeleteReaders is drift: someone deleted spec.ReadersGroup by hand;
+// flock's record that it made the group, if it did, stays.
+func (f *Fake) DeleteReaders() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readers = nil
 }

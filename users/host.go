@@ -23,10 +23,15 @@ import (
 type System struct {
 	EtcDir       string // /etc
 	SysusersPath string // /etc/sysusers.d/flock.conf
+	// ReadersSysusersPath is the readers' group's drop-in; "": beside
+	// SysusersPath.
+	ReadersSysusersPath string
 }
 
 // NewHost returns the Host of this machine.
-func NewHost() *System { return &System{EtcDir: "/etc", SysusersPath: SysusersPath} }
+func NewHost() *System {
+	return &System{EtcDir: "/etc", SysusersPath: SysusersPath, ReadersSysusersPath: ReadersSysusersPath}
+}
 
 var _ Host = (*System)(nil)
 

@@ -31,6 +31,10 @@ type Path struct {
 	// Existing is a file another part of flock makes (an agent's bus
 	// seed): only its owner and mode are flock's here, it is never created.
 	Existing bool
+	// Group, when set, names the group whose gid GID must be: a group
+	// whose gid the host picks (spec.ReadersGroup). plan fills GID in
+	// from the host before it compares or ensures the path.
+	Group string `json:",omitempty"`
 }
 
 // ErrNotOurs is returned when a name or uid flock wants is held by something
@@ -61,6 +65,17 @@ type Host interface {
 	EnsurePaths(ctx context.Context, paths []Path) error
 	// RemovePaths deletes each path recursively. Missing paths are ignored.
 	RemovePaths(ctx context.Context, paths []string) error
+	// Readers is the gid of spec.ReadersGroup; ok is false when there is
+	// no such group.
+	Readers(ctx context.Context) (gid uint32, ok bool, err error)
+	// EnsureReaders creates spec.ReadersGroup if it is missing, and
+	// records that flock made it; a group of that name someone else made
+	// is used as it is. Idempotent.
+	EnsureReaders(ctx context.Context) (gid uint32, err error)
+	// RemoveReaders deletes spec.ReadersGroup if flock made it, with
+	// whoever is in it; one someone else made is kept. RemoveAll keeps
+	// it either way: its members are people.
+	RemoveReaders(ctx context.Context) error
 }
 
 // Group is the shared group every agent belongs to.

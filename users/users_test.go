@@ -29,6 +29,7 @@ func mustParse(t *testing.T, yaml string) *spec.Flock {
 func TestSysusersGolden(t *testing.T) {
 	f := mustParse(t, "agents: [{id: 3}, {id: 1}, {id: 2}]\n")
 	golden.Check(t, filepath.Join("testdata", "flock.conf.golden"), RenderSysusers(Accounts(f)))
+	golden.Check(t, filepath.Join("testdata", "flock-readers.conf.golden"), RenderReadersSysusers())
 }
 
 func TestSameSpecSameIDsEverywhere(t *testing.T) {

@@ -46,6 +46,11 @@ const TaskSpendSubjects = "flock.proxy.spend.*"
 // else's.
 const ProxyInbox = "_INBOX.flock-proxy"
 
+// ReaderInbox is the prefix of the reader's reply subjects (flockctl's
+// read-only verbs run by a member of the readers' group): it hears its
+// own answers, no agent's.
+const ReaderInbox = "_INBOX.flock-reader"
+
 // TaskBudget is the most a task's model requests may spend, in tokens
 // (every kind counted, as the limits count them) or dollars; 0 sets no
 // limit.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/audit/probe"
+	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/explain"
 	"github.com/flockrun/flock/spec"
 )
@@ -157,7 +158,7 @@ func auditAgents(ctx context.Context, ids []int) (audit.Report, error) {
 			os.Remove(p)
 		}
 	}()
-	sources := s.explainSources()
+	sources := s.explainSources(bus.NewSystem())
 	// The model APIs' keys: what each agent must find nowhere.
 	keys, err := audit.ReadModelKeys(f)
 	if err != nil {

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,8 +60,14 @@ func runEvents(ctx context.Context, o eventsOpts) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight(); err != nil {
+	reader, err := asReader()
+	if err != nil {
 		return err
+	}
+	if !reader {
+		if err := preflight(); err != nil {
+			return err
+		}
 	}
 	uidBase := uint32(spec.DefaultUIDBase)
 	var wall events.WallOf
@@ -66,9 +76,16 @@ func runEvents(ctx context.Context, o eventsOpts) error {
 	} else if !errors.Is(err, plan.ErrNoState) {
 		return err
 	}
-	sources := []events.Source{
-		&events.JournalSource{UIDBase: uidBase, Wall: wall},
-		&events.CounterSource{UIDBase: uidBase, Read: refusedCounts(netpolicy.New()), KernelLog: kernelLogInJournal(ctx)},
+	sources := []events.Source{&events.JournalSource{UIDBase: uidBase, Wall: wall}}
+	if reader {
+		// The firewall's counters are root's; the journal is its
+		// readers' (systemd-journal, adm).
+		fmt.Fprintf(o.errOut, "the firewall's refusal counts not read: %v\n", errNeedsRoot)
+		if !journalReader() {
+			fmt.Fprintln(o.errOut, "the system journal is not yours to read, so events shows none of it: add yourself to systemd-journal too (sudo usermod -aG systemd-journal $USER, then log in again)")
+		}
+	} else {
+		sources = append(sources, &events.CounterSource{UIDBase: uidBase, Read: refusedCounts(netpolicy.New()), KernelLog: kernelLogInJournal(ctx)})
 	}
 	return events.Stream(ctx, sources, opts, eventPrinter(o.out, o.output))
 }
@@ -144,6 +161,23 @@ func refusedCounts(fw netpolicy.Firewall) func(context.Context) (map[uint32]even
 		}
 		return out, nil
 	}
+}
+
+// journalGroups may read the whole system journal (journald's own ACLs).
+var journalGroups = []string{"systemd-journal", "adm", "wheel"}
+
+// journalReader says whether this process is in one of journalGroups.
+func journalReader() bool {
+	gids, err := os.Getgroups()
+	if err != nil {
+		return false
+	}
+	for _, gid := range append(gids, os.Getegid()) {
+		if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil && slices.Contains(journalGroups, g.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // kernelLogInJournal says whether journald reads the kernel's log here:

@@ -58,13 +58,36 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	if err := preflight(); err != nil {
 		return h, uo, nil, err
 	}
-	m, err := units.Connect(ctx)
+	m, uo, err := connectUnits(ctx, units.Connect)
 	if err != nil {
 		return h, uo, nil, err
 	}
-	if uo.SystemdVersion, err = m.Version(ctx); err != nil {
+	b := bus.NewSystem()
+	b.Secret = secret
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
+	return h, uo, m.Close, nil
+}
+
+// connectUnits connects to systemd with connect and reads how this host
+// makes its agents' units.
+func connectUnits(ctx context.Context, connect func(context.Context) (*units.Systemd, error)) (*units.Systemd, units.Options, error) {
+	m, err := connect(ctx)
+	if err != nil {
+		return nil, units.Options{}, err
+	}
+	uo, err := unitOptions(ctx, m)
+	if err != nil {
 		m.Close()
-		return h, uo, nil, err
+		return nil, uo, err
+	}
+	return m, uo, nil
+}
+
+// unitOptions is how this host makes its agents' units: its systemd, the
+// installed programs and their builds, its runtimes.
+func unitOptions(ctx context.Context, m *units.Systemd) (uo units.Options, err error) {
+	if uo.SystemdVersion, err = m.Version(ctx); err != nil {
+		return uo, err
 	}
 	// Not installed: the units' defaults, and unknown builds ("");
 	// installed() says so where it matters.
@@ -74,10 +97,7 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	uo.AgentBuild, _ = units.BuildID(cmp.Or(uo.AgentBin, units.DefaultAgentBin))
 	uo.FlockctlBuild, _ = units.BuildID(cmp.Or(uo.FlockctlBin, units.DefaultFlockctlBin))
 	uo.Runtimes = sandbox.HostRuntimes()
-	b := bus.NewSystem()
-	b.Secret = secret
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
-	return h, uo, m.Close, nil
+	return uo, nil
 }
 
 // onHost is a flock on this host: the host's boundaries, what the flock

@@ -208,16 +208,17 @@ func whyNotStored(ctx context.Context, id string, err error) error {
 	if errors.As(err, &refused) {
 		return err
 	}
-	if why := noQuorum(ctx); why != "" {
+	if why := noQuorum(ctx, bus.NewSystem()); why != "" {
 		return &operator.NotStoredError{ID: id, Why: why, Unsure: true}
 	}
 	return err
 }
 
-// noQuorum is why this host's bus says its side of the cluster cannot
-// store tasks now, "" when it does not say so (or does not answer).
-func noQuorum(ctx context.Context) string {
-	st, err := bus.NewSystem().Status(ctx)
+// noQuorum is why this host's bus, asked through b, says its side of the
+// cluster cannot store tasks now, "" when it does not say so (or does
+// not answer).
+func noQuorum(ctx context.Context, b *bus.System) string {
+	st, err := b.Status(ctx)
 	if err != nil {
 		return ""
 	}

@@ -49,6 +49,10 @@ func runStatus(ctx context.Context, o statusOpts) error {
 	if err := checkOutput(o.output, "table", "json"); err != nil {
 		return err
 	}
+	reader, err := asReader()
+	if err != nil {
+		return err
+	}
 	f, err := flockFor(o.file)
 	if errors.Is(err, plan.ErrNoState) {
 		return unreachable(err)
@@ -63,15 +67,16 @@ func runStatus(ctx context.Context, o statusOpts) error {
 	if err != nil {
 		return err
 	}
-	// Drift is what provision would change, planned read-only.
-	s, err := setUpInstalled(ctx, f)
+	// Drift is what provision would change, planned read-only (as root;
+	// a reader is told it was not checked, and 0 then says nothing of it).
+	s, err := setUpRead(ctx, f, reader, o.errOut)
 	if errors.Is(err, units.ErrNoSystemd) {
 		return unreachable(err)
 	} else if err != nil {
 		return err
 	}
 	defer s.close()
-	r := status.Read(ctx, f, status.Sources{Host: s.host, Have: s.have, Drift: s.plan, Connect: operatorConn, ThisHost: thisHostOf, Only: only})
+	r := status.Read(ctx, f, status.Sources{Host: s.host, Have: s.have, Drift: s.plan, Connect: readConn(reader), ThisHost: thisHostOf, Only: only})
 	if err := r.Write(o.out, o.errOut, o.output == "json"); err != nil {
 		return err
 	}

@@ -55,7 +55,11 @@ func runTasks(ctx context.Context, o tasksOpts) error {
 	if o.limit < 1 {
 		return fmt.Errorf("--limit %d: give at least 1", o.limit)
 	}
-	nc, err := operatorConn(ctx)
+	reader, err := asReader()
+	if err != nil {
+		return err
+	}
+	nc, err := readConn(reader)(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,7 +76,7 @@ func runTasks(ctx context.Context, o tasksOpts) error {
 	}
 	entries, err := operator.ListTasks(ctx, nc, o.limit, desks...)
 	if err != nil {
-		if why := noQuorum(ctx); why != "" {
+		if why := noQuorum(ctx, readBus(reader)); why != "" {
 			return fmt.Errorf("%w; the bus says: %s", err, why)
 		}
 		return err
@@ -86,7 +90,9 @@ func runTasks(ctx context.Context, o tasksOpts) error {
 		operator.AddHolders(entries, said)
 		defer status.WriteSilent(notes, placed.Others(), said, err)
 	}
-	operator.AddSpend(ctx, nc, entries, operator.SpendWait)
+	if !reader { // the proxy answers the operator alone what a task spent
+		operator.AddSpend(ctx, nc, entries, operator.SpendWait)
+	}
 	if o.output == "json" {
 		return status.WriteTasksJSON(o.out, entries, placed)
 	}

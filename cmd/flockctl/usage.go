@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flockrun/flock/bus"
 	"github.com/flockrun/flock/status"
 )
 
@@ -51,6 +50,10 @@ func runUsage(ctx context.Context, o usageOpts) error {
 	if err := checkOutput(o.output, "table", "json"); err != nil {
 		return err
 	}
+	reader, err := asReader()
+	if err != nil {
+		return err
+	}
 	f, err := flockFor(o.file)
 	if err != nil {
 		return err
@@ -64,7 +67,7 @@ func runUsage(ctx context.Context, o usageOpts) error {
 			return fmt.Errorf("agent %d is not in the spec", only)
 		}
 	}
-	st, err := bus.NewSystem().Status(ctx)
+	st, err := readBus(reader).Status(ctx)
 	if err != nil {
 		return fmt.Errorf("asking the bus for the proxy's counts: %w", err)
 	}

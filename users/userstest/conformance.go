@@ -256,3 +256,70 @@ func acl(gid *uint32) string {
 	}
 	return fmt.Sprintf("group %d rwX", *gid)
 }
+
+// ForeignReaders makes spec.ReadersGroup as an operator's groupadd
+// would, with gid, before flock does.
+type ForeignReaders func(t *testing.T, h users.Host, gid uint32)
+
+// Readers checks the readers' group's half of the contract: EnsureReaders
+// creates the group once and Readers reads its gid back; RemoveAll keeps
+// it (its members are people); RemoveReaders deletes the group flock made
+// and is idempotent; a group of that name someone else made is used as
+// it is and survives RemoveReaders. newHost returns a host without the
+// group.
+func Readers(t *testing.T, newHost func(t *testing.T) users.Host, foreign ForeignReaders) {
+	ctx := context.Background()
+	h := newHost(t)
+	t.Cleanup(func() {
+		if err := h.RemoveReaders(ctx); err != nil {
+			t.Errorf("cleanup: RemoveReaders: %v", err)
+		}
+	})
+	var made uint32
+	const theirs = 4242
+	for _, s := range []struct {
+		name string
+		do   func() error
+		want func() (uint32, bool) // the group's gid and whether it is there
+	}{
+		{"a fresh host has no readers' group", nil, func() (uint32, bool) { return 0, false }},
+		{"EnsureReaders creates it", func() (err error) { made, err = h.EnsureReaders(ctx); return err }, func() (uint32, bool) { return made, true }},
+		{"EnsureReaders again keeps its gid", func() error {
+			gid, err := h.EnsureReaders(ctx)
+			if err == nil && gid != made {
+				err = fmt.Errorf("gid %d, was %d", gid, made)
+			}
+			return err
+		}, func() (uint32, bool) { return made, true }},
+		{"RemoveAll keeps it", func() error { return h.RemoveAll(ctx) }, func() (uint32, bool) { return made, true }},
+		{"RemoveReaders deletes the group flock made", func() error { return h.RemoveReaders(ctx) }, func() (uint32, bool) { return 0, false }},
+		{"RemoveReaders again is not an error", func() error { return h.RemoveReaders(ctx) }, func() (uint32, bool) { return 0, false }},
+		{"someone else's group is used as it is", func() error {
+			foreign(t, h, theirs)
+			gid, err := h.EnsureReaders(ctx)
+			if err == nil && gid != theirs {
+				err = fmt.Errorf("gid %d, want theirs, %d", gid, theirs)
+			}
+			return err
+		}, func() (uint32, bool) { return theirs, true }},
+		{"RemoveReaders keeps someone else's group", func() error { return h.RemoveReaders(ctx) }, func() (uint32, bool) { return theirs, true }},
+	} {
+		if !t.Run(s.name, func(t *testing.T) {
+			if s.do != nil {
+				checkErr(t, s.do(), nil)
+			}
+			gid, ok, err := h.Readers(ctx)
+			if err != nil {
+				t.Fatalf("Readers: %v", err)
+			}
+			if wantGID, wantOK := s.want(); ok != wantOK || (ok && gid != wantGID) {
+				t.Errorf("Readers: gid %d, there %v; want gid %d, there %v", gid, ok, wantGID, wantOK)
+			}
+			if ok && gid == 0 {
+				t.Errorf("the readers' group has gid 0 (root's)")
+			}
+		}) {
+			t.FailNow()
+		}
+	}
+}
