@@ -27,6 +27,10 @@ type Removal struct {
 	// Purge.
 	Paths []string
 	Purge bool
+	// Readers: a purge of everything, on a host with spec.ReadersGroup,
+	// which goes if flock made it. Not counted by Empty: a group an
+	// operator made stays after every purge.
+	Readers bool
 }
 
 // Empty says whether the deprovision would change nothing.
@@ -54,6 +58,9 @@ func (r Removal) String() string {
 	}
 	for _, s := range r.Flock {
 		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	if r.Readers {
+		fmt.Fprintf(&b, "  group %s, if flock made it (its members can no longer read the flock)\n", spec.ReadersGroup)
 	}
 	if len(r.Paths) > 0 {
 		verb := "delete"
@@ -152,6 +159,11 @@ func ReadRemovalAll(ctx context.Context, h Host, root string, purge bool) (Remov
 	}
 	if cfg != nil || len(keys) > 0 {
 		r.Flock = append(r.Flock, "the bus's config and every credential")
+	}
+	if purge {
+		if _, r.Readers, err = h.Users.Readers(ctx); err != nil {
+			return r, err
+		}
 	}
 	paths := []labelled{{root, "the agents' directories and logs, the shared directory"}}
 	for _, p := range units.BusStateDirs {

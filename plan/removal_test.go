@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 	"github.com/flockrun/flock/users"
 )
@@ -51,6 +52,9 @@ func TestReadRemoval(t *testing.T) {
 	if !slices.Equal(all.Agents, []int{1, 2, 3}) || !startEach(all.Flock, []string{"table inet flock", units.BusUnit, units.ProxyUnit, units.CountersSocket, "the bus's config"}) ||
 		!startEach(all.Paths, []string{f.Root + " (", store + " (the bus's store"}) {
 		t.Errorf("--all --purge:\n%s", all)
+	}
+	if !all.Readers || !strings.Contains(all.String(), "  group "+spec.ReadersGroup+", if flock made it") {
+		t.Errorf("--all --purge does not name the readers' group:\n%s", all)
 	}
 	if err := RemoveAll(ctx, h, f.Root, true); err != nil {
 		t.Fatal(err)

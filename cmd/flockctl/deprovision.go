@@ -160,7 +160,7 @@ func deprovisionOn(ctx context.Context, o deprovisionOpts, h plan.Host, gone *sp
 		if err := plan.RemoveState(filepath.Dir(o.state)); err != nil {
 			return err
 		}
-		fmt.Fprintln(o.out, "removed every flock unit, user, group and table inet flock"+purged(o.purge, root))
+		fmt.Fprintln(o.out, "removed every flock unit, agent user and group, and table inet flock"+purged(o.purge, root))
 		return nil
 	}
 	rest, err := plan.Remove(ctx, h, applied, r.Agents, o.purge)
