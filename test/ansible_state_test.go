@@ -92,7 +92,7 @@ func roleAbsent(t *testing.T, p *harness.AnsiblePlayer, m runner, vars map[strin
 			"Remove the flock package":                   "skipping",
 		})
 		assertNoPaths(t, m, "flock_state absent left", gone...)
-		if out := mustRun(t, m, "sh", "-c", "systemctl list-units --plain --no-legend 'flock*'; getent passwd | grep ^flock || true"); strings.TrimSpace(out) != "" {
+		if out := mustRun(t, m, "sh", "-c", "systemctl list-units --all --plain --no-legend 'flock*' | grep -v '^flock-harness-'; getent passwd | grep ^flock || true"); strings.TrimSpace(out) != "" {
 			t.Errorf("flock_state absent left units or users:\n%s", out)
 		}
 	})
