@@ -63,6 +63,11 @@ func (o deprovisionOpts) check() error {
 	if o.yes && o.dryRun {
 		return errors.New("give --yes (remove) or --dry-run (only show), not both")
 	}
+	// Root's before the question of a terminal: one who may not remove
+	// anything is told so, not how to skip the question.
+	if err := needRoot(); err != nil {
+		return err
+	}
 	terminal := o.terminal
 	if terminal == nil {
 		terminal = isTerminal

@@ -79,10 +79,11 @@ func runEvents(ctx context.Context, o eventsOpts) error {
 	sources := []events.Source{&events.JournalSource{UIDBase: uidBase, Wall: wall}}
 	if reader {
 		// The firewall's counters are root's; the journal is its
-		// readers' (systemd-journal, adm).
+		// readers' (systemd-journal, adm): journalctl refuses anyone else.
 		fmt.Fprintf(o.errOut, "the firewall's refusal counts not read: %v\n", errNeedsRoot)
 		if !journalReader() {
 			fmt.Fprintln(o.errOut, "the system journal is not yours to read, so events shows none of it: add yourself to systemd-journal too (sudo usermod -aG systemd-journal $USER, then log in again)")
+			sources = nil
 		}
 	} else {
 		sources = append(sources, &events.CounterSource{UIDBase: uidBase, Read: refusedCounts(netpolicy.New()), KernelLog: kernelLogInJournal(ctx)})

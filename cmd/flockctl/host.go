@@ -21,13 +21,22 @@ import (
 // preflight says in one sentence why this host cannot be changed, before
 // anything is touched.
 func preflight() error {
-	if os.Geteuid() != 0 {
-		return errors.New("flockctl must run as root: it creates users, systemd units and firewall rules (try sudo)")
+	if err := needRoot(); err != nil {
+		return err
 	}
 	if _, err := os.Stat("/run/systemd/system"); err != nil {
 		comm, _ := os.ReadFile("/proc/1/comm")
 		return fmt.Errorf("%w: PID 1 is %q, and flock runs every agent as a systemd unit; use a host booted with systemd",
 			units.ErrNoSystemd, strings.TrimSpace(string(comm)))
+	}
+	return nil
+}
+
+// needRoot is preflight's first sentence: a verb that changes the host
+// is root's.
+func needRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("flockctl must run as root: it creates users, systemd units and firewall rules (try sudo)")
 	}
 	return nil
 }
