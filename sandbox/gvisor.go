@@ -27,8 +27,14 @@ func (gvisor) Profile() Profile {
 	return Profile{Rank: 20, Label: "sandboxed (gVisor)", Walls: ContainerWalls,
 		Runtime: Runtime{Name: "runsc", Default: "/usr/local/bin/runsc",
 			Install: "make runsc (it builds runsc from the Go module proxy) or install gVisor's release"},
-		MapsWX: true, SignalExit: true, OwnKernel: true}
+		MapsWX: true, SignalExit: true, OwnKernel: true, RuntimeTasks: gvisorTasks}
 }
+
+// gvisorTasks are the threads of runsc's sandbox (its Sentry and gofer,
+// Go programs whose threads grow with the host's CPUs) beside the
+// agent's own processes, whose systrap stubs count as the agent's: 52
+// in a 2-CPU VM with an idle agent; the rest is room for a larger host.
+const gvisorTasks = 256
 
 func (gvisor) CheckRoot(rootfs, image string) (string, string) {
 	switch {

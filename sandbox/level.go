@@ -62,6 +62,12 @@ type Profile struct {
 	// kernel of its own (gVisor's Sentry), so a call the host's walls
 	// forbid (creating a user namespace) is emulated, never the host's.
 	OwnKernel bool
+	// RuntimeTasks are the threads the runtime itself runs in the unit,
+	// added to the agent's tasks limit for its TasksMax= so that the
+	// limit counts the agent's own: without them the runtime would eat
+	// the agent's share (gVisor's Sentry and gofer alone took all 50 of
+	// the default in a VM, and the agent's first fork failed).
+	RuntimeTasks uint64
 }
 
 // Walls are the sets of walls an agent's unit can keep.

@@ -19,6 +19,8 @@ type unitLevel struct {
 	// inaccessible are the host's paths the agent must not reach.
 	inaccessible []string
 	walls        []Property // the hardening
+	// runtimeTasks are added to the agent's tasks (Profile.RuntimeTasks).
+	runtimeTasks uint64
 }
 
 // levelOf is what agent a's level changes in its unit running mode (the
@@ -36,6 +38,7 @@ func levelOf(f *spec.Flock, a spec.Agent, o Options, mode []string, suffix strin
 			// D-Bus, and podman's runtime itself may need it.
 			inaccessible: []string{"-" + spec.StateDir},
 			walls:        containerHardening(f, a, p, suffix),
+			runtimeTasks: p.RuntimeTasks,
 		}
 	default: // sandbox.ProcessWalls, the strongest
 		user := spec.UserName(a.ID)

@@ -152,7 +152,7 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, lv unitLevel) Unit {
 		Property{"MemoryMax", a.Limits.MemoryBytes},
 		Property{"MemorySwapMax", uint64(0)}, // the limit is RAM, not RAM plus swap
 		Property{"CPUQuotaPerSecUSec", uint64(a.Limits.CPUPercent) * 10000},
-		Property{"TasksMax", uint64(a.Limits.Tasks)},
+		Property{"TasksMax", uint64(a.Limits.Tasks) + lv.runtimeTasks},
 	)
 	props = append(props, restartPolicy(o.SystemdVersion)...)
 	props = append(props,
