@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"maps"
 	"net/textproto"
 	"path"
@@ -116,21 +117,9 @@ func (w *walker) secrets(n *yaml.Node, p, root string) []Secret {
 			w.secretsIncomplete = true
 			continue
 		}
-		s, good := Secret{}, true
-		if nn, given := fs["name"]; !given {
-			w.fail(join(ip, "name"), "missing; name every secret, e.g. name: github")
-			good = false
-		} else if v, ok := w.str(nn, join(ip, "name"), "github"); !ok {
-			good = false
-		} else if !providerNameRe.MatchString(v) {
-			w.fail(join(ip, "name"), "%q is not a secret's name; use lower-case letters, digits and -, at most 32, e.g. github", v)
-			good = false
-		} else if j, dup := seen[v]; dup {
-			w.fail(join(ip, "name"), "%q is already the name of secrets[%d]; give every secret its own name", v, j)
-			good = false
-		} else {
-			seen[v], s.Name = i, v
-		}
+		s := Secret{}
+		name, good := w.itemName(fs, p, i, "secret", "github", seen)
+		s.Name = name
 		if fn, given := fs["file"]; !given {
 			w.fail(join(ip, "file"), "missing; give the root-only file that holds the secret, e.g. file: %s", secretFile)
 			good = false
@@ -274,27 +263,17 @@ func (w *walker) inject(n *yaml.Node, p string) Inject {
 // secretEnv reads the variables a granted agent's unit gets holding the
 // placeholder: names flock does not set itself, each once.
 func (w *walker) secretEnv(n *yaml.Node, p string) []string {
-	items, ok := w.strList(n, p, "[GH_TOKEN, GITHUB_TOKEN]")
-	if !ok {
-		return nil
-	}
-	var out []string
-	for i, s := range items {
-		ip := index(p, i)
+	return w.uniqueItems(n, p, "[GH_TOKEN, GITHUB_TOKEN]", func(s string) string {
 		switch {
 		case !envName.MatchString(s):
-			w.fail(ip, "%q is not a variable name; use letters, digits and _, not starting with a digit, e.g. GH_TOKEN", s)
+			return fmt.Sprintf("%q is not a variable name; use letters, digits and _, not starting with a digit, e.g. GH_TOKEN", s)
 		case ReservedEnv(s):
-			w.fail(ip, "flock sets %s itself (AGENT_*, NATS_*, FLOCK_*, HOME, PATH, SHARED_DIR, CREDENTIALS_DIRECTORY and the proxy's variables); choose the name the agent's tools read, e.g. GH_TOKEN", s)
+			return fmt.Sprintf("flock sets %s itself (AGENT_*, NATS_*, FLOCK_*, HOME, PATH, SHARED_DIR, CREDENTIALS_DIRECTORY and the proxy's variables); choose the name the agent's tools read, e.g. GH_TOKEN", s)
 		case slices.Contains(CATrustEnv, strings.ToUpper(s)):
-			w.fail(ip, "flock sets %s itself for agents granted secrets (so their runtimes trust flock-proxy's CA); choose the name the agent's tools read, e.g. GH_TOKEN", s)
-		case slices.Contains(out, s):
-			w.fail(ip, "%q is listed twice; keep one", s)
-		default:
-			out = append(out, s)
+			return fmt.Sprintf("flock sets %s itself for agents granted secrets (so their runtimes trust flock-proxy's CA); choose the name the agent's tools read, e.g. GH_TOKEN", s)
 		}
-	}
-	return out
+		return ""
+	})
 }
 
 // secretRules reads {allow: [...], deny: [...]}.
@@ -339,22 +318,12 @@ func (w *walker) requestRules(n *yaml.Node, p string) []RequestRule {
 }
 
 func (w *walker) methods(n *yaml.Node, p string) []string {
-	items, ok := w.strList(n, p, "[GET, POST]")
-	if !ok {
-		return nil
-	}
-	var out []string
-	for i, s := range items {
-		switch {
-		case !slices.Contains(RuleMethods, s):
-			w.fail(index(p, i), "%q is not a method a rule names; choose %s (upper case)", s, or(RuleMethods))
-		case slices.Contains(out, s):
-			w.fail(index(p, i), "%q is listed twice; keep one", s)
-		default:
-			out = append(out, s)
+	return w.uniqueItems(n, p, "[GET, POST]", func(s string) string {
+		if !slices.Contains(RuleMethods, s) {
+			return fmt.Sprintf("%q is not a method a rule names; choose %s (upper case)", s, or(RuleMethods))
 		}
-	}
-	return out
+		return ""
+	})
 }
 
 // rulePath reads a path prefix: absolute and clean, as a request's path
@@ -383,23 +352,32 @@ func (w *walker) rulePath(n *yaml.Node, p string) string {
 // secretGrants reads an agent's secrets: the names of secrets, each once.
 // Whether each is one of secrets: is checked where the grant is written.
 func (w *walker) secretGrants(n *yaml.Node, p string) []string {
-	items, ok := w.strList(n, p, "[github]")
+	return w.uniqueItems(n, p, "[github]", func(s string) string {
+		switch {
+		case w.secretsIncomplete:
+		case len(w.secretNames) == 0:
+			return fmt.Sprintf("%q names a secret, but the spec lists none; add it, e.g. %s", s, secretsExample)
+		case !w.secretNames[s]:
+			return fmt.Sprintf("%q is not one of the secrets; choose %s, or add it to secrets", s, or(slices.Sorted(maps.Keys(w.secretNames))))
+		}
+		return ""
+	})
+}
+
+// uniqueItems reads a list of strings, each once, keeping those check
+// finds nothing wrong with (its problem, or "").
+func (w *walker) uniqueItems(n *yaml.Node, p, example string, check func(string) string) []string {
+	items, ok := w.strList(n, p, example)
 	if !ok {
 		return nil
 	}
 	var out []string
 	for i, s := range items {
-		ip := index(p, i)
-		switch {
-		case slices.Contains(out, s):
-			w.fail(ip, "%q is listed twice; keep one", s)
-		case w.secretsIncomplete:
-			out = append(out, s)
-		case len(w.secretNames) == 0:
-			w.fail(ip, "%q names a secret, but the spec lists none; add it, e.g. %s", s, secretsExample)
-		case !w.secretNames[s]:
-			w.fail(ip, "%q is not one of the secrets; choose %s, or add it to secrets", s, or(slices.Sorted(maps.Keys(w.secretNames))))
-		default:
+		if problem := check(s); problem != "" {
+			w.fail(index(p, i), "%s", problem)
+		} else if slices.Contains(out, s) {
+			w.fail(index(p, i), "%q is listed twice; keep one", s)
+		} else {
 			out = append(out, s)
 		}
 	}

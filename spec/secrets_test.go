@@ -184,16 +184,7 @@ func TestSecretCodecRoundTrips(t *testing.T) {
 // provision refuses before it changes anything.
 func TestSecretFileProblems(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string, mode os.FileMode) string { return writeMode(t, dir, name, body, mode) }
 	readable := write("readable", "ghp_x\n", 0o644)
 	f := &Flock{Secrets: []Secret{
 		{Name: "good", File: write("good", "ghp_x\n", 0o600)},
