@@ -12,9 +12,10 @@ import (
 // Unswap reads r with each secret of b replaced by its placeholder: an
 // answer that echoes a secret (a token's introspection, an error quoting
 // the request) reaches the agent with the placeholder it sent. A secret
-// split across reads is found: the last len(longest)-1 bytes read are held
-// back until more come or r ends. Placeholders have their secrets'
-// length, so the length of the answer does not change.
+// split across reads is found: the end of what was read that begins a
+// secret is held back until more come or r ends, and nothing else (an
+// event stream's events reach the agent as they come). Placeholders have
+// their secrets' length, so the length of the answer does not change.
 func Unswap(r io.Reader, b Bindings) io.Reader {
 	u := &unswapper{r: r}
 	for _, x := range b {
@@ -61,7 +62,9 @@ func (u *unswapper) Read(p []byte) (int, error) {
 // scan moves to out what in holds that no secret can still begin in,
 // each secret found replaced: at each position the earliest secret, the
 // first of b on a tie, as a whole answer read at once would be. Unless
-// final, a secret is taken only where every secret could be seen whole.
+// final, only the end of in that could begin a secret is held back (the
+// rest of an event stream reaches the agent as it comes), and a secret
+// found is taken only if no secret could begin before it.
 func (u *unswapper) scan(final bool) {
 	in, i := u.in, 0
 	u.out = u.out[:0]
@@ -72,7 +75,7 @@ func (u *unswapper) scan(final bool) {
 				at, k = x, j
 			}
 		}
-		if at < 0 || !final && i+at+u.longest > len(in) {
+		if at < 0 || !final && u.partial(in, i) <= i+at {
 			break
 		}
 		u.out = append(u.out, in[i:i+at]...)
@@ -81,10 +84,23 @@ func (u *unswapper) scan(final bool) {
 	}
 	keep := 0
 	if !final {
-		keep = min(len(in)-i, u.longest-1)
+		keep = len(in) - u.partial(in, i)
 	}
 	u.out = append(u.out, in[i:len(in)-keep]...)
 	u.in = append(u.in[:0], in[len(in)-keep:]...)
+}
+
+// partial is the first position from on where what in holds to its end
+// begins a secret but is shorter than it; len(in) if none.
+func (u *unswapper) partial(in []byte, from int) int {
+	for p := max(from, len(in)-u.longest+1); p < len(in); p++ {
+		for _, s := range u.from {
+			if len(in)-p < len(s) && bytes.HasPrefix(s, in[p:]) {
+				return p
+			}
+		}
+	}
+	return len(in)
 }
 
 // UnswapHeader replaces each secret of b in h's values with its

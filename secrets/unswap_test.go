@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestUnswap(t *testing.T) {
@@ -109,4 +110,34 @@ func FuzzUnswap(f *testing.F) {
 			t.Fatalf("read in %v:\n got %q\nwant %q", sizes, got, want.Bytes())
 		}
 	})
+}
+
+// A stream's event reaches the reader as it comes: only an end that
+// begins a secret waits for what follows it.
+// Unit tier.
+func TestUnswapHoldsBackOnlyWhatBeginsASecret(t *testing.T) {
+	b := testBindings()
+	for _, tc := range []struct{ name, chunk, first string }{
+		{"an event", "data: {}\n\n", "data: {}\n\n"},
+		{"a secret whole", "data: " + ghSecret + "\n\n", "data: " + ghPH + "\n\n"},
+		{"the start of a secret", "data: " + ghSecret[:6], "data: "},
+	} {
+		pr, pw := io.Pipe()
+		go pw.Write([]byte(tc.chunk)) // then nothing: the stream stays open
+		got := make(chan string, 1)
+		go func() {
+			buf := make([]byte, 1024)
+			n, _ := Unswap(pr, b).Read(buf)
+			got <- string(buf[:n])
+		}()
+		select {
+		case g := <-got:
+			if g != tc.first {
+				t.Errorf("%s: read %q first, want %q", tc.name, g, tc.first)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: no read returned while the stream stayed open", tc.name)
+		}
+		pw.Close()
+	}
 }
