@@ -50,7 +50,11 @@ type secretRig struct {
 
 var secretDNS = fakeDNS{"api.example.com": {public}, "git.example.com": {public}, "plain.example.com": {public}}
 
-func newSecretRig(t testing.TB) *secretRig {
+func newSecretRig(t testing.TB) *secretRig { return newSecretRigOf(t, true) }
+
+// newSecretRigOf is newSecretRig with an upstream that offers HTTP/2 or
+// not.
+func newSecretRigOf(t testing.TB, h2 bool) *secretRig {
 	r := &secretRig{uids: &fakeUIDs{uid: agentUID}, streamGo: make(chan struct{})}
 	var err error
 	if r.flockCA, err = secrets.NewCA(); err != nil {
@@ -65,7 +69,7 @@ func newSecretRig(t testing.TB) *secretRig {
 	r.apiPH, r.gitPH = secrets.Placeholder([]byte(apiSecret), rand.Reader), secrets.Placeholder([]byte(gitSecret), rand.Reader)
 
 	r.upstream = httptest.NewUnstartedServer(http.HandlerFunc(r.serveUpstream))
-	r.upstream.EnableHTTP2 = true
+	r.upstream.EnableHTTP2 = h2
 	r.upstream.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return r.upstreamCA.Leaf(h.ServerName) }}
 	r.upstream.StartTLS()
 	t.Cleanup(r.upstream.Close)
@@ -117,9 +121,10 @@ func (r *secretRig) serveUpstream(w http.ResponseWriter, req *http.Request) {
 		<-r.streamGo
 		fmt.Fprintf(w, "data: again %s\n\n", auth)
 		return
-	case strings.HasPrefix(req.URL.Path, "/big/"):
+	case strings.Contains(req.URL.Path, "/big/"):
 		n := 0
-		fmt.Sscanf(strings.TrimPrefix(req.URL.Path, "/big/"), "%d", &n)
+		_, size, _ := strings.Cut(req.URL.Path, "/big/")
+		fmt.Sscanf(size, "%d", &n)
 		w.Header().Set("Content-Length", fmt.Sprint(n))
 		io.Copy(w, io.LimitReader(zeros{}, int64(n)))
 		return
