@@ -175,6 +175,10 @@ func do(c *http.Client, method, u string, h http.Header) (int, string, http.Head
 		return 0, "", nil, 0, err
 	}
 	for k, vs := range h {
+		if k == "Host" {
+			req.Host = vs[0]
+			continue
+		}
 		req.Header[k] = vs
 	}
 	resp, err := c.Do(req)
@@ -216,6 +220,7 @@ func TestInterceptSwapsAndRefuses(t *testing.T) {
 			{"deny rule", "DELETE", "https://api.example.com/v1/repos", http.Header{"Authorization": {"Bearer " + r.apiPH}}, 403, "secret api may not be sent in DELETE /v1/repos to api.example.com:443: deny[0] DELETE /", false},
 			{"no allow rule", "GET", "https://api.example.com/v2/repos", http.Header{"Authorization": {"Bearer " + r.apiPH}}, 403, "no allow rule matches (secrets[name=api].rules)", false},
 			{"another secret's placeholder", "GET", "https://api.example.com/v1/repos", http.Header{"X-Token": {r.gitPH}, "Authorization": {"Bearer " + r.apiPH}}, 403, "secret git is not bound to api.example.com:443", false},
+			{"another host", "GET", "https://api.example.com/v1/repos", http.Header{"Authorization": {"Bearer " + r.apiPH}, "Host": {"evil.example.com"}}, 421, "a request for evil.example.com on a connection to api.example.com:443", false},
 			{"no placeholder", "GET", "https://api.example.com/v1/repos", nil, 401, "unauthorized", true},
 		} {
 			before := r.seenCount()
@@ -401,4 +406,18 @@ func TestInterceptLeaksNothing(t *testing.T) {
 	}
 	tc.Close()
 	waitGoroutines(t, base, "a slow header")
+}
+
+// A secret's refusals are logged a few a minute per agent and reason,
+// the rest counted on the next one logged.
+func TestJournalLimitsSecretRefusals(t *testing.T) {
+	now := time.Unix(1000, 0)
+	logged := 0
+	j := &Journal{Now: func() time.Time { return now }, Send: func(string, map[string]string) error { logged++; return nil }}
+	for range 100 {
+		j.Record(Record{Agent: 1, Name: "api.example.com", Port: 443, Reason: ReasonSecretRule})
+	}
+	if logged != secretBurst {
+		t.Errorf("%d refusals logged in a minute, want %d", logged, secretBurst)
+	}
 }
