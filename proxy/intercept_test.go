@@ -91,13 +91,7 @@ func newSecretRigOf(t testing.TB, h2 bool) *secretRig {
 	r.srv.SetIntercept(Intercept{CA: r.flockCA, Agents: map[uint32]secrets.Bindings{
 		agentUID: {secrets.Bind(api, []byte(apiSecret), r.apiPH), secrets.Bind(git, []byte(gitSecret), r.gitPH)},
 	}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = ln.Addr().String()
-	go r.srv.Serve(ln)
-	t.Cleanup(func() { ln.Close() })
+	r.addr = serve(t, r.srv)
 	return r
 }
 
@@ -327,17 +321,7 @@ func TestInterceptOnlyGrantedHosts(t *testing.T) {
 // over it, trusting the flock's CA.
 func (r *secretRig) openIntercepted(t *testing.T) *tls.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
+	c, _ := connectThrough(t, r.addr, "api.example.com:443", 5*time.Second)
 	pool := x509.NewCertPool()
 	pool.AddCert(r.flockCA.Certificate())
 	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "api.example.com", NextProtos: []string{"http/1.1"}})

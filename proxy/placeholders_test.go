@@ -49,20 +49,7 @@ func TestConfigCarriesSecretsAndPlaceholders(t *testing.T) {
 		f.UID(1): {"github": "ghp_placeholder1", "search": "key-placeholder1"},
 		f.UID(2): {"search": "key-placeholder2"},
 	}
-	b, err := c.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if !reflect.DeepEqual(back, c) {
-		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
-	}
-	if again, _ := back.Encode(); string(again) != string(b) {
-		t.Errorf("encode is not stable:\n%s\n%s", b, again)
-	}
+	b := roundTrip(t, c)
 	for _, want := range []string{`"secrets": [`, `"file": "/etc/flock/secrets/github"`, `"github": "ghp_placeholder1"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the config lacks %s:\n%s", want, b)
