@@ -21,16 +21,18 @@ import (
 )
 
 type fakes struct {
-	users *users.Fake
-	units *units.Fake
-	fw    *netpolicy.Fake
-	bus   *bus.FakeHost
-	proxy *proxy.Fake
+	users   *users.Fake
+	units   *units.Fake
+	fw      *netpolicy.Fake
+	bus     *bus.FakeHost
+	proxy   *proxy.Fake
+	secrets *creds.MaterialFake
 }
 
 func newFakes() (Host, fakes) {
-	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost(), proxy: &proxy.Fake{}}
-	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus, Proxy: f.proxy}, f
+	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost(), proxy: &proxy.Fake{},
+		secrets: creds.NewMaterialFake(map[string][]byte{})}
+	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus, Proxy: f.proxy, Secrets: f.secrets}, f
 }
 
 // busService is the fake units whose flock.service, when it starts, has

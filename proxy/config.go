@@ -27,6 +27,11 @@ type Config struct {
 	// providers (their key files' paths, never the keys) and each
 	// agent's grants.
 	Gateway gateway.Policy
+	// Placeholders are each agent's placeholders of the secrets it is
+	// granted, by uid: secret name -> placeholder, drawn by provision.
+	// (Added by the host side for provision to fill; flock-proxy's side
+	// encodes and reads it.)
+	Placeholders map[uint32]map[string]string
 }
 
 // configFile is the file's shape. Providers and each agent's Models are
