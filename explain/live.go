@@ -74,7 +74,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		unread("unit "+v.Unit.Name, err)
 	} else {
 		r.unit(v.Unit, props)
-		r.maskPlaceholders(d.Flock, a)
+		r.maskPlaceholders(d.Flock, a, undrawn(v.Unit))
 	}
 
 	if rules, err := s.Firewall.RulesFor(ctx, v.UID); err != nil {

@@ -84,6 +84,16 @@ func SecretLines(ss []Secret) []string {
 	return out
 }
 
+// undrawn says whether unit u holds a placeholder not drawn.
+func undrawn(u units.Unit) bool {
+	for _, p := range u.Properties {
+		if env, ok := p.Value.([]string); ok && p.Name == "Environment" {
+			return slices.ContainsFunc(env, func(kv string) bool { return strings.HasSuffix(kv, "="+units.PlaceholderUnknown) })
+		}
+	}
+	return false
+}
+
 // masked is what explain shows for a placeholder: the variable, not its
 // value (explain is about the design, and a placeholder is drawn per host).
 const masked = "(placeholder)"
@@ -103,10 +113,18 @@ func maskPlaceholders(env string, names []string) string {
 	return strings.Join(fields, " ")
 }
 
-// maskReport masks agent a's placeholders wherever r shows its unit's
-// environment: the property and its drift.
-func (r *Report) maskPlaceholders(f *spec.Flock, a spec.Agent) {
+// maskPlaceholders masks agent a's placeholders wherever r shows its
+// unit's environment: the property and its drift. Where the plan could
+// not draw them (undrawn: explained by one who is not root), the unit's
+// hash and environment cannot be compared, and r says so.
+func (r *Report) maskPlaceholders(f *spec.Flock, a spec.Agent, undrawn bool) {
 	names := units.SecretEnvNames(f, a)
+	if undrawn {
+		r.Drift = slices.DeleteFunc(r.Drift, func(d Drift) bool {
+			return d.Kind == "property" && (d.What == "Environment" || d.What == "Description")
+		})
+		r.Unread = append(r.Unread, "its unit's hash and environment: its secrets' placeholders are root's to draw")
+	}
 	for i, p := range r.Unit.Properties {
 		if p.Name == "Environment" {
 			r.Unit.Properties[i].Live, r.Unit.Properties[i].Planned = maskPlaceholders(p.Live, names), maskPlaceholders(p.Planned, names)

@@ -5,9 +5,11 @@ package explain
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -54,6 +56,28 @@ func TestLiveSecrets(t *testing.T) {
 		t.Errorf("text shows a placeholder:\n%s", text)
 	case !strings.Contains(text, "GH_TOKEN=(placeholder)"):
 		t.Errorf("text does not name the variable:\n%s", text)
+	}
+}
+
+// Explained by one who cannot draw the placeholders (not root): the
+// unit's hash and environment are not compared, and the report says so.
+func TestLiveSecretsUndrawn(t *testing.T) {
+	h := newFakeHostFor(t, secretsSpec)
+	drawn := plan.Build(h.d.Flock, plan.Site{}, units.Options{Placeholders: map[int]map[string]string{1: {"github": "ghp_x"}}})
+	if err := h.units.Start(context.Background(), drawn.Units[0]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Live(context.Background(), h.sources(), h.d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Drift {
+		if d.What == "Description" || d.What == "Environment" {
+			t.Errorf("drift %+v from placeholders it could not draw", d)
+		}
+	}
+	if !slices.ContainsFunc(r.Unread, func(u string) bool { return strings.Contains(u, "placeholders are root's to draw") }) {
+		t.Errorf("unread %q does not say why", r.Unread)
 	}
 }
 
