@@ -163,3 +163,15 @@ func TestProxyConfigCarriesPlaceholders(t *testing.T) {
 		t.Errorf("placeholders %v; want agent 1's alone, by uid", pc.Placeholders)
 	}
 }
+
+// A rotated secret of the same shape (the system test's pair) keeps its
+// placeholder: the agents holding it need no restart.
+func TestSameShapeSamePlaceholder(t *testing.T) {
+	f := mustParse(t, secretsSpec)
+	key := bytes.Repeat([]byte{7}, 32)
+	a := Placeholders(f.Agents, key, map[string][]byte{"github": []byte("ghp_R4nd0mT0kenF0rTheH0stS1deTestXyzW9")})
+	b := Placeholders(f.Agents, key, map[string][]byte{"github": []byte("ghp_H9re5tP9ctaP4rHgwP8rpM2huEqmxAvyC2")})
+	if a[1]["github"] != b[1]["github"] {
+		t.Errorf("placeholders %q and %q of secrets of one shape", a[1]["github"], b[1]["github"])
+	}
+}
