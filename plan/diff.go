@@ -448,7 +448,7 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	}
 	why := ""
 	if was, now := units.ProxySecretsDigest(c.ProxyService.File), units.ProxySecretsDigest(d.ProxyService); was != now && was != "" && now != "" {
-		why = "a secret's file changed (it reads them at start)"
+		why = "a secret's file changed: it reads them at start"
 	}
 	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false, why) {
 		return
@@ -458,7 +458,7 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	case newIdentity:
 		add(StartProxy, units.ProxyUnit, "its bus identity is new")
 	case d.SecretsMaterial && newCA:
-		add(StartProxy, units.ProxyUnit, "its CA is made anew (it reads it at start)")
+		add(StartProxy, units.ProxyUnit, "its CA is made anew: it reads it at start")
 	case cfgChanged:
 		add(ReloadProxy, units.ProxyUnit, "agents or names changed")
 	}
