@@ -537,19 +537,9 @@ func TestProxyFollowsNames(t *testing.T) {
 func TestAnUpgradeSaysWhichProgramChanged(t *testing.T) {
 	h, _ := newFakes()
 	f := mustParse(t, threeAgents)
-	ctx := context.Background()
 	apply := func(o units.Options) Plan {
 		t.Helper()
-		d := Build(f, Site{}, o)
-		cur, err := Observe(ctx, h, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := Diff(d, cur)
-		if err := Apply(ctx, h, d, p, nil); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return provisionWith(t, h, f, Site{}, o)
 	}
 	apply(units.Options{AgentBuild: "aaaaaaaaaaaa", FlockctlBuild: "bbbbbbbbbbbb"})
 	p := apply(units.Options{AgentBuild: "cccccccccccc", FlockctlBuild: "dddddddddddd"})

@@ -35,16 +35,7 @@ func provisionSecrets(t *testing.T, h Host, f *spec.Flock) Plan {
 	if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
 		t.Fatal(err)
 	}
-	d := Build(f, Site{}, uo)
-	cur, err := Observe(ctx, h, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := Diff(d, cur)
-	if err := Apply(ctx, h, d, p, nil); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return provisionWith(t, h, f, Site{}, uo)
 }
 
 func restarted(p Plan) int { return p.Count(StartUnit) + p.Count(RestartUnit) + p.Count(StopUnit) }
