@@ -30,11 +30,11 @@ func secretsServe(args []string) error {
 		}
 		*v = strings.TrimSpace(string(b))
 	}
-	exec_, err := exec.Command("git", "--exec-path").Output()
+	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		return fmt.Errorf("git --exec-path: %w", err)
 	}
-	s.Backend = filepath.Join(strings.TrimSpace(string(exec_)), "git-http-backend")
+	s.Backend = filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
 	cert, err := caLeaf(args[1], "flock.test", "*.flock.test")
 	if err != nil {
 		return err
