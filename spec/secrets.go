@@ -78,7 +78,7 @@ func (f *Flock) Secret(name string) (Secret, bool) {
 // CATrustEnv are the variables through which the runtimes an agent
 // granted a secret runs trust flock-proxy's CA beside the system's roots:
 // flock sets them, so neither a spec's env nor a secret may.
-var CATrustEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO"}
+var CATrustEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}
 
 // RuleMethods are the methods a rule may name.
 var RuleMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}

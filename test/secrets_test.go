@@ -101,9 +101,8 @@ EOF`
 )
 
 // curlAs is curl from an agent's script, printing the body, then the
-// status and HTTP version on a line of their own. curl reads neither
-// SSL_CERT_FILE nor the other variables flock sets, so a granted agent
-// gives it the bundle itself.
+// status and HTTP version on a line of their own. Debian's curl reads
+// CURL_CA_BUNDLE, not SSL_CERT_FILE: flock sets both.
 func curlAs(args string) string {
 	return `curl -sS --max-time 10 -w '\n%{http_code} %{http_version}\n' ` + args + ` || true`
 }
@@ -164,7 +163,7 @@ func TestSecrets(t *testing.T) {
 
 	t.Run("curl over HTTP/1.1 and HTTP/2, trusting the bundle", func(t *testing.T) {
 		for _, version := range []string{"--http1.1", "--http2"} {
-			out := shTask(t, m, 1, curlAs(`--cacert "$SSL_CERT_FILE" `+version+` -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/from-curl`))
+			out := shTask(t, m, 1, curlAs(``+version+` -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/from-curl`))
 			want := `"token":"` + regexp.QuoteMeta(restP) + `".*\n200 ` + map[string]string{"--http1.1": `1\.1`, "--http2": `2`}[version] + `$`
 			if !regexpMatch(want, strings.TrimSpace(out)) {
 				t.Errorf("curl %s from agent 1:\n%s\nwant %s", version, out, want)
@@ -179,11 +178,11 @@ func TestSecrets(t *testing.T) {
 			script string
 			want   string // a regexp of what the agent sees
 		}{
-			{"a method outside the rules", 1, curlAs(`--cacert "$SSL_CERT_FILE" -X DELETE -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/items/1`),
+			{"a method outside the rules", 1, curlAs(`-X DELETE -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/items/1`),
 				`flock proxy: agent 1: refused: secret rest may not be sent in DELETE /v1/items/1 to rest.flock.test:443: no allow rule matches \(secrets\[name=rest\]\.rules\)\n+403 `},
-			{"a path a deny rule names", 1, curlAs(`--cacert "$SSL_CERT_FILE" -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/admin/keys`),
+			{"a path a deny rule names", 1, curlAs(`-H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/admin/keys`),
 				`refused: secret rest may not be sent in GET /v1/admin/keys to rest.flock.test:443: deny\[0\] any method /v1/admin \(secrets\[name=rest\]\.rules\)\n+403 `},
-			{"a placeholder toward an intercepted host its secret is not bound to", 1, curlAs(`--cacert "$SSL_CERT_FILE" -H "Authorization: Bearer $GH_TOKEN" https://rest.flock.test/v1/unbound`),
+			{"a placeholder toward an intercepted host its secret is not bound to", 1, curlAs(`-H "Authorization: Bearer $GH_TOKEN" https://rest.flock.test/v1/unbound`),
 				`refused: secret github is not bound to rest.flock.test:443: its placeholder is not sent there \(secrets\[name=github\]\.hosts\)\n+403 `},
 			// A host no secret of the agent's is bound to is a plain
 			// tunnel: the placeholder goes as it is, and is worth nothing.
