@@ -15,14 +15,15 @@ DEMO_DEBS := ca-certificates systemd systemd-container nftables iproute2 util-li
 # Vagrantfile, and vagrant-libvirt so that its block of the Vagrantfile is
 # validated too;
 # podman and crun for levels podman and gvisor; python3, a JDK and curl for
-# the agents people bring (Node and npm below); prometheus for the real
+# the agents people bring (Node and npm below); gh and python3-requests,
+# the clients whose secrets flock-proxy swaps (git and curl too); prometheus for the real
 # scrape of /metrics and promtool, which lints the exposition and checks
 # and tests monitoring/'s rules; openssl to check the cluster test's
 # certificates; lintian, Debian's checker, for the package make deb builds. The cluster test's machines run
 # the host's sshd: openssh-server comes from deps-sshd, which keeps this
 # host from ever running it.
 DEBS      := $(DEMO_DEBS) git qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	ansible-core ansible-lint vagrant vagrant-libvirt podman crun python3 openjdk-17-jdk-headless curl prometheus openssl lintian
+	ansible-core ansible-lint vagrant vagrant-libvirt podman crun python3 python3-requests gh openjdk-17-jdk-headless curl prometheus openssl lintian
 
 # The nats CLI: the system tests prove that a client an agent brings
 # connects with NATS_URL and its credential alone. Built through the Go

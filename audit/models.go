@@ -38,12 +38,19 @@ func ReadModelKeys(f *spec.Flock) ([]ModelKey, error) {
 			return nil, fmt.Errorf("provider %s's key: %w", p.Name, err)
 		}
 		key := strings.TrimSpace(string(b))
-		salt := make([]byte, 16)
-		rand.Read(salt)
-		s := hex.EncodeToString(salt)
-		out = append(out, ModelKey{Provider: p.Name, File: p.KeyFile, Salt: s, Hash: probe.SecretHash(s, key), Len: len(key), Key: key})
+		salt, hash := lookFor(key)
+		out = append(out, ModelKey{Provider: p.Name, File: p.KeyFile, Salt: salt, Hash: hash, Len: len(key), Key: key})
 	}
 	return out, nil
+}
+
+// lookFor is how a probe is told of secret without being handed it: a
+// fresh salt, and the secret's hash with it (probe.SecretHash).
+func lookFor(secret string) (salt, hash string) {
+	b := make([]byte, 16)
+	rand.Read(b)
+	salt = hex.EncodeToString(b)
+	return salt, probe.SecretHash(salt, secret)
 }
 
 // modelProbes are agent a's attempts on the model APIs' keys and grants:
@@ -54,12 +61,7 @@ func ReadModelKeys(f *spec.Flock) ([]ModelKey, error) {
 func modelProbes(f *spec.Flock, a spec.Agent, keys []ModelKey) []Probe {
 	var ps []Probe
 	for _, k := range keys {
-		read := probe.Request{Op: "read-secret", Path: k.File}
-		ps = append(ps, Probe{Name: "read provider " + k.Provider + "'s key file", Category: "models", Req: read, Control: read})
-		find := probe.Request{Op: "secret-in-env", Name: k.Salt, Data: k.Hash, Key: k.Len}
-		control := find
-		control.Env = []string{"FLOCK_AUDIT_CONTROL=" + k.Key}
-		ps = append(ps, Probe{Name: "find provider " + k.Provider + "'s key in its environment", Category: "models", Req: find, Control: control})
+		ps = append(ps, findSecret("read provider "+k.Provider+"'s key file", "find provider "+k.Provider+"'s key in its environment", k.File, k.Salt, k.Hash, k.Len, k.Key, "models")...)
 	}
 	granted := map[string]bool{}
 	for _, g := range a.Models {

@@ -57,6 +57,8 @@ type Target struct {
 	Channels *Colluder
 	// Keys are the model APIs' keys to look for (models.go).
 	Keys []ModelKey
+	// Secrets are the granted secrets to look for (secrets.go).
+	Secrets []Secret
 }
 
 // Canaries are the peer's files the audit writes (root, owned by the
@@ -208,6 +210,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	suid := add("host", "set a setuid bit", probe.Request{Op: "setuid-bit", Path: filepath.Join(f.AgentDir(a.ID), "flock-audit-suid")})
 	suid.Control.Path = "/var/tmp/flock-audit-suid-" + me
 	ps = append(ps, modelProbes(f, a, t.Keys)...)
+	ps = append(ps, secretProbes(a, t.Secrets)...)
 	ps = append(ps, gatewayProbes(f, a)...)
 	if !a.JIT {
 		add("kernel", "map memory writable and executable", probe.Request{Op: "mmap-rwx"})

@@ -54,6 +54,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		Firewall: []string{}, Paths: []Path{}, Drift: []Drift{}, Unread: []string{}}
 	r.Egress, r.Names = SplitEgress(a.Egress)
 	r.Models = Models(d.Flock, a, spec.DefaultProxyListen)
+	r.Secrets = Secrets(d.Flock, a)
 	r.Budgets = Budgets(d.Flock, a)
 	if a.TaskBudget.Any() {
 		b := a.TaskBudget
@@ -73,6 +74,7 @@ func Live(ctx context.Context, s Sources, d plan.Desired, id int) (Report, error
 		unread("unit "+v.Unit.Name, err)
 	} else {
 		r.unit(v.Unit, props)
+		r.maskPlaceholders(d.Flock, a, undrawn(v.Unit))
 	}
 
 	if rules, err := s.Firewall.RulesFor(ctx, v.UID); err != nil {

@@ -32,6 +32,9 @@ type Report struct {
 	// Models are the model APIs it is granted (models.go): reached
 	// through the gateway in flock-proxy, which holds their keys.
 	Models []Model `json:"models"`
+	// Secrets are the secrets it is granted (secrets.go): held by
+	// flock-proxy, the agent holding placeholders.
+	Secrets []Secret `json:"secrets"`
 	// Budgets are the budgets its model requests must also fit.
 	Budgets []Budget `json:"budgets,omitempty"`
 	// TaskBudget is what each task it takes may spend (a worker's

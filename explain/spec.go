@@ -33,6 +33,7 @@ type Planned struct {
 	Names      []string         `json:"names"`
 	Proxy      string           `json:"proxy,omitempty"`
 	Models     []Model          `json:"models"`
+	Secrets    []Secret         `json:"secrets"`
 	Budgets    []Budget         `json:"budgets,omitempty"`
 	TaskBudget *wire.TaskBudget `json:"task_budget,omitempty"`
 	Limits     Limits           `json:"limits"`
@@ -87,7 +88,7 @@ func Spec(f *spec.Flock, agent string, k Kernel) []Planned {
 		}
 		p := Planned{Agent: a.ID, User: spec.UserName(a.ID), UID: v.UID, Role: string(a.Role), Level: string(a.Level),
 			Label: a.Level.Label(), JIT: a.JIT && a.Level.DeniesWX(false),
-			Models: Models(f, a, spec.DefaultProxyListen), Budgets: Budgets(f, a),
+			Models: Models(f, a, spec.DefaultProxyListen), Secrets: Secrets(f, a), Budgets: Budgets(f, a),
 			Limits: Limits{a.Limits.MemoryBytes, a.Limits.CPUPercent, a.Limits.Tasks}, Open: []sandbox.Gap{},
 			Unit: PlannedUnit{Name: u.Name, Description: u.Description, Properties: []Setting{}},
 			Bus:  Grants{User: b.Name, Seed: spec.CredPath(b.Name), Bound: units.CredentialPath, Publish: b.Publish, Subscribe: b.Subscribe},
@@ -144,7 +145,7 @@ func WriteSpec(out io.Writer, f *spec.Flock, agent string, k Kernel) {
 		if len(p.Names) > 0 {
 			fmt.Fprintln(out, NamesLine(p.Names, p.Proxy))
 		}
-		for _, l := range ModelLines(p.Models) {
+		for _, l := range append(ModelLines(p.Models), SecretLines(p.Secrets)...) {
 			fmt.Fprintln(out, l)
 		}
 		if l := BudgetLine(p.Budgets); l != "" {

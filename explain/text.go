@@ -17,7 +17,7 @@ func (r Report) WriteText(w io.Writer) {
 	if len(r.Names) > 0 {
 		p("%s", NamesLine(r.Names, r.Proxy))
 	}
-	for _, l := range ModelLines(r.Models) {
+	for _, l := range append(ModelLines(r.Models), SecretLines(r.Secrets)...) {
 		p("%s", l)
 	}
 	if l := BudgetLine(r.Budgets); l != "" {

@@ -116,7 +116,7 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 			panic(err)
 		}
 	}
-	if err := u.InstallService(ctx, units.ProxyUnit, units.ProxyService("", "", "", "")); err != nil {
+	if err := u.InstallService(ctx, units.ProxyUnit, units.ProxyService("", "", "", "", units.ProxySecrets{})); err != nil {
 		panic(err)
 	}
 	if err := u.RestartService(ctx, units.ProxyUnit); err != nil {

@@ -49,6 +49,9 @@ var steps = []step{
 	{[]Kind{InstallCounters}, installCounters},
 	{[]Kind{StartCounters}, startCounters},
 	{[]Kind{RemoveCounters}, removeCounters},
+	// The proxy's CA before the proxy, which is handed it; the bundle
+	// before an agent that trusts it starts.
+	{[]Kind{EnsureSecrets}, ensureSecrets},
 	// The proxy is up before an agent that needs it starts.
 	{[]Kind{WriteProxyConf}, writeProxyConfig},
 	{[]Kind{InstallProxy}, installProxy},
@@ -261,6 +264,16 @@ func removeCountersFrom(ctx context.Context, h Host) error {
 		if err := h.Units.RemoveService(ctx, name); err != nil {
 			return fmt.Errorf("removing %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+func ensureSecrets(ctx context.Context, x applier, _ []Change) error {
+	if x.h.Secrets == nil {
+		return fmt.Errorf("making the secrets' material: this host has no access to it")
+	}
+	if err := x.h.Secrets.Ensure(ctx); err != nil {
+		return fmt.Errorf("making the secrets' material: %w", err)
 	}
 	return nil
 }

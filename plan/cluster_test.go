@@ -51,8 +51,14 @@ func siteOf(t *testing.T, f *spec.Flock, host string, secret []byte) Site {
 // provisionOn is provision on one host of a multi-host flock.
 func provisionOn(t *testing.T, h Host, f *spec.Flock, s Site) Plan {
 	t.Helper()
+	return provisionWith(t, h, f, s, units.Options{})
+}
+
+// provisionWith is provisionOn with the host's unit options uo.
+func provisionWith(t *testing.T, h Host, f *spec.Flock, s Site, uo units.Options) Plan {
+	t.Helper()
 	ctx := context.Background()
-	d := Build(f, s, units.Options{})
+	d := Build(f, s, uo)
 	cur, err := Observe(ctx, h, d)
 	if err != nil {
 		t.Fatalf("observe: %v", err)

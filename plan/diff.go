@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -40,6 +41,9 @@ type Current struct {
 	// CountersSocket and CountersService are the counters reader's
 	// socket and template (of a template: its file alone).
 	CountersSocket, CountersService units.ServiceStatus
+	// SecretsMaterial is what is wrong with the secrets' material, path
+	// -> why (nil: read on no host, as a reader's).
+	SecretsMaterial map[string]string
 }
 
 // Observe reads the host's side of everything d describes: Read, then
@@ -92,6 +96,7 @@ const (
 	InstallBus      Kind = "install bus"
 	StartBus        Kind = "(re)start bus"
 	ReloadBus       Kind = "reload bus"
+	EnsureSecrets   Kind = "ensure secrets"
 	WriteProxyConf  Kind = "write proxy config"
 	InstallProxy    Kind = "install proxy"
 	StartProxy      Kind = "(re)start proxy"
@@ -253,6 +258,9 @@ func Diff(d Desired, c Current) Plan {
 	}
 	newID := diffBus(d, c, add, notHere)
 	diffCounters(d, c, add)
+	if d.SecretsMaterial && len(c.SecretsMaterial) > 0 {
+		add(EnsureSecrets, spec.SecretsDir, materialWhy(c.SecretsMaterial))
+	}
 	diffProxy(d, c, newID[creds.ProxyName], add)
 	if !c.FirewallOK {
 		add(Firewall, "inet flock", "table missing or not as planned")
@@ -393,7 +401,7 @@ func diffCounters(d Desired, c Current, add func(Kind, string, string)) {
 		return
 	}
 	templateChanged := !bytes.Equal(c.CountersService.File, d.CountersService)
-	if !diffService(add, units.CountersSocket, c.CountersSocket, d.CountersSocket, InstallCounters, StartCounters, templateChanged) &&
+	if !diffService(add, units.CountersSocket, c.CountersSocket, d.CountersSocket, InstallCounters, StartCounters, templateChanged, "") &&
 		c.Service.NoAccount {
 		add(StartCounters, units.CountersSocket, "its owner "+units.BusUser+" was made again")
 	}
@@ -402,9 +410,9 @@ func diffCounters(d Desired, c Current, add func(Kind, string, string)) {
 // diffService lists a static unit's install, when its file (or another
 // of its files: alsoChanged) is missing or changed, or it is not
 // enabled; and its (re)start, when it is not running or its file
-// changed. It says whether it planned a (re)start: the caller's other
-// reasons come after those.
-func diffService(add func(Kind, string, string), name string, st units.ServiceStatus, want []byte, install, start Kind, alsoChanged bool) bool {
+// changed (why, "": "unit file changed"). It says whether it planned a
+// (re)start: the caller's other reasons come after those.
+func diffService(add func(Kind, string, string), name string, st units.ServiceStatus, want []byte, install, start Kind, alsoChanged bool, why string) bool {
 	fileChanged := !bytes.Equal(st.File, want)
 	if fileChanged || alsoChanged || st.Enabled != "enabled" {
 		add(install, name, "unit file missing, changed or not enabled")
@@ -413,7 +421,7 @@ func diffService(add func(Kind, string, string), name string, st units.ServiceSt
 	case st.ActiveState != "active":
 		add(start, name, "not running")
 	case fileChanged:
-		add(start, name, "unit file changed")
+		add(start, name, cmp.Or(why, "unit file changed"))
 	default:
 		return false
 	}
@@ -438,12 +446,19 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 		}
 		add(WriteProxyConf, proxy.ConfigPath, why)
 	}
-	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false) {
+	why := ""
+	if was, now := units.ProxySecretsDigest(c.ProxyService.File), units.ProxySecretsDigest(d.ProxyService); was != now && was != "" && now != "" {
+		why = "a secret's file changed: it reads them at start"
+	}
+	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false, why) {
 		return
 	}
+	_, newCA := c.SecretsMaterial[spec.SecretsCAPath]
 	switch {
 	case newIdentity:
 		add(StartProxy, units.ProxyUnit, "its bus identity is new")
+	case d.SecretsMaterial && newCA:
+		add(StartProxy, units.ProxyUnit, "its CA is made anew: it reads it at start")
 	case cfgChanged:
 		add(ReloadProxy, units.ProxyUnit, "agents or names changed")
 	}

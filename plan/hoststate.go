@@ -44,6 +44,9 @@ type HostState struct {
 	// did not (neither when it was not running).
 	BusStatus *wire.BusStatus `json:"bus_status,omitempty"`
 	BusErr    error           `json:"-"`
+	// SecretsMaterial is what is missing or wrong of the secrets'
+	// material (creds.Material.Problems), path -> why.
+	SecretsMaterial map[string]string `json:"secrets_material,omitempty"`
 }
 
 // Read reads h's side of a flock, with the state of each of paths. It
@@ -78,6 +81,11 @@ func Read(ctx context.Context, h Host, paths []string) (HostState, error) {
 	}
 	if s.ProxyConfig, err = h.Proxy.Config(ctx); err != nil {
 		return s, err
+	}
+	if h.Secrets != nil {
+		if s.SecretsMaterial, err = h.Secrets.Problems(ctx); err != nil {
+			return s, fmt.Errorf("reading the secrets' material: %w", err)
+		}
 	}
 	return s, s.readRunning(ctx, h)
 }
@@ -133,6 +141,7 @@ func (s HostState) current() Current {
 		ProxyService:    s.Services[units.ProxyUnit],
 		CountersSocket:  s.Services[units.CountersSocket],
 		CountersService: s.Services[units.CountersTemplate],
+		SecretsMaterial: s.SecretsMaterial,
 	}
 	for _, a := range s.Accounts {
 		c.Accounts[a.Name] = a

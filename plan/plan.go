@@ -45,6 +45,9 @@ type Desired struct {
 	// both nil while bus.metrics is off.
 	CountersSocket  []byte
 	CountersService []byte
+	// SecretsMaterial: this host's agents are granted secrets, so the
+	// material (creds.Material) must be there.
+	SecretsMaterial bool
 
 	unitOptions units.Options // for the units of other hosts' agents (Views)
 }
@@ -90,7 +93,8 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		d.CountersSocket = units.CountersSocketUnit()
 		d.CountersService = units.CountersService(uo.FlockctlBin)
 	}
-	if pc := proxy.ConfigFor(here); len(pc.Policy.Agents) > 0 {
+	d.SecretsMaterial = len(GrantedSecrets(f, here.Agents)) > 0
+	if pc := proxyConfig(here, uo.Placeholders); len(pc.Policy.Agents) > 0 {
 		// The proxy publishes its decisions on the bus as itself.
 		d.Identities = append(d.Identities, creds.ProxyName)
 		b, err := pc.Encode()
@@ -98,7 +102,8 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 			panic(err) // strings and numbers only
 		}
 		d.ProxyConfig = b
-		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName), pc.Gateway.Credentials()...)
+		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName),
+			proxySecrets(f, here.Agents, uo.SecretsDigest), pc.Gateway.Credentials()...)
 	}
 	// The read-only verbs of the readers' group connect as the reader.
 	d.Identities = append(d.Identities, creds.ReaderName, creds.OperatorName)
@@ -122,6 +127,9 @@ type Host struct {
 	Firewall netpolicy.Firewall
 	Bus      bus.Host
 	Proxy    proxy.Host
+	// Secrets is the secrets' material; nil where no plan needs it (a
+	// reader's host, which reads none of it).
+	Secrets creds.Material
 }
 
 // AgentView is one agent as the plan has it: its unit and its bus

@@ -21,16 +21,18 @@ import (
 )
 
 type fakes struct {
-	users *users.Fake
-	units *units.Fake
-	fw    *netpolicy.Fake
-	bus   *bus.FakeHost
-	proxy *proxy.Fake
+	users   *users.Fake
+	units   *units.Fake
+	fw      *netpolicy.Fake
+	bus     *bus.FakeHost
+	proxy   *proxy.Fake
+	secrets *creds.MaterialFake
 }
 
 func newFakes() (Host, fakes) {
-	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost(), proxy: &proxy.Fake{}}
-	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus, Proxy: f.proxy}, f
+	f := fakes{users: users.NewFake(), units: units.NewFake(), fw: netpolicy.NewFake(), bus: bus.NewFakeHost(), proxy: &proxy.Fake{},
+		secrets: creds.NewMaterialFake(map[string][]byte{})}
+	return Host{Users: f.users, Units: busService{f.units, f.bus}, Firewall: f.fw, Bus: f.bus, Proxy: f.proxy, Secrets: f.secrets}, f
 }
 
 // busService is the fake units whose flock.service, when it starts, has
@@ -535,19 +537,9 @@ func TestProxyFollowsNames(t *testing.T) {
 func TestAnUpgradeSaysWhichProgramChanged(t *testing.T) {
 	h, _ := newFakes()
 	f := mustParse(t, threeAgents)
-	ctx := context.Background()
 	apply := func(o units.Options) Plan {
 		t.Helper()
-		d := Build(f, Site{}, o)
-		cur, err := Observe(ctx, h, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := Diff(d, cur)
-		if err := Apply(ctx, h, d, p, nil); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return provisionWith(t, h, f, Site{}, o)
 	}
 	apply(units.Options{AgentBuild: "aaaaaaaaaaaa", FlockctlBuild: "bbbbbbbbbbbb"})
 	p := apply(units.Options{AgentBuild: "cccccccccccc", FlockctlBuild: "dddddddddddd"})

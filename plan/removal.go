@@ -173,6 +173,9 @@ func ReadRemovalAll(ctx context.Context, h Host, root string, purge bool) (Remov
 		paths = append(paths, labelled{p, "the model gateway's counts"})
 	}
 	paths = append(paths, labelled{cluster.Dir, "this host's cluster material"}, labelled{cluster.AuthorityDir, "the cluster's authority"})
+	for _, p := range SecretsPaths {
+		paths = append(paths, labelled{p, "the secrets' material"})
+	}
 	r.Paths, err = present(ctx, h, paths)
 	return r, err
 }

@@ -76,6 +76,17 @@ func forgetProxy(ctx context.Context, h Host, rest *spec.Flock) error {
 	if len(pc.Policy.Agents) == 0 {
 		return removeProxyFrom(ctx, h)
 	}
+	// The rest keep the placeholders provision drew (root's to draw).
+	if old, err := proxy.DecodeConfig(installed); err == nil {
+		for uid, ps := range old.Placeholders {
+			if _, ok := pc.Policy.Agents[uid]; ok {
+				if pc.Placeholders == nil {
+					pc.Placeholders = map[uint32]map[string]string{}
+				}
+				pc.Placeholders[uid] = ps
+			}
+		}
+	}
 	b, err := pc.Encode()
 	if err != nil {
 		return err
@@ -134,7 +145,7 @@ func forgetIdentities(ctx context.Context, h Host, rest *spec.Flock, names []str
 // with purge also root (the agents' directories, logs and the shared
 // directory), the bus's store (tasks, results, dead letters), a
 // multi-host flock's material (this host's, and the authority with the
-// CA's key if it is kept here) and the readers' group if flock made it
+// CA's key if it is kept here), the secrets' material (SecretsPaths) and the readers' group if flock made it
 // (without purge it stays, with the people an operator put in it).
 func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	sts, err := h.Units.List(ctx)
@@ -160,6 +171,9 @@ func RemoveAll(ctx context.Context, h Host, root string, purge bool) error {
 	if purge {
 		if err := h.Users.RemovePaths(ctx, []string{cluster.Dir, cluster.AuthorityDir}); err != nil {
 			return fmt.Errorf("removing the cluster's material: %w", err)
+		}
+		if err := h.Users.RemovePaths(ctx, SecretsPaths); err != nil {
+			return fmt.Errorf("removing the secrets' material: %w", err)
 		}
 	}
 	if err := h.Bus.RemoveConfig(ctx); err != nil {

@@ -27,6 +27,13 @@ type Config struct {
 	// providers (their key files' paths, never the keys) and each
 	// agent's grants.
 	Gateway gateway.Policy
+	// Secrets are the spec's secrets: (their files' paths, never the
+	// values), and Placeholders each agent's grants of them by uid: the
+	// secret's name and the placeholder the agent holds, which provision
+	// derives and the proxy swaps (package secrets). A placeholder is
+	// worth nothing without the proxy's binding of it to the agent's uid.
+	Secrets      []spec.Secret
+	Placeholders map[uint32]map[string]string
 }
 
 // configFile is the file's shape. Providers and each agent's Models are
@@ -39,6 +46,7 @@ type configFile struct {
 	Providers json.RawMessage `json:"providers,omitempty"`
 	Agents    []agentEntry    `json:"agents"`
 	Budgets   json.RawMessage `json:"budgets,omitempty"`
+	Secrets   json.RawMessage `json:"secrets,omitempty"`
 }
 
 type agentEntry struct {
@@ -52,11 +60,13 @@ type agentEntry struct {
 	// gateway charges its tasks by.
 	Worker     bool   `json:"worker,omitempty"`
 	TaskBudget string `json:"task_budget,omitempty"`
+	// Secrets are its grants: each secret's name and its placeholder.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // ConfigFor is the proxy's config for a spec. Pure.
 func ConfigFor(f *spec.Flock) Config {
-	return Config{Listen: spec.DefaultProxyListen, Bus: f.Bus.URL(), Policy: ForFlock(f), Gateway: gateway.ForFlock(f, f.Agents)}
+	return Config{Listen: spec.DefaultProxyListen, Bus: f.Bus.URL(), Policy: ForFlock(f), Gateway: gateway.ForFlock(f, f.Agents), Secrets: f.Secrets}
 }
 
 // Encode writes c as JSON, agents in uid order (the same config, the
@@ -70,7 +80,16 @@ func (c Config) Encode() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy config: %w", err)
 	}
-	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}, Budgets: budgets}
+	ss, err := spec.EncodeSecrets(c.Secrets)
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
+	}
+	for uid := range c.Placeholders {
+		if _, ok := c.Policy.Agents[uid]; !ok {
+			return nil, fmt.Errorf("proxy config: placeholders for uid %d, which is no agent of the proxy's (no names in its egress)", uid)
+		}
+	}
+	file := configFile{Listen: c.Listen, Bus: c.Bus, Providers: providers, Agents: []agentEntry{}, Budgets: budgets, Secrets: ss}
 	for uid, a := range c.Policy.Agents {
 		models, err := spec.EncodeGrants(c.Gateway.Agents[uid].Listed())
 		if err != nil {
@@ -78,7 +97,7 @@ func (c Config) Encode() ([]byte, error) {
 		}
 		ga := c.Gateway.Agents[uid]
 		e := agentEntry{UID: uid, ID: a.ID, Egress: []string{}, Models: models, Tunnels: a.Tunnels, Handshakes: a.Handshakes,
-			Worker: ga.Worker, TaskBudget: ga.TaskBudget.String()}
+			Worker: ga.Worker, TaskBudget: ga.TaskBudget.String(), Secrets: c.Placeholders[uid]}
 		for _, r := range a.Rules {
 			e.Egress = append(e.Egress, r.String())
 		}
@@ -108,6 +127,9 @@ func DecodeConfig(b []byte) (Config, error) {
 	for _, pr := range providers {
 		c.Gateway.Providers[pr.Name] = pr
 	}
+	if c.Secrets, err = spec.DecodeSecrets(file.Secrets, "secrets"); err != nil {
+		return Config{}, fmt.Errorf("proxy config: %w", err)
+	}
 	for i, a := range file.Agents {
 		if _, dup := c.Policy.Agents[a.UID]; dup {
 			return Config{}, fmt.Errorf("proxy config: uid %d twice", a.UID)
@@ -124,6 +146,15 @@ func DecodeConfig(b []byte) (Config, error) {
 			rules.Rules = append(rules.Rules, e)
 		}
 		c.Policy.Agents[a.UID] = rules
+		if len(a.Secrets) > 0 {
+			if err := checkPlaceholders(a.Secrets, rules, c.Secrets, fmt.Sprintf("agents[%d].secrets", i)); err != nil {
+				return Config{}, fmt.Errorf("proxy config: %w", err)
+			}
+			if c.Placeholders == nil {
+				c.Placeholders = map[uint32]map[string]string{}
+			}
+			c.Placeholders[a.UID] = a.Secrets
+		}
 		if len(a.Models) > 0 {
 			models, err := grantsOfAList(a.Models)
 			if err != nil {

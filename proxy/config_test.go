@@ -28,21 +28,7 @@ func TestConfigRoundTrips(t *testing.T) {
 	if len(c.Policy.Agents) != 2 {
 		t.Fatalf("agents %v: want 1 and 3 (2 has no names)", c.Policy.Agents)
 	}
-	b, err := c.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, c) {
-		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
-	}
-	again, _ := back.Encode()
-	if string(again) != string(b) {
-		t.Errorf("encode is not stable:\n%s\n%s", b, again)
-	}
+	roundTrip(t, c)
 	for _, bad := range []string{
 		`{"listen": "localhost", "agents": []}`,
 		`{"listen": "127.0.0.1:4230", "agents": [{"uid": 5, "id": 1, "egress": ["*:443"]}]}`,
@@ -52,6 +38,27 @@ func TestConfigRoundTrips(t *testing.T) {
 			t.Errorf("accepted %s", bad)
 		}
 	}
+}
+
+// roundTrip encodes c, checks that it decodes to c and encodes to the
+// same bytes again, and returns the bytes.
+func roundTrip(t *testing.T, c Config) []byte {
+	t.Helper()
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeConfig(b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
+	}
+	if again, _ := back.Encode(); string(again) != string(b) {
+		t.Errorf("encode is not stable:\n%s\n%s", b, again)
+	}
+	return b
 }
 
 // A grant crosses the config file whole, its server tools and betas too,
@@ -77,17 +84,8 @@ agents:
 		t.Fatal(err)
 	}
 	c := ConfigFor(f)
-	b, err := c.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if !reflect.DeepEqual(back, c) {
-		t.Errorf("round trip:\n got %+v\nwant %+v\n%s", back, c, b)
-	}
+	b := roundTrip(t, c)
+	back, _ := DecodeConfig(b)
 	if g := back.Gateway.Agents[f.UID(1)].Grants["anth"]; !g.Allowed().AllowsTool(modelapi.ToolMCP) || !slices.Contains(g.Betas, "mcp-client-2025-11-20") || g.TokensPerMonth != 30_000_000 {
 		t.Errorf("agent 1's grant of anth read back as %+v", g)
 	}

@@ -18,6 +18,10 @@ import (
 const (
 	denyBurst  = 10
 	denyWindow = time.Minute
+	// secretBurst bounds the refusals of a secret's requests logged: an
+	// agent's tool retrying a refused request (a 403 it does not read)
+	// is a few events a minute, not one per retry.
+	secretBurst = 3
 )
 
 // Journal writes each Record as one journal entry with its fields
@@ -114,7 +118,11 @@ func (j *Journal) admit(d denialKey) (int, bool) {
 		j.denied[d] = &window{start: t, logged: 1}
 		return held, true
 	}
-	if w.logged < denyBurst {
+	burst := denyBurst
+	if d.reason == ReasonSecretRule || d.reason == ReasonSecretUnbound {
+		burst = secretBurst
+	}
+	if w.logged < burst {
 		w.logged++
 		held := w.suppressed
 		w.suppressed = 0

@@ -6,7 +6,9 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -49,12 +51,19 @@ type Server struct {
 	// Gateway takes every connection that is not a CONNECT (nil: they
 	// are refused as the proxy's).
 	Gateway Handoff
+	// Roots verify the upstreams of the hosts intercepted for secrets
+	// (nil: the system's roots, as in production; a test's CA in tests).
+	Roots *x509.CertPool
 
 	policy atomic.Pointer[Policy]
 	wg     sync.WaitGroup
 	// Each agent's connections open (tunnels) and those of them not yet
 	// carrying (handshakes), against its shares.
 	tunnels, handshakes Share
+	// The secrets of the connections accepted from now on, and what was
+	// done with them (intercept.go).
+	intercept    atomic.Pointer[Intercept]
+	secretCounts secretTally
 }
 
 // SetPolicy makes p the policy of every connection accepted from now on.
@@ -203,6 +212,10 @@ func (s *Server) handle(c net.Conn) {
 			rec.Reason, rec.Detail = ReasonSNIMismatch, "sni "+oneLine(sni)
 			return
 		}
+	}
+	if ca, b, ok := s.bound(uid, t); ok {
+		s.serveSecrets(c, io.MultiReader(bytes.NewReader(hello), br), &rec, t, addrs, ca, b, done.handshake)
+		return
 	}
 	c.SetDeadline(time.Time{})
 

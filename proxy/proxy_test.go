@@ -96,14 +96,20 @@ func newRig(t testing.TB, dns fakeDNS, p Policy, before ...func(*Server)) *rig {
 	for _, f := range before {
 		f(r.srv)
 	}
+	r.addr = serve(t, r.srv)
+	return r
+}
+
+// serve runs srv on a loopback port until the test ends, and returns its
+// address.
+func serve(t testing.TB, srv *Server) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.addr = ln.Addr().String()
-	go r.srv.Serve(ln)
+	go srv.Serve(ln)
 	t.Cleanup(func() { ln.Close() })
-	return r
+	return ln.Addr().String()
 }
 
 // last waits for the record of the connection just made.

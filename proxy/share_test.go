@@ -20,12 +20,19 @@ import (
 // was answered 200 on, with its reader; its deadline is 3 s.
 func (r *rig) connected(t *testing.T) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", r.addr)
+	return connectThrough(t, r.addr, "example.com:443", 3*time.Second)
+}
+
+// connectThrough is a connection through the proxy at addr that CONNECT
+// target was answered 200 on, with its reader and the deadline given.
+func connectThrough(t *testing.T, addr, target string, deadline time.Duration) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	io.WriteString(c, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+	c.SetDeadline(time.Now().Add(deadline))
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil || resp.StatusCode != 200 {

@@ -7,6 +7,7 @@ package proxyd
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -35,7 +36,13 @@ type Options struct {
 	// UIDs says which uid owns a client's socket; nil: the kernel's
 	// answer (proxy.SockDiag).
 	UIDs proxy.UIDOf
+
+	// roots verify the secrets' upstreams; nil: the system's. Only this
+	// package's tests set it.
+	roots *x509.CertPool
 }
+
+func warn(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
 
 // Service is the running proxy and its gateway.
 type Service struct {
@@ -75,6 +82,10 @@ func Start(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	ic, err := loadIntercept(o.CredentialsDir, cfg, warn)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -106,8 +117,9 @@ func Start(o Options) (*Service, error) {
 			}
 		}
 	}
-	s.srv = &proxy.Server{UIDs: o.UIDs, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: s.models.listener}
+	s.srv = &proxy.Server{UIDs: o.UIDs, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: s.models.listener, Roots: o.roots}
 	s.srv.SetPolicy(cfg.Policy)
+	s.srv.SetIntercept(ic)
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -126,13 +138,22 @@ func (s *Service) Reload() error {
 	case c.Listen != s.cfg.Listen:
 		return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", s.cfg.Listen, c.Listen)
 	}
-	// The grants first: a provider whose key the unit lacks (added
+	// The secrets' credentials are those the unit was started with: a
+	// new secret's (or a changed file's) reaches the proxy at its restart.
+	ic, err := loadIntercept(s.o.CredentialsDir, c, warn)
+	if err != nil {
+		return fmt.Errorf("%w (the previous policy stays)", err)
+	}
+	// Then the grants: a provider whose key the unit lacks (added
 	// since the proxy started) keeps the old policy.
 	if err := s.models.setPolicy(c.Gateway); err != nil {
 		return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
 	}
+	// The secrets first: a grant taken away is no longer intercepted
+	// before the policy changes (egress, a plain tunnel's, stays).
+	s.srv.SetIntercept(ic)
 	s.srv.SetPolicy(c.Policy)
-	fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs\n", s.o.ConfigPath, len(c.Policy.Agents), len(c.Gateway.Agents))
+	fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs, %d with secrets\n", s.o.ConfigPath, len(c.Policy.Agents), len(c.Gateway.Agents), len(ic.Agents))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 )
 
@@ -27,6 +28,10 @@ type Launcher struct {
 	// Suffix tells a second container of the agent (flockctl audit's)
 	// from its own: it ends the container's name. "" for the agent's.
 	Suffix string
+	// Bundle is a file bound read-only at its own path: the roots an
+	// agent granted secrets trusts (spec.SecretsCABundlePath), where its
+	// variables point. "" for none.
+	Bundle string
 }
 
 // UnitArgs is flock-agent's command line after its name in the unit of
@@ -66,6 +71,9 @@ func (l Launcher) args(inner []string) []string {
 	if l.Suffix != "" {
 		args = append(args, "--suffix="+l.Suffix)
 	}
+	if l.Bundle != "" {
+		args = append(args, "--bundle="+l.Bundle)
+	}
 	return append(append(args, "--"), inner...)
 }
 
@@ -88,6 +96,7 @@ func parseLauncher(args []string) (Launcher, []string, error) {
 	fs.StringVar(&l.Rootfs, "rootfs", "", "the root file system, a directory")
 	fs.StringVar(&l.Image, "image", "", "the root file system, an image in podman's local store")
 	fs.StringVar(&l.Suffix, "suffix", "", "ends the container's name (a second container of the agent)")
+	fs.StringVar(&l.Bundle, "bundle", "", "a file of trusted roots, bound read-only at its own path")
 	if err := fs.Parse(args[1:]); err != nil {
 		return l, nil, err
 	}
@@ -101,6 +110,8 @@ func parseLauncher(args []string) (Launcher, []string, error) {
 		return l, nil, fmt.Errorf("sandbox: --common=%q: want ro or rw", *common)
 	case *uid > 1<<32-1 || *gid > 1<<32-1 || *shared > 1<<32-1:
 		return l, nil, fmt.Errorf("sandbox: --uid, --gid and --shared-gid are 32-bit ids")
+	case l.Bundle != "" && !path.IsAbs(l.Bundle):
+		return l, nil, fmt.Errorf("sandbox: --bundle=%q is not an absolute path", l.Bundle)
 	}
 	l.UID, l.GID, l.SharedGID, l.CommonRW = uint32(*uid), uint32(*gid), uint32(*shared), *common == "rw"
 	return l, fs.Args(), nil
@@ -156,6 +167,9 @@ func (l Launcher) Config(a Agent, self string, inner []string) (Config, error) {
 			{Source: a.SharedDir, Dest: a.SharedDir, RW: l.CommonRW},
 		},
 		Argv: append([]string{AgentPath}, inner...),
+	}
+	if l.Bundle != "" {
+		c.Mounts = append(c.Mounts, Mount{Source: l.Bundle, Dest: l.Bundle, File: true})
 	}
 	return c, c.Validate()
 }

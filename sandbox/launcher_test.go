@@ -21,6 +21,7 @@ func TestUnitArgsRoundTrip(t *testing.T) {
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 2000000003, GID: 2000000003, SharedGID: 2000000000, Rootfs: "/var/lib/flock-rootfs/debian"}, []string{"task", "--", "/bin/tr", "a-z", "A-Z"}},
 		{Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 7, GID: 8, CommonRW: true, Image: "localhost/agent:1"}, nil},
 		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 1<<32 - 1, GID: 1, SharedGID: 2, Rootfs: "/r", Suffix: "-audit"}, []string{"exec", "--", "--level=process", "--"}},
+		{Launcher{Level: GVisor, Runtime: "/usr/local/bin/runsc", UID: 9, GID: 9, Rootfs: "/r", Bundle: "/etc/flock/ca-bundle.crt"}, []string{"task", "--", "/bin/true"}},
 		// Level process has no launcher: the unit runs inner itself.
 		{Launcher{Level: Process}, []string{"task", "--", "/bin/true"}},
 		{Launcher{Level: Process}, []string{"probe", `{"requests":[]}`}},
@@ -66,6 +67,7 @@ func TestReadUnitArgsNamesTheFlag(t *testing.T) {
 		{"common", replace(good, "--common=ro", "--common=yes"), `--common="yes"`},
 		{"uid", replace(good, "--uid=7", "--uid=-1"), "-uid"},
 		{"unknown flag", replace(good, "--uid=7", "--user=7"), "user"},
+		{"relative bundle", append(slices.Clone(good[:len(good)-1]), "--bundle=ca.crt", "--"), `--bundle="ca.crt" is not an absolute path`},
 	} {
 		_, _, err := parseLauncher(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -109,5 +111,27 @@ func TestLauncherConfigPassesTheAgentEnvironment(t *testing.T) {
 	a.Home = ""
 	if _, err := l.Config(a, "/x", nil); err == nil || !strings.Contains(err.Error(), "HOME") {
 		t.Errorf("no home: %v", err)
+	}
+}
+
+// The bundle of an agent granted secrets is bound read-only at its own
+// path, where its variables point; others bind nothing more.
+func TestLauncherConfigBindsTheBundle(t *testing.T) {
+	a := Agent{ID: 3, Home: "/srv/flock/agents/3", LogFile: "/srv/flock/logs/3.log", SharedDir: "/srv/flock/common", Cred: "/run/flock-agent/nats"}
+	for _, tc := range []struct {
+		bundle string
+		mounts int
+	}{{"", 3}, {"/etc/flock/ca-bundle.crt", 4}} {
+		l := Launcher{Level: Podman, Runtime: "/usr/bin/podman", UID: 9, GID: 9, Rootfs: "/r", Bundle: tc.bundle}
+		c, err := l.Config(a, "/usr/local/bin/flock-agent", []string{"task", "--", "cat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Mounts) != tc.mounts {
+			t.Fatalf("bundle %q: mounts %+v", tc.bundle, c.Mounts)
+		}
+		if m := c.Mounts[len(c.Mounts)-1]; tc.bundle != "" && (m != Mount{Source: tc.bundle, Dest: tc.bundle, File: true}) {
+			t.Errorf("the bundle's mount %+v: want read-only, at its own path", m)
+		}
 	}
 }

@@ -28,6 +28,7 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	a.Subjects.Subscribe = append([]string(nil), base.Subjects.Subscribe...)
 	a.Env = maps.Clone(base.Env)
 	a.Models = append([]Grant(nil), base.Models...)
+	a.Secrets = append([]string(nil), base.Secrets...)
 	if n, ok := fs["host"]; ok {
 		a.Host = w.hostRef(n, join(path, "host"))
 	}
@@ -75,6 +76,9 @@ func (w *walker) agentFields(fs map[string]*yaml.Node, path string, base Agent) 
 	}
 	if n, ok := fs["models"]; ok {
 		a.Models = w.models(n, join(path, "models"))
+	}
+	if n, ok := fs["secrets"]; ok {
+		a.Secrets = w.secretGrants(n, join(path, "secrets"))
 	}
 	if n, ok := fs["shares"]; ok {
 		a.Shares = w.shares(n, join(path, "shares"), a.Shares)
@@ -141,6 +145,7 @@ func (w *walker) agentRules(a Agent, path string) {
 	}
 	w.rootRules(a, path)
 	w.grantEnvRules(a, path)
+	w.secretGrantRules(a, path, w.secretList)
 	switch {
 	case !a.TaskBudget.Any():
 	case a.Role != RoleWorker:

@@ -7,14 +7,14 @@ import "github.com/flockrun/flock/modelapi"
 // names these in its fix). docs/spec.md documents exactly these, and its
 // test (reference_test.go) fails when the two differ.
 var (
-	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "defaults", "agents", "budgets"}
+	topKeys  = []string{"root", "uid_base", "bus", "hosts", "providers", "secrets", "defaults", "agents", "budgets"}
 	busKeys  = []string{"listen", "monitor", "metrics", "store_max", "max_deliveries", "cluster_port", "sync", "max_subscriptions", "max_pending", "send_rate", "connect_rate"}
 	hostKeys = []string{"name", "address"}
 	// providerKeys are one entry of providers:.
 	providerKeys = []string{"name", "kind", "url", "key_file", "ca_file", "prices"}
 	// agentKeys are the fields of one agent; defaults takes them all but
 	// id, and the count form (agents: {count: N}) count instead of id.
-	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "task_budget", "shares"}
+	agentKeys    = []string{"id", "host", "role", "level", "command", "exec", "rootfs", "image", "task_timeout", "max_output", "heartbeat", "limits", "common", "jit", "egress", "subjects", "env", "models", "secrets", "task_budget", "shares"}
 	defaultKeys  = agentKeys[1:]
 	countKeys    = append([]string{"count"}, agentKeys[1:]...)
 	limitKeys    = []string{"memory", "cpu", "tasks"}
@@ -23,6 +23,12 @@ var (
 	// grantKeys are the limits of one provider in an agent's models:, and
 	// what its requests may ask of the provider beyond the model.
 	grantKeys = []string{"requests_per_minute", "tokens_per_day", "tokens_per_month", "usd_per_day", "usd_per_month", "concurrent", "server_tools", "betas"}
+	// secretKeys are one entry of secrets:, injectKeys where it goes,
+	// rulesKeys and ruleKeys the requests it may carry.
+	secretKeys = []string{"name", "file", "hosts", "inject", "env", "rules"}
+	injectKeys = []string{"header", "prefix", "basic", "query"}
+	rulesKeys  = []string{"allow", "deny"}
+	ruleKeys   = []string{"methods", "path"}
 	// budgetKeys are one entry of budgets:.
 	budgetKeys = []string{"name", "agents", "roles", "tokens_per_day", "tokens_per_month", "usd_per_day", "usd_per_month"}
 )
@@ -50,6 +56,12 @@ func acceptedFields() []string {
 	add("agents[].shares.", shareKeys)
 	add("agents[].subjects.", subjectsKeys)
 	add("agents[].models.<provider>.", grantKeys)
+	add("secrets[].", secretKeys)
+	add("secrets[].inject.", injectKeys)
+	add("secrets[].inject.basic.", []string{"user"})
+	add("secrets[].rules.", rulesKeys)
+	add("secrets[].rules.allow[].", ruleKeys)
+	add("secrets[].rules.deny[].", ruleKeys)
 	add("budgets[].", budgetKeys)
 	return append(out, "agents.count")
 }

@@ -98,6 +98,10 @@ func (w *walker) flock(doc *yaml.Node) *Flock {
 	if n, ok := top["providers"]; ok {
 		f.Providers = w.providers(n, "providers", f.Root)
 	}
+	if n, ok := top["secrets"]; ok {
+		f.Secrets = w.secrets(n, "secrets", f.Root)
+		w.secretList = f.Secrets
+	}
 	defaults := builtinDefaults()
 	if n, ok := top["defaults"]; ok {
 		if fs, ok := w.fields(n, "defaults", defaultKeys...); ok {

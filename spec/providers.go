@@ -136,21 +136,9 @@ func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
 		if !ok {
 			continue
 		}
-		pr, good := Provider{}, true
-		if nn, given := fs["name"]; !given {
-			w.fail(join(p, "name"), "missing; name every provider, e.g. name: anthropic")
-			good = false
-		} else if s, ok := w.str(nn, join(p, "name"), "anthropic"); !ok {
-			good = false
-		} else if !providerNameRe.MatchString(s) {
-			w.fail(join(p, "name"), "%q is not a provider name; use lower-case letters, digits and -, at most 32, e.g. anthropic", s)
-			good = false
-		} else if j, dup := seen[s]; dup {
-			w.fail(join(p, "name"), "%q is already the name of providers[%d]; give every provider its own name", s, j)
-			good = false
-		} else {
-			seen[s], pr.Name = i, s
-		}
+		pr := Provider{}
+		name, good := w.itemName(fs, path, i, "provider", "anthropic", seen)
+		pr.Name = name
 		if kn, given := fs["kind"]; !given {
 			w.fail(join(p, "kind"), "missing; write kind: %s", modelapi.Choices())
 			good = false
@@ -184,6 +172,32 @@ func (w *walker) providers(n *yaml.Node, path, root string) []Provider {
 		}
 	}
 	return out
+}
+
+// itemName reads the name of item i of the list at path (providers,
+// secrets): lower-case letters, digits and -, at most 32, unique among
+// seen, which it records.
+func (w *walker) itemName(fs map[string]*yaml.Node, path string, i int, what, example string, seen map[string]int) (string, bool) {
+	p := join(index(path, i), "name")
+	nn, given := fs["name"]
+	if !given {
+		w.fail(p, "missing; name every %s, e.g. name: %s", what, example)
+		return "", false
+	}
+	s, ok := w.str(nn, p, example)
+	switch {
+	case !ok:
+		return "", false
+	case !providerNameRe.MatchString(s):
+		w.fail(p, "%q is not a %s name; use lower-case letters, digits and -, at most 32, e.g. %s", s, what, example)
+		return "", false
+	}
+	if j, dup := seen[s]; dup {
+		w.fail(p, "%q is already the name of %s; give every %s its own name", s, index(path, j), what)
+		return "", false
+	}
+	seen[s] = i
+	return s, true
 }
 
 // prices reads a provider's prices: a mapping of model ids (or their

@@ -36,19 +36,8 @@ func (f *Flock) ProviderFileProblems(c FileCheck, agents []Agent) Errors {
 			continue // not this host's to hold
 		}
 		if p.KeyFile != "" {
-			kp := join(path, "key_file")
-			fi, err := c.Stat(p.KeyFile)
-			switch {
-			case err != nil:
-				fail(kp, "%s: %v; write the provider's API key there, readable by root alone (install -m 600 -o root -g root /dev/stdin %s, then paste the key and press Ctrl-D)", p.KeyFile, unwrapPath(err), p.KeyFile)
-			case !fi.Mode().IsRegular():
-				fail(kp, "%s is not a regular file (%s); give the file that holds the key", p.KeyFile, fi.Mode().Type())
-			case ownerOf(fi) != 0:
-				fail(kp, "%s is owned by uid %d, who could read or replace the key; chown root:root %s", p.KeyFile, ownerOf(fi), p.KeyFile)
-			case fi.Mode().Perm()&0o077 != 0:
-				fail(kp, "%s is readable or writable by others (mode %04o), and any user of this host could copy the key; chmod 600 %s (systemd hands it to flock-proxy alone)", p.KeyFile, fi.Mode().Perm(), p.KeyFile)
-			case fi.Size() == 0:
-				fail(kp, "%s is empty; write the provider's API key in it", p.KeyFile)
+			if msg := rootOnlyProblem(c, p.KeyFile, "the provider's API key", "the key"); msg != "" {
+				fail(join(path, "key_file"), "%s", msg)
 			}
 		}
 		if p.CAFile != "" {
@@ -62,6 +51,27 @@ func (f *Flock) ProviderFileProblems(c FileCheck, agents []Agent) Errors {
 		}
 	}
 	return errs
+}
+
+// rootOnlyProblem says what is wrong with file as the home of a
+// credential ("" nothing): it must be a non-empty regular file of root's
+// that no one else may read or write. what names the credential in a fix
+// ("the provider's API key"), it in a reason ("the key").
+func rootOnlyProblem(c FileCheck, file, what, it string) string {
+	fi, err := c.Stat(file)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s: %v; write %s there, readable by root alone (install -m 600 -o root -g root /dev/stdin %s, then paste it and press Ctrl-D)", file, unwrapPath(err), what, file)
+	case !fi.Mode().IsRegular():
+		return fmt.Sprintf("%s is not a regular file (%s); give the file that holds %s", file, fi.Mode().Type(), it)
+	case ownerOf(fi) != 0:
+		return fmt.Sprintf("%s is owned by uid %d, who could read or replace %s; chown root:root %s", file, ownerOf(fi), it, file)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Sprintf("%s is readable or writable by others (mode %04o), and any user of this host could copy %s; chmod 600 %s (systemd hands it to flock-proxy alone)", file, fi.Mode().Perm(), it, file)
+	case fi.Size() == 0:
+		return fmt.Sprintf("%s is empty; write %s in it", file, what)
+	}
+	return ""
 }
 
 // unwrapPath is an os error without the path it repeats.

@@ -84,16 +84,7 @@ func TestProviderURLs(t *testing.T) {
 // refuses before it changes anything.
 func TestProviderFileProblems(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string, mode os.FileMode) string { return writeMode(t, dir, name, body, mode) }
 	good := write("good", "sk-ant-test\n", 0o600)
 	readable := write("readable", "sk-ant-test\n", 0o644)
 	empty := write("empty", "", 0o400)
@@ -172,4 +163,17 @@ agents:
 			t.Errorf("agent %d's task_budget: %+v, want %+v", id, a.TaskBudget, want)
 		}
 	}
+}
+
+// writeMode writes body to dir/name with exactly mode (the umask aside).
+func writeMode(t *testing.T, dir, name, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -88,6 +88,9 @@ type Flock struct {
 	// Providers are the model APIs agents may be granted (providers.go),
 	// in the spec's order.
 	Providers []Provider `json:",omitempty"`
+	// Secrets are the credentials agents may be granted (secrets.go), in
+	// the spec's order; their values are in their files, never here.
+	Secrets []Secret `json:",omitempty"`
 	// Budgets are what groups of agents may spend of every model API
 	// together (budgets.go), in the spec's order.
 	Budgets []Budget `json:",omitempty"`
@@ -197,6 +200,9 @@ type Agent struct {
 	// Models are the model APIs it may call through flock-proxy, with
 	// their limits, in the order written; an agent's replace the defaults'.
 	Models []Grant `json:",omitempty"`
+	// Secrets are the names of the secrets it is granted, in the order
+	// written; an agent's replace the defaults'.
+	Secrets []string `json:",omitempty"`
 	// TaskBudget is the most each task it takes may spend on models
 	// (workers only); a task's own budget can only lower it.
 	TaskBudget wire.TaskBudget `json:",omitempty"`

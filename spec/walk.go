@@ -21,6 +21,10 @@ type walker struct {
 	// granted them (providers.go); incomplete if one could not be read.
 	providerKinds       map[string]ProviderKind
 	providersIncomplete bool
+	// The spec's secrets, read before the agents granted them (secrets.go).
+	secretList        []Secret
+	secretNames       map[string]bool
+	secretsIncomplete bool
 }
 
 func (w *walker) fail(path, format string, args ...any) {

@@ -12,10 +12,14 @@ import (
 // name: Launcher.Suffix).
 func launcher(f *spec.Flock, a spec.Agent, o Options, suffix string) sandbox.Launcher {
 	uid := f.UID(a.ID)
+	bundle := ""
+	if a.HasSecrets() {
+		bundle = spec.SecretsCABundlePath // where its variables point (secretEnv)
+	}
 	return sandbox.Launcher{
 		Level: a.Level, Runtime: o.Runtimes.Path(a.Level),
 		UID: uid, GID: uid, SharedGID: f.UIDBase, CommonRW: a.Common == spec.AccessRW,
-		Rootfs: a.Rootfs, Image: a.Image, Suffix: suffix,
+		Rootfs: a.Rootfs, Image: a.Image, Suffix: suffix, Bundle: bundle,
 	}
 }
 

@@ -32,6 +32,15 @@ type Options struct {
 	// Runtimes are the contained levels' runtimes as found on the host;
 	// a level missing here has its driver's default.
 	Runtimes sandbox.Runtimes
+	// Placeholders are what each agent holds of the secrets it is
+	// granted (agent id -> secret name -> placeholder), drawn by root
+	// from the secrets' files and the placeholder key (plan.Placeholders).
+	// Not saved with a host's state: they are drawn on the host.
+	Placeholders map[int]map[string]string `json:"-"`
+	// SecretsDigest is of the secrets flock-proxy is handed
+	// (plan.SecretsDigest): its unit carries it, so a changed secret
+	// restarts the proxy and no agent.
+	SecretsDigest string `json:"-"`
 }
 
 // DefaultAgentBin is where `make install` puts flock-agent.
@@ -134,7 +143,7 @@ func forAgent(f *spec.Flock, a spec.Agent, o Options, lv unitLevel) Unit {
 			NKeyFile: CredentialPath, InboxPrefix: wire.Inbox(a.ID),
 			SharedDir: f.CommonDir(), LogFile: logFile, Home: dir,
 			Heartbeat: a.Heartbeat, TaskTimeout: a.TaskTimeout, MaxOutput: int(a.MaxOutput),
-			JIT: a.JIT, Extra: append(append(specEnv(a), proxyEnv(f, a)...), modelEnv(f, a)...),
+			JIT: a.JIT, Extra: slices.Concat(specEnv(a), proxyEnv(f, a), modelEnv(f, a), secretEnv(f, a, o.Placeholders[a.ID])),
 		}.Environ()},
 		// Its bus identity: its own seed, bound read-only where it reads
 		// it. Not LoadCredential=: each such unit mounts a directory in

@@ -21,7 +21,13 @@ func parse(t *testing.T, yaml string) *spec.Flock {
 	return f
 }
 
-const goldenSpec = `providers:
+const goldenSpec = `secrets:
+  - name: github
+    file: /etc/flock/secrets/github
+    hosts: ["api.github.com:443", "github.com:443"]
+    inject: {basic: {user: x-access-token}}
+    env: [GH_TOKEN, GITHUB_TOKEN]
+providers:
   - {name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: /etc/flock/keys/anthropic}
   - {name: corp, kind: anthropic, url: "https://llm.corp.example", key_file: /etc/flock/keys/corp}
   - {name: ollama, kind: openai, url: "http://127.0.0.1:11434/v1"}
@@ -65,7 +71,19 @@ agents:
       anthropic: {requests_per_minute: 60, tokens_per_day: 2M}
       corp: {}
       ollama: {concurrent: 2}
+  - id: 13
+    egress: ["api.github.com:443", "github.com:443"]
+    secrets: [github]
+  - id: 14
+    level: gvisor
+    rootfs: /var/lib/flock-rootfs/debian
+    egress: ["api.github.com:443", "github.com:443"]
+    secrets: [github]
 `
+
+// goldenPlaceholders are agent 13's; agent 14's are not drawn (its
+// unit holds PlaceholderUnknown).
+var goldenPlaceholders = map[int]map[string]string{13: {"github": "ghp_Xq3vTb0LmW9ZcKd2RpYs7NfHu4JaE1GoIt6e"}}
 
 // The property set of each level, as a reviewer reads it. Any change to
 // an agent's hardening shows in the diff of these files.
@@ -87,10 +105,14 @@ func TestPropertiesGolden(t *testing.T) {
 		{"agent-10-podman-jit-systemd252.golden", 10, 252},
 		{"agent-11-names-systemd252.golden", 11, 252},
 		{"agent-12-models-systemd252.golden", 12, 252},
+		// Granted a secret: its placeholder, and the bundle to trust
+		// (bound into the container at level gvisor).
+		{"agent-13-secrets-systemd252.golden", 13, 252},
+		{"agent-14-gvisor-secrets-systemd252.golden", 14, 252},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			a, _ := f.Agent(tc.id)
-			golden.Check(t, filepath.Join("testdata", tc.file), Render(ForAgent(f, a, Options{SystemdVersion: tc.version})))
+			golden.Check(t, filepath.Join("testdata", tc.file), Render(ForAgent(f, a, Options{SystemdVersion: tc.version, Placeholders: goldenPlaceholders})))
 		})
 	}
 }
@@ -98,10 +120,14 @@ func TestPropertiesGolden(t *testing.T) {
 // flock.service as a reviewer reads it.
 func TestBusServiceGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
-	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk")))
+	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ProxySecrets{})))
 	// With model APIs: their keys and CA as credentials of this unit alone.
-	golden.Check(t, filepath.Join("testdata", "flock-proxy-models.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk",
+	golden.Check(t, filepath.Join("testdata", "flock-proxy-models.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ProxySecrets{},
 		[2]string{"model-key-anthropic", "/etc/flock/keys/anthropic"}, [2]string{"model-ca-corp", "/etc/flock/keys/corp-ca.pem"}, [2]string{"model-key-corp", "/etc/flock/keys/corp"})))
+	// With secrets: their files and the CA as credentials, and the
+	// digest whose change restarts it.
+	golden.Check(t, filepath.Join("testdata", "flock-proxy-secrets.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk",
+		ProxySecrets{Creds: [][2]string{{"secret-github", "/etc/flock/secrets/github"}, {"secrets-ca", "/var/lib/flock/secrets/ca.pem"}}, Digest: "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"})))
 	// A multi-host flock's: the same, and the cluster's files as credentials.
 	golden.Check(t, filepath.Join("testdata", "flock-cluster.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json",
 		"/etc/flock/cluster/ca.crt", "/etc/flock/cluster/host.crt", "/etc/flock/cluster/host.key", "/etc/flock/cluster/route.password")))

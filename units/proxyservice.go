@@ -2,6 +2,7 @@ package units
 
 import (
 	"bytes"
+	"regexp"
 	"text/template"
 )
 
@@ -30,6 +31,12 @@ LoadCredential=nats:{{.Seed}}
 {{if .Creds}}# The model APIs' keys (and private CAs): root's files, handed to this
 # unit alone; no agent's unit, environment or files hold them.
 {{range .Creds}}LoadCredential={{index . 0}}:{{index . 1}}
+{{end}}{{end}}{{if .Secrets.Creds}}# The secrets' files and its CA's certificate and key: root's, handed to
+# this unit alone; agents hold placeholders, which it swaps for the
+# secrets. A digest of them (keyed: it tells nothing of them) is on the
+# next line, so a changed secret restarts this unit and no agent.
+# secrets {{.Secrets.Digest}}
+{{range .Secrets.Creds}}LoadCredential={{index . 0}}:{{index . 1}}
 {{end}}{{end}}# The model gateway's counts, kept across restarts and reboots.
 StateDirectory=flock-proxy
 ExecStart={{.Bin}} proxy --config {{.Config}} --nkey %d/nats
@@ -50,11 +57,31 @@ DevicePolicy=closed
 WantedBy=multi-user.target
 `))
 
+// ProxySecrets are the secrets flock-proxy.service is handed: their files
+// and its CA (credential name, path: spec.SecretCredential,
+// spec.SecretsCACredential), and a keyed digest of their contents.
+type ProxySecrets struct {
+	Creds  [][2]string
+	Digest string
+}
+
+// proxyDigestRe finds the digest the template writes.
+var proxyDigestRe = regexp.MustCompile(`(?m)^# secrets ([0-9a-f]*)$`)
+
+// ProxySecretsDigest is the digest of the secrets a flock-proxy.service
+// file says it was handed ("": none).
+func ProxySecretsDigest(file []byte) string {
+	if m := proxyDigestRe.FindSubmatch(file); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
 // ProxyService is the text of flock-proxy.service for a proxy reading
 // configPath and its bus seed at seed, run by the flockctl of build id
 // build ("" unknown); creds are the model APIs' files (credential name,
-// path) it is handed.
-func ProxyService(bin, build, configPath, seed string, creds ...[2]string) []byte {
+// path) it is handed, sec the secrets'.
+func ProxyService(bin, build, configPath, seed string, sec ProxySecrets, creds ...[2]string) []byte {
 	if bin == "" {
 		bin = DefaultFlockctlBin
 	}
@@ -62,7 +89,8 @@ func ProxyService(bin, build, configPath, seed string, creds ...[2]string) []byt
 	if err := proxyTemplate.Execute(&b, struct {
 		Bin, Build, Config, Seed string
 		Creds                    [][2]string
-	}{bin, build, configPath, seed, creds}); err != nil {
+		Secrets                  ProxySecrets
+	}{bin, build, configPath, seed, creds, sec}); err != nil {
 		panic(err) // the template and its strings cannot fail
 	}
 	return b.Bytes()

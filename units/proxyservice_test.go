@@ -26,7 +26,7 @@ func TestServiceExposure(t *testing.T) {
 		max     float64
 		without []string // lines that would break what the unit does
 	}{
-		{ProxyUnit, ProxyService("", "", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk"), 2.0, []string{"PrivateUsers="}},
+		{ProxyUnit, ProxyService("", "", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ProxySecrets{}), 2.0, []string{"PrivateUsers="}},
 		{"flock-counters@1.service", CountersService(""), 1.3, []string{"PrivateUsers=", "PrivateNetwork="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -164,8 +164,13 @@ func auditAgents(ctx context.Context, ids []int) (audit.Report, error) {
 	if err != nil {
 		return audit.Report{}, err
 	}
+	// The granted secrets: what each agent granted one must find nowhere.
+	held, err := audit.ReadSecrets(f, f.On(w.site.Host))
+	if err != nil {
+		return audit.Report{}, err
+	}
 	host := audit.Host{
-		Units: s.host.Units, Options: s.opts, OutDir: auditDir, ModelKeys: keys,
+		Units: s.host.Units, Options: s.opts, OutDir: auditDir, ModelKeys: keys, Secrets: held,
 		ReadOutput: os.ReadFile,
 		Control:    func(reqs []probe.Request) []probe.Result { return probe.RunAll(reqs, probe.ControlTimeout) },
 		Explain: func(ctx context.Context, id int) (explain.Report, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
@@ -73,7 +74,7 @@ func openHost(ctx context.Context, secret []byte) (h plan.Host, uo units.Options
 	}
 	b := bus.NewSystem()
 	b.Secret = secret
-	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem()}
+	h = plan.Host{Users: users.NewHost(), Units: m, Firewall: netpolicy.New(), Bus: b, Proxy: proxy.NewSystem(), Secrets: creds.NewMaterialStore()}
 	return h, uo, m.Close, nil
 }
 
@@ -130,6 +131,11 @@ func setUp(ctx context.Context, f *spec.Flock, w where, observe bool) (*onHost, 
 	if err != nil {
 		return nil, err
 	}
+	// What the units and the proxy hold of the secrets, drawn as root.
+	if uo.Placeholders, uo.SecretsDigest, err = plan.DrawSecrets(ctx, h.Secrets, f, f.On(w.site.Host), w.makeKey); err != nil {
+		closeHost()
+		return nil, fmt.Errorf("the secrets' placeholder key: %w", err)
+	}
 	s := &onHost{host: h, opts: uo, want: plan.Build(f, w.site, uo), close: closeHost}
 	if !observe {
 		return s, nil
@@ -144,12 +150,13 @@ func setUp(ctx context.Context, f *spec.Flock, w where, observe bool) (*onHost, 
 
 // setUpInstalled is setUp, observed, of f on the host the installed bus
 // config records (else the one whose address this machine has): what
-// status shows and reconcile re-applies.
-func setUpInstalled(ctx context.Context, f *spec.Flock) (*onHost, error) {
+// status shows and reconcile re-applies (makeKey: reconcile's).
+func setUpInstalled(ctx context.Context, f *spec.Flock, makeKey bool) (*onHost, error) {
 	w, err := whereFor(f, "", true)
 	if err != nil {
 		return nil, err
 	}
+	w.makeKey = makeKey
 	return setUp(ctx, f, w, true)
 }
 

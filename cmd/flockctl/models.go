@@ -7,12 +7,14 @@ import (
 	"github.com/flockrun/flock/spec"
 )
 
-// providerFiles refuses a spec whose granted providers' key or CA files
-// this host lacks or leaves readable by others, each problem with its
-// field and its fix (as a spec's own problems are), before anything
-// changes. file names the spec in the lines ("" for --agents).
-func providerFiles(f *spec.Flock, agents []spec.Agent, file string) error {
-	errs := f.ProviderFileProblems(spec.FileCheck{Stat: os.Stat, ReadFile: os.ReadFile}, agents)
+// rootFiles refuses a spec whose granted providers' key or CA files, or
+// granted secrets' files, this host lacks or leaves readable by others,
+// each problem with its field and its fix (as a spec's own problems
+// are), before anything changes. file names the spec in the lines (""
+// for --agents).
+func rootFiles(f *spec.Flock, agents []spec.Agent, file string) error {
+	check := spec.FileCheck{Stat: os.Stat, ReadFile: os.ReadFile}
+	errs := append(f.ProviderFileProblems(check, agents), f.SecretFileProblems(check, agents)...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -69,6 +69,8 @@ func runProvision(ctx context.Context, o provisionOpts) error {
 		defer unlock()
 	}
 	start := time.Now()
+	// The placeholders the units hold are drawn from a key made once.
+	w.makeKey = !o.dryRun
 	s, err := setUp(ctx, f, w, true)
 	if err != nil {
 		return err
@@ -141,8 +143,9 @@ func provisionable(o provisionOpts) (*spec.Flock, where, error) {
 	if err := runtimesFor(f.On(w.site.Host), sandbox.HostRuntimes()); err != nil && !o.dryRun {
 		return nil, where{}, err
 	}
-	// The providers' key files: refused here, dry run or not.
-	if err := providerFiles(f, f.On(w.site.Host), o.file); err != nil {
+	// The providers' key files and the secrets': refused here, dry run
+	// or not.
+	if err := rootFiles(f, f.On(w.site.Host), o.file); err != nil {
 		return nil, where{}, err
 	}
 	return f, w, nil

@@ -92,7 +92,7 @@ func openReader(ctx context.Context) (h plan.Host, uo units.Options, close func(
 // it says once on errOut.
 func setUpRead(ctx context.Context, f *spec.Flock, reader bool, errOut io.Writer) (*onHost, error) {
 	if !reader {
-		return setUpInstalled(ctx, f)
+		return setUpInstalled(ctx, f, false)
 	}
 	h, uo, closeHost, err := openReader(ctx)
 	if err != nil {

@@ -49,7 +49,7 @@ func runReconcile(ctx context.Context, o stdio) error {
 		return nil
 	}
 	defer unlock()
-	s, err := setUpInstalled(ctx, f)
+	s, err := setUpInstalled(ctx, f, true)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ import (
 type where struct {
 	site   plan.Site
 	secret []byte
+	// makeKey: setUp makes the secrets' placeholder key when it is
+	// missing (provision, reconcile: what changes the host).
+	makeKey bool
 }
 
 // hostFlagHelp is --host's help, the same on every verb that takes it.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flockrun/flock/bus"
+	"github.com/flockrun/flock/creds"
 	"github.com/flockrun/flock/netpolicy"
 	"github.com/flockrun/flock/plan"
 	"github.com/flockrun/flock/proxy"
@@ -24,6 +25,7 @@ type Fakes struct {
 	Firewall *netpolicy.Fake
 	Bus      *bus.FakeHost
 	Proxy    *proxy.Fake
+	Secrets  *creds.MaterialFake
 }
 
 // Provisioned is a host of new fakes on which f was planned and applied
@@ -32,8 +34,9 @@ type Fakes struct {
 func Provisioned(t testing.TB, f *spec.Flock) (plan.Host, Fakes) {
 	t.Helper()
 	ctx := context.Background()
-	fk := Fakes{Users: users.NewFake(), Units: units.NewFake(), Firewall: netpolicy.NewFake(), Bus: bus.NewFakeHost(), Proxy: &proxy.Fake{}}
-	h := plan.Host{Users: fk.Users, Units: fk.Units, Firewall: fk.Firewall, Bus: fk.Bus, Proxy: fk.Proxy}
+	fk := Fakes{Users: users.NewFake(), Units: units.NewFake(), Firewall: netpolicy.NewFake(), Bus: bus.NewFakeHost(), Proxy: &proxy.Fake{},
+		Secrets: creds.NewMaterialFake(map[string][]byte{})}
+	h := plan.Host{Users: fk.Users, Units: fk.Units, Firewall: fk.Firewall, Bus: fk.Bus, Proxy: fk.Proxy, Secrets: fk.Secrets}
 	d := plan.Build(f, plan.Site{}, units.Options{})
 	have, err := plan.Observe(ctx, h, d)
 	if err != nil {

@@ -93,6 +93,20 @@ var RuntimesTier = Tier{Name: "system, real agents (node, npm, a JDK, python3)",
 		"jdk.compiler", "java", "--list-modules"),
 }}
 
+// SecretsTier is the clients whose secrets flock-proxy swaps, run from
+// inside an agent: git (and its http-backend, the stand-in's server),
+// gh, curl, CPython's requests, and Node with npm (undici's fetch, from
+// the npm registry).
+var SecretsTier = Tier{Name: "system, secrets (git, gh, curl, python3-requests, node, npm)", Needs: []tier.Need{
+	tier.Program("git", "git"),
+	tier.Program("gh", "gh"),
+	tier.Program("curl", "curl"),
+	tier.Prints("CPython's requests (/usr/bin/python3, as the agents run it)", "apt-get install python3-requests; make deps does",
+		"requests ok", "/usr/bin/python3", "-c", "import requests; print('requests ok')"),
+	tier.Program("node", "nodejs"),
+	tier.Program("npm", "npm"),
+}}
+
 // HostsTier is several machines on a private network with sshd
 // (BootHosts): ip for the namespaces, bridge and veths, the host's sshd
 // for the machines (never run on the host itself: make deps-sshd), and
@@ -157,7 +171,7 @@ var mirrorNeed = tier.Check("a Debian mirror in the host's apt sources", "add on
 	func() error { _, err := debianMirror(); return err })
 
 // Tiers are every tier that needs more than Go, for the preflight.
-var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, AnsibleTier, VagrantTier, VMTier, FreshTier, PackageTier}
+var Tiers = []Tier{NspawnTier, HostsTier, ClusterTier, BusTier, MetricsTier, LevelsTier, RuntimesTier, SecretsTier, AnsibleTier, VagrantTier, VMTier, FreshTier, PackageTier}
 
 // PackageTier builds the Debian package (make deb: Go, and nfpm and
 // go-licenses through the Go module proxy) and checks it as Debian does

@@ -15,6 +15,9 @@
 //	probe first-heartbeat -agent ID -- ARGV...
 //	                     as the operator, the milliseconds from starting
 //	                     ARGV to agent ID's first heartbeat
+//	probe secrets-serve ADDR CA_DIR GIT_ROOT GITHUB_FILE REST_FILE
+//	                     as root, the stand-ins of the APIs secrets are
+//	                     for: git's smart HTTP, GitHub's API, a REST API
 //	probe cgroup [-for D] [-every D] DIR...
 //	                     sample cgroups (peaks, events, CPU used) and print
 //	                     what they did as JSON
@@ -64,8 +67,9 @@ func main() {
 		}
 		out, _ := json.Marshal(probe.Run(req, req.Within(attemptTimeout)))
 		fmt.Println(string(out))
-	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve", "standin-serve":
-		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe, "standin-serve": standinServe}[os.Args[1]]
+	case "heartbeats", "cgroup", "first-heartbeat", "tls-serve", "echo-serve", "standin-serve", "secrets-serve":
+		sub := map[string]func([]string) error{"heartbeats": heartbeats, "cgroup": cgroupWatch, "first-heartbeat": firstHeartbeat, "tls-serve": tlsServe, "echo-serve": echoServe,
+			"standin-serve": standinServe, "secrets-serve": secretsServe}[os.Args[1]]
 		if err := sub(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "probe "+os.Args[1]+":", err)
 			os.Exit(1)
@@ -76,7 +80,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR | probe standin-serve ADDR (CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE GEMINI_KEY_FILE | -)")
+	fmt.Fprintln(os.Stderr, "usage: probe serve | probe attempt JSON | probe heartbeats -agent ID -out FILE | probe first-heartbeat -agent ID -- ARGV | probe cgroup [-for D] DIR... | probe tls-serve ADDR | probe echo-serve ADDR | probe standin-serve ADDR (CA_DIR ANTHROPIC_KEY_FILE OPENAI_KEY_FILE GEMINI_KEY_FILE | -) | probe secrets-serve ADDR CA_DIR GIT_ROOT GITHUB_FILE REST_FILE")
 	os.Exit(2)
 }
 

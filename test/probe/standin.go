@@ -47,27 +47,42 @@ func standinServe(args []string) error {
 		}
 		keys[i] = strings.TrimSpace(string(b))
 	}
-	ca, caKey, err := testCA(args[1])
+	cert, err := caLeaf(args[1], "api.model.test", "*.model.test")
 	if err != nil {
 		return err
+	}
+	return serveTLS(args[0], cert, standinMux(&standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1], GeminiKey: keys[2]}))
+}
+
+// caLeaf is a server certificate for names (and 127.0.0.1), signed by
+// the test CA in dir (testCA), valid for two days.
+func caLeaf(dir, cn string, names ...string) (tls.Certificate, error) {
+	ca, caKey, err := testCA(dir)
+	if err != nil {
+		return tls.Certificate{}, err
 	}
 	now := time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return tls.Certificate{}, err
 	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.model.test"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), DNSNames: []string{"*.model.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), DNSNames: names, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return err
+		return tls.Certificate{}, err
 	}
-	ln, err := net.Listen("tcp", args[0])
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// serveTLS serves h on addr with cert, HTTP/2 and HTTP/1.1.
+func serveTLS(addr string, cert tls.Certificate, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: standinMux(&standin.Server{AnthropicKey: keys[0], OpenAIKey: keys[1], GeminiKey: keys[2]}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}
+	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	return srv.ServeTLS(ln, "", "")
 }
 

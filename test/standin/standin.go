@@ -18,6 +18,9 @@
 // that many events, as a provider that fails mid-answer), X-Standin-Flush
 // (flush every that many events, for a stream as fast as the wire: a
 // benchmark's throughput; default every event, as the APIs do).
+//
+// Secrets stands in for the other APIs an agent's secrets are for (git's
+// smart HTTP, GitHub's API, a REST API), each wanting its real secret.
 package standin
 
 import (

@@ -1,0 +1,144 @@
+package plan
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/proxy"
+	"github.com/flockrun/flock/secrets"
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+)
+
+// The secrets' side of a plan (docs/secrets.md). Root reads the
+// placeholder key and the secrets' files (creds.Material) before Build;
+// what is drawn from them (each agent's placeholders, a digest of the
+// values) reaches Build in units.Options, never the values themselves.
+
+// SecretsPaths are the secrets' material on a host: what deprovision
+// --all --purge removes (the operator's secret files are theirs).
+var SecretsPaths = []string{spec.SecretsDir, spec.SecretsCACertPath, spec.SecretsCABundlePath}
+
+// GrantedSecrets are the secrets of f granted to agents, in the spec's
+// order: what their host's flock-proxy is handed.
+func GrantedSecrets(f *spec.Flock, agents []spec.Agent) []spec.Secret {
+	var out []spec.Secret
+	for _, s := range f.Secrets {
+		if slices.ContainsFunc(agents, func(a spec.Agent) bool { return slices.Contains(a.Secrets, s.Name) }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Placeholders draws each agent's placeholder of each secret it is
+// granted, from the secret's value (values: name -> value, secrets.Value)
+// and the placeholder key (spec.PlaceholderLabel): the same at every
+// provision while neither changes. A secret without a value is left out
+// (its unit holds units.PlaceholderUnknown). Pure.
+func Placeholders(agents []spec.Agent, key []byte, values map[string][]byte) map[int]map[string]string {
+	out := map[int]map[string]string{}
+	for _, a := range agents {
+		for _, name := range a.Secrets {
+			v, ok := values[name]
+			if !ok {
+				continue
+			}
+			if out[a.ID] == nil {
+				out[a.ID] = map[string]string{}
+			}
+			out[a.ID][name] = secrets.Placeholder(v, secrets.Stream(key, spec.PlaceholderLabel(a.ID, name)))
+		}
+	}
+	return out
+}
+
+// SecretsDigest is HMAC-SHA256, keyed with the placeholder key, of the
+// values (name -> value) in name order, hex: it changes when a value
+// does and tells nothing of them. flock-proxy.service carries it. Pure.
+func SecretsDigest(key []byte, values map[string][]byte) string {
+	mac := hmac.New(sha256.New, key)
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		for _, part := range [][]byte{[]byte(name), values[name]} {
+			mac.Write(binary.BigEndian.AppendUint64(nil, uint64(len(part))))
+			mac.Write(part)
+		}
+	}
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// DrawSecrets is what units.Options carry of the secrets granted to
+// agents (this host's), read through m as root: each agent's
+// placeholders and the digest of the values. With create a missing
+// placeholder key is made (provision, reconcile); without, there are no
+// placeholders until one is (their units hold units.PlaceholderUnknown).
+// A secret file that cannot be read is left out: provision refuses it
+// before (spec.SecretFileProblems), and elsewhere its agents' units show
+// the drift.
+func DrawSecrets(ctx context.Context, m creds.Material, f *spec.Flock, agents []spec.Agent, create bool) (map[int]map[string]string, string, error) {
+	granted := GrantedSecrets(f, agents)
+	if len(granted) == 0 || m == nil {
+		return nil, "", nil
+	}
+	key, err := m.Key(ctx, create)
+	if err != nil || key == nil {
+		return nil, "", err
+	}
+	values := map[string][]byte{}
+	for _, s := range granted {
+		// As flock-proxy reads it (secrets.Value), so the placeholder has
+		// the length of what is swapped in.
+		if b, err := m.Secret(ctx, s.File); err == nil {
+			if v, err := secrets.Value(b); err == nil {
+				values[s.Name] = v
+			}
+		}
+	}
+	return Placeholders(agents, key, values), SecretsDigest(key, values), nil
+}
+
+// proxySecrets are what flock-proxy.service is handed for the secrets of
+// the agents: each granted secret's file and the CA, with digest.
+func proxySecrets(f *spec.Flock, agents []spec.Agent, digest string) units.ProxySecrets {
+	granted := GrantedSecrets(f, agents)
+	if len(granted) == 0 {
+		return units.ProxySecrets{}
+	}
+	ps := units.ProxySecrets{Digest: digest}
+	for _, s := range granted {
+		ps.Creds = append(ps.Creds, [2]string{spec.SecretCredential(s.Name), s.File})
+	}
+	ps.Creds = append(ps.Creds, [2]string{spec.SecretsCACredential, spec.SecretsCAPath})
+	return ps
+}
+
+// proxyConfig is flock-proxy's config for here (this host's part of a
+// flock): proxy.ConfigFor, and each agent's placeholders by uid.
+func proxyConfig(here *spec.Flock, placeholders map[int]map[string]string) proxy.Config {
+	pc := proxy.ConfigFor(here)
+	for _, a := range here.Agents {
+		if ps, ok := placeholders[a.ID]; ok && a.HasSecrets() {
+			if pc.Placeholders == nil {
+				pc.Placeholders = map[uint32]map[string]string{}
+			}
+			pc.Placeholders[here.UID(a.ID)] = ps
+		}
+	}
+	return pc
+}
+
+// materialWhy says what is wrong with the material, path by path.
+func materialWhy(problems map[string]string) string {
+	var parts []string
+	for _, p := range sortedKeys(problems) {
+		parts = append(parts, p+" "+problems[p])
+	}
+	return strings.Join(parts, "; ")
+}

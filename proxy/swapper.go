@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flockrun/flock/secrets"
+)
+
+// interception is one intercepted connection's requests: who sent them,
+// where they go, the secrets they may carry, and the transport that
+// carries them upstream. The transport is the connection's own: the
+// addresses it dials are those the policy allowed this agent (another
+// agent's address rules may differ), and it closes with it.
+type interception struct {
+	s     *Server
+	agent int
+	uid   uint32
+	t     Target
+	b     secrets.Bindings
+	tr    *http.Transport
+	rp    *httputil.ReverseProxy
+
+	mu       sync.Mutex
+	closing  bool
+	handlers sync.WaitGroup
+
+	requests, carried, refused atomic.Int64
+}
+
+var discardLog = log.New(io.Discard, "", 0)
+
+func (s *Server) newInterception(rec *Record, t Target, addrs []netip.Addr, roots *x509.CertPool, b secrets.Bindings) *interception {
+	in := &interception{s: s, agent: rec.Agent, uid: rec.UID, t: t, b: b}
+	in.tr = &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			err := errors.New("no address")
+			for _, a := range addrs {
+				var c net.Conn
+				if c, err = s.dial(ctx, netip.AddrPortFrom(a, t.Port).String()); err == nil {
+					return c, nil
+				}
+			}
+			return nil, err
+		},
+		TLSClientConfig:       &tls.Config{RootCAs: roots, ServerName: t.Host, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		MaxConnsPerHost:       upstreamConns,
+		MaxIdleConnsPerHost:   upstreamConns,
+		IdleConnTimeout:       max(s.idle(), 0),
+		TLSHandshakeTimeout:   s.timeout(),
+		ExpectContinueTimeout: time.Second,
+	}
+	in.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", t.String()
+			// The transport asks for gzip and reads the answer decoded,
+			// so that a secret echoed in it is found (Unswap); the agent
+			// gets it plain.
+			pr.Out.Header.Del("Accept-Encoding")
+		},
+		Transport:      in.tr,
+		ModifyResponse: in.unswap,
+		ErrorHandler:   in.upstreamFailed,
+		ErrorLog:       discardLog,
+	}
+	return in
+}
+
+// ServeHTTP swaps the request's placeholders and carries it upstream, or
+// refuses it.
+func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !in.enter() {
+		return
+	}
+	defer in.handlers.Done()
+	in.requests.Add(1)
+	if line := in.misdirected(r); line != "" {
+		answer(w, http.StatusMisdirectedRequest, line)
+		return
+	}
+	out, err := secrets.Swap(r, in.b, in.t.String())
+	if ref := (*secrets.Refusal)(nil); errors.As(err, &ref) {
+		in.refuse(w, ref)
+		return
+	} else if err != nil {
+		answer(w, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: refused: %v", in.agent, err))
+		return
+	}
+	if carried := append(out.Swapped, out.Injected...); len(carried) > 0 {
+		in.carried.Add(1)
+		for _, name := range carried {
+			in.s.secretCounts.swapped(in.agent, name)
+		}
+	}
+	in.rp.ServeHTTP(w, r)
+}
+
+// misdirected says why r is not for the host the connection was opened
+// to ("": it is): a Host another name would send the secret to whoever
+// serves that name behind the same address.
+func (in *interception) misdirected(r *http.Request) string {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	if strings.EqualFold(host, in.t.Host) && (port == "" || port == strconv.Itoa(int(in.t.Port))) {
+		return ""
+	}
+	return fmt.Sprintf("flock proxy: agent %d: refused: a request for %s on a connection to %s; open a connection to that host", in.agent, oneLine(r.Host), in.t)
+}
+
+// refuse answers 403 naming the secret, the host and the rule (never the
+// secret's value), and counts and records it.
+func (in *interception) refuse(w http.ResponseWriter, ref *secrets.Refusal) {
+	in.refused.Add(1)
+	reason, fix := ReasonSecretRule, fmt.Sprintf(" (secrets[name=%s].rules)", ref.Secret)
+	if errors.Is(ref, secrets.ErrUnboundHost) {
+		reason, fix = ReasonSecretUnbound, fmt.Sprintf(" (secrets[name=%s].hosts)", ref.Secret)
+	}
+	in.s.secretCounts.refusedOne(in.agent, ref.Secret, reason)
+	if in.s.Record != nil {
+		in.s.Record(Record{Agent: in.agent, UID: in.uid, Name: in.t.Host, Port: in.t.Port, Reason: reason, Detail: ref.Error()})
+	}
+	answer(w, http.StatusForbidden, fmt.Sprintf("flock proxy: agent %d: refused: %s%s", in.agent, ref.Error(), fix))
+}
+
+// unswap gives the agent the answer with each secret back as its
+// placeholder: in the headers, the body (as it streams) and the
+// trailers. A protocol switched to (a WebSocket) is carried as it is.
+func (in *interception) unswap(res *http.Response) error {
+	secrets.UnswapHeader(res.Header, in.b)
+	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil {
+		res.Body = &unswapped{Reader: secrets.Unswap(res.Body, in.b), body: res.Body, res: res, b: in.b}
+	}
+	return nil
+}
+
+// unswapped is an answer's body read through Unswap; closed, its
+// trailers (known once it is read) are unswapped too.
+type unswapped struct {
+	io.Reader
+	body io.Closer
+	res  *http.Response
+	b    secrets.Bindings
+}
+
+func (u *unswapped) Close() error {
+	err := u.body.Close()
+	secrets.UnswapHeader(u.res.Trailer, u.b)
+	return err
+}
+
+// upstreamFailed answers 502 saying why, with any secret in the error
+// put back as its placeholder.
+func (in *interception) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	h := http.Header{"E": {err.Error()}}
+	secrets.UnswapHeader(h, in.b)
+	answer(w, http.StatusBadGateway, fmt.Sprintf("flock proxy: agent %d: %s: %s", in.agent, in.t, oneLine(h.Get("E"))))
+}
+
+// enter counts a handler in, unless the connection is done.
+func (in *interception) enter() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closing {
+		return false
+	}
+	in.handlers.Add(1)
+	return true
+}
+
+// wait lets no handler in and waits for those running (an HTTP/2
+// connection's may outlive it; a WebSocket's runs past its hijack).
+func (in *interception) wait() {
+	in.mu.Lock()
+	in.closing = true
+	in.mu.Unlock()
+	in.handlers.Wait()
+}
+
+// summary is the connection's record's detail.
+func (in *interception) summary() string {
+	names := make([]string, len(in.b))
+	for i, x := range in.b {
+		names[i] = x.Name
+	}
+	return fmt.Sprintf("intercepted for secrets %s: %d requests, %d carrying a secret, %d refused",
+		strings.Join(names, ", "), in.requests.Load(), in.carried.Load(), in.refused.Load())
+}
+
+// answer is a one-line answer of the proxy's own.
+func answer(w http.ResponseWriter, status int, line string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, line+"\n")
+}
