@@ -117,7 +117,13 @@ func assertConverged(t *testing.T, m *harness.Machine, ids []int, when string) {
 	if again := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.HasPrefix(again, "nothing to do") {
 		t.Errorf("%s: not converged, a further provision plans:\n%s", when, again)
 	}
-	want := map[string]bool{"operator": true}
+	// The flock's own identities beside the agents': the operator's and
+	// the readers' (flock-readers).
+	own := []string{"operator", "reader"}
+	want := map[string]bool{}
+	for _, c := range own {
+		want[c] = true
+	}
 	for _, id := range ids {
 		want[fmt.Sprintf("flock-%d", id)] = true
 	}
@@ -144,8 +150,8 @@ func assertConverged(t *testing.T, m *harness.Machine, ids []int, when string) {
 			t.Errorf("%s: orphan credential %s", when, c)
 		}
 	}
-	if n := len(have); n != 3*len(ids)+1 {
+	if n := len(have); n != 3*len(ids)+len(own) {
 		sort.Strings(have)
-		t.Errorf("%s: want %d users, units and credentials (and the operator's), have %d: %v", when, 3*len(ids)+1, n, have)
+		t.Errorf("%s: want %d users, units and credentials (and %s's credentials), have %d: %v", when, 3*len(ids)+len(own), strings.Join(own, " and "), n, have)
 	}
 }
