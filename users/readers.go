@@ -11,6 +11,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/internal/fsutil"
 	"github.com/flockrun/flock/spec"
 )
 
@@ -111,8 +112,6 @@ func (s *System) RemoveReaders(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing %s: %w", path, err)
-	}
-	return nil
+	// Its directory too, left empty, as RemoveAll leaves flock.conf's.
+	return fsutil.RemoveWithDir(path)
 }
