@@ -27,7 +27,10 @@ import (
 //
 // Tier: root + VM (qemu, harness.BootVMWith).
 func TestVMPackage(t *testing.T) {
-	t.Parallel() // as many VMs at once as -parallel allows (Makefile: VM_PARALLEL)
+	// Not parallel, so it runs first in the VM tier: run last (about
+	// 21 minutes in, beside the system tier's Claude Code and Node
+	// tests), its VM twice stopped answering ssh during provision in CI,
+	// and never alone; the cause is not found yet.
 	if testing.Short() {
 		t.Skip("boots a qemu VM: not with -short")
 	}
