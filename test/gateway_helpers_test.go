@@ -117,13 +117,32 @@ func openUp(t *testing.T, dir string) {
 // every level.
 func modelRootfsFrom(t *testing.T, clients string) string {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "model-rootfs")
+	return rootfsWith(t, "model-rootfs", []string{"/usr/bin/node", "/bin/bash", filepath.Join(clients, strings.TrimPrefix(claudeBin, modelsDir))},
+		map[string]string{clients: modelsDir})
+}
+
+// rootfsWith is a container level's root file system named name: progs
+// with the libraries they link (a program under one of trees' host
+// directories is linked with its tree), busybox for every other tool, and
+// each tree (host directory: its path in the root file system) linked at
+// its path, so one spec line serves every level.
+func rootfsWith(t *testing.T, name string, progs []string, trees map[string]string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), name)
 	for _, d := range []string{"bin", "usr/bin", "tmp", "proc", "dev", "sys", "run", "etc"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, prog := range []string{"/usr/bin/node", "/bin/bash", filepath.Join(clients, strings.TrimPrefix(claudeBin, modelsDir))} {
+	inTree := func(f string) bool {
+		for dir := range trees {
+			if strings.HasPrefix(f, dir+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, prog := range progs {
 		real, err := filepath.EvalSymlinks(prog)
 		if err != nil {
 			t.Fatal(err)
@@ -137,12 +156,12 @@ func modelRootfsFrom(t *testing.T, clients string) string {
 			files = append(files, m[1])
 		}
 		for _, f := range files {
-			dst := filepath.Join(root, f)
-			if f == real && strings.HasPrefix(prog, "/") && !strings.HasPrefix(prog, clients) {
-				dst = filepath.Join(root, prog)
+			if inTree(f) {
+				continue // linked with its tree below
 			}
-			if strings.HasPrefix(f, clients) {
-				continue // linked with the clients below
+			dst := filepath.Join(root, f)
+			if f == real {
+				dst = filepath.Join(root, prog)
 			}
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				t.Fatal(err)
@@ -168,12 +187,22 @@ func modelRootfsFrom(t *testing.T, clients string) string {
 	if err := os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/:/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The clients, linked (the same file system as the test's temp dir).
-	if err := filepath.WalkDir(clients, func(p string, d fs.DirEntry, err error) error {
+	for host, at := range trees {
+		linkTree(t, host, filepath.Join(root, at))
+	}
+	openUp(t, root)
+	return root
+}
+
+// linkTree links every file under from at the same place under to (the
+// same file system as the test's temp dir; a copy where it is not).
+func linkTree(t *testing.T, from, to string) {
+	t.Helper()
+	if err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		dst := filepath.Join(root, modelsDir, strings.TrimPrefix(p, clients))
+		dst := filepath.Join(to, strings.TrimPrefix(p, from))
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(dst, 0o755)
@@ -191,8 +220,6 @@ func modelRootfsFrom(t *testing.T, clients string) string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	openUp(t, root)
-	return root
 }
 
 // modelUpstream starts the stand-in (probe standin-serve) at

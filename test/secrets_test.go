@@ -10,7 +10,11 @@ package test
 // alone. Then what is refused: a request outside the rules, a
 // placeholder toward a host its secret is not bound to, another agent
 // with a placeholder it read; and the secret in no unit, environment,
-// file or journal an agent can read.
+// file or journal an agent can read. The same from inside agents at
+// level podman and gvisor (curl and Node's fetch in a root file system of
+// their own), and from a Claude Code worker whose Bash tool commits and
+// pushes (its model the gateway's stand-in, which has Bash run the task's
+// command).
 
 import (
 	"encoding/json"
@@ -33,15 +37,20 @@ const (
 	secretsGitRoot = "/var/lib/flock-test/git"
 	secretsRepo    = secretsGitRoot + "/acme/repo.git"
 	nodeClientDir  = "/opt/flock-node-agent" // examples/node-agent, for its undici
+	secretsRootfs  = "/var/lib/flock-test/secrets-rootfs"
 )
 
 // secretsSpec: agent 1 is a shell worker (the task is its script, run in
 // its unit) granted both secrets, reaching their hosts and one bound to
-// neither; agent 2 a shell worker reaching the same hosts, granted none.
+// neither; agent 2 a shell worker reaching the same hosts, granted none;
+// agents 3 and 4 shell workers at level podman and gvisor granted rest;
+// agent 5 Claude Code granted github, its model the stand-in's.
 // github is a GitHub token for git (Basic auth) and gh (an Enterprise
 // host: GH_HOST); rest a REST API's bearer token, with rules.
 const secretsSpec = `defaults:
   heartbeat: 2s
+providers:
+  - {name: anthropic, kind: anthropic, url: "https://` + modelUpName + `", key_file: /etc/flock/keys/anthropic, ca_file: ` + modelCADir + `/ca.pem}
 secrets:
   - name: github
     file: ` + githubSecretFile + `
@@ -66,6 +75,28 @@ agents:
   - id: 2
     command: ["/bin/sh", "-c", "exec /bin/sh -ec \"$(cat)\" </dev/null 2>&1"]
     egress: ["git.flock.test:443", "rest.flock.test:443"]
+  - id: 3
+    level: podman
+    rootfs: ` + secretsRootfs + `
+    jit: true
+    command: ["/bin/sh", "-c", "exec /bin/sh -ec \"$(cat)\" </dev/null 2>&1"]
+    egress: ["rest.flock.test:443"]
+    secrets: [rest]
+  - id: 4
+    level: gvisor
+    rootfs: ` + secretsRootfs + `
+    jit: true
+    command: ["/bin/sh", "-c", "exec /bin/sh -ec \"$(cat)\" </dev/null 2>&1"]
+    egress: ["rest.flock.test:443"]
+    secrets: [rest]
+  - id: 5
+    command: ["` + claudeBin + `", "-p", "--allowedTools", "Bash"]
+    limits: {memory: 1G, tasks: 400}
+    jit: true
+    models: {anthropic: {}}
+    egress: ["git.flock.test:443", "gh.flock.test:443"]
+    secrets: [github]
+    env: {CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_AUTOUPDATER: "1"}
 `
 
 // gitPush clones acme/repo, commits a file and pushes it, with git's
@@ -108,20 +139,29 @@ func curlAs(args string) string {
 }
 
 func TestSecrets(t *testing.T) {
-	// Tier: root + nspawn, git, gh, curl, python3-requests, node and npm.
+	// Tier: root + nspawn, git, gh, curl, python3-requests, node and npm
+	// (undici and Claude Code from the npm registry), podman and runsc.
 	harness.SecretsTier.Require(t)
+	requireRuntimes(t)
 	node := npmStaged(t, "node-agent", []string{"examples", "node-agent"}, "--omit=dev")
-	m := harness.BootWith(t, harness.Options{NspawnArgs: []string{"--bind-ro=" + node + ":" + nodeClientDir}})
-	mustRun(t, m, "install", "-d", "-m", "0700", "/etc/flock/secrets")
-	for file, v := range map[string]string{githubSecretFile: secretValue, restSecretFile: restSecret} {
+	clients := stageModelClients(t)
+	// The container levels' root file system: curl and node with undici
+	// at the path the scripts name.
+	rootfs := rootfsWith(t, "secrets-rootfs", []string{"/usr/bin/curl", "/usr/bin/node"}, map[string]string{node: nodeClientDir})
+	m := harness.BootWith(t, harness.Options{NspawnArgs: []string{"--bind-ro=" + node + ":" + nodeClientDir,
+		"--bind-ro=" + clients + ":" + modelsDir, "--bind=" + rootfs + ":" + secretsRootfs}})
+	mustRun(t, m, "install", "-d", "-m", "0700", "/etc/flock/secrets", "/etc/flock/keys")
+	for file, v := range map[string]string{githubSecretFile: secretValue, restSecretFile: restSecret,
+		"/etc/flock/keys/anthropic": anthropicKey, "/etc/flock/keys/openai": openaiKey, "/etc/flock/keys/gemini": geminiKey} {
 		if err := m.WriteFile(file, []byte(v+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	secretsUpstream(t, m)
+	modelUpstream(t, m)
 	provision(t, m, secretsSpec)
-	waitActive(t, m, 1, 2)
-	waitBus(t, m, time.Time{}, 1, 2)
+	waitActive(t, m, 1, 2, 3, 4, 5)
+	waitBus(t, m, time.Time{}, 1, 2, 3, 4, 5)
 	env1 := unitProp(t, m, 1, "Environment")
 	ghP, restP := envValue(env1, "GH_TOKEN"), envValue(env1, "REST_TOKEN")
 	if ghP == "" || ghP == secretValue || restP == "" || restP == restSecret {
@@ -171,6 +211,53 @@ func TestSecrets(t *testing.T) {
 		}
 	})
 
+	t.Run("at level podman and gvisor: curl and Node's fetch, and the rules", func(t *testing.T) {
+		for _, a := range []struct {
+			id    int
+			level string
+		}{{3, "podman"}, {4, "gvisor"}} {
+			ph := envValue(unitProp(t, m, a.id, "Environment"), "REST_TOKEN")
+			if ph == "" || ph == restSecret || ph == restP {
+				t.Errorf("agent %d (%s): REST_TOKEN %q is not a placeholder of its own", a.id, a.level, ph)
+				continue
+			}
+			for _, version := range []string{"--http1.1", "--http2"} {
+				path := "/v1/from-" + a.level + "-curl" + strings.TrimPrefix(version, "--http")
+				out := shTask(t, m, a.id, curlAs(version+` -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test`+path))
+				if want := `"token":"` + regexp.QuoteMeta(ph) + `".*\n200 `; !regexpMatch(want, strings.TrimSpace(out)) {
+					t.Errorf("curl %s from agent %d (%s):\n%s\nwant %s", version, a.id, a.level, out, want)
+				}
+				wantSeen(t, m, standin.SeenRequest{Host: "rest.flock.test", Method: "GET", Path: path, Credential: "Bearer <secret rest>", Status: 200})
+			}
+			node := strings.Replace(nodePost, "/v1/from-node", "/v1/from-"+a.level+"-node", 1)
+			if out := shTask(t, m, a.id, node); strings.TrimSpace(out) != "200 echoed-placeholder" {
+				t.Errorf("node fetch from agent %d (%s): %q, want 200 echoed-placeholder", a.id, a.level, out)
+			}
+			wantSeen(t, m, standin.SeenRequest{Host: "rest.flock.test", Method: "POST", Path: "/v1/from-" + a.level + "-node", Credential: "Bearer <secret rest>", Status: 200})
+			out := shTask(t, m, a.id, curlAs(`-X DELETE -H "Authorization: Bearer $REST_TOKEN" https://rest.flock.test/v1/items/`+a.level))
+			if want := `flock proxy: agent ` + strconv.Itoa(a.id) + `: refused: secret rest may not be sent in DELETE /v1/items/` + a.level + ` .*\n+403 `; !regexpMatch(want, out) {
+				t.Errorf("a method outside the rules from agent %d (%s):\n%s\nwant %s", a.id, a.level, out, want)
+			}
+		}
+	})
+
+	t.Run("Claude Code's Bash commits and pushes with the placeholder", func(t *testing.T) {
+		// Bash runs without -e, and a file of its own makes a commit of
+		// its own.
+		script := "set -e\n" + strings.ReplaceAll(gitPush, "agent.txt", "claude.txt")
+		out := shTask(t, m, 5, "run: <<CMD\n"+script+"\nCMD\n")
+		if !strings.Contains(out, "Done. Bash said: pushed") {
+			t.Fatalf("Claude Code (agent 5) running git push in its Bash tool:\n%s", out)
+		}
+		if got := mustRun(t, m, "git", "-C", secretsRepo, "log", "-1", "--format=%s", "main"); strings.TrimSpace(got) != "agent 5 through flock-proxy" {
+			t.Errorf("the bare repository's main is at %q, not agent 5's commit", got)
+		}
+		if got := mustRun(t, m, "git", "-C", secretsRepo, "show", "main:claude.txt"); strings.TrimSpace(got) != "pushed by agent 5" {
+			t.Errorf("claude.txt in the pushed commit: %q", got)
+		}
+		wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-receive-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
+	})
+
 	t.Run("refused: the rules, an unbound host, an agent without the grant", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
@@ -206,7 +293,7 @@ func TestSecrets(t *testing.T) {
 		seen := secretsSeen(t, m)
 		for _, r := range seen {
 			switch {
-			case r.Path == "/v1/items/1" || r.Path == "/v1/admin/keys" || r.Path == "/v1/unbound":
+			case strings.HasPrefix(r.Path, "/v1/items/") || r.Path == "/v1/admin/keys" || r.Path == "/v1/unbound":
 				t.Errorf("a refused request reached the stand-in: %+v", r)
 			case strings.Contains(r.Credential, "<secret github>") && r.Host != "git.flock.test" && r.Host != "gh.flock.test",
 				strings.Contains(r.Credential, "<secret rest>") && r.Host != "rest.flock.test":

@@ -86,7 +86,9 @@ type turn struct {
 }
 
 // script plays Claude Code's loop: Write the file the first prompt names,
-// Bash to read it back, then say what Bash said.
+// Bash to read it back, then say what Bash said. A prompt that holds a
+// command ("run: <<CMD", its lines, "CMD") has Bash run it instead, then
+// says what Bash said.
 func (s *Server) script(q messagesReq, sh shape) turn {
 	if !q.hasTools("Write", "Bash") || len(q.Messages) == 0 {
 		n := sh.words
@@ -109,8 +111,25 @@ func (s *Server) script(q messagesReq, sh shape) turn {
 			return turn{text: "Done. Bash said: " + strings.TrimSpace(flat(b.Content))}
 		}
 	}
+	if cmd := s.command(q); cmd != "" {
+		return turn{tool: "Bash", id: s.id("toolu_bash_"), input: map[string]any{"command": cmd, "description": "Run the task's command"}}
+	}
 	name, content := s.wanted(q)
 	return turn{tool: "Write", id: s.id("toolu_write_"), input: map[string]any{"file_path": name, "content": content + "\n"}}
+}
+
+// command is the command the first prompt holds between "run: <<CMD" and
+// a line "CMD" ("": none).
+func (s *Server) command(q messagesReq) string {
+	for _, m := range q.Messages {
+		if m.Role == "user" {
+			if c := runRe.FindStringSubmatch(flat(m.Content)); c != nil {
+				return c[1]
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // wanted is the file the first prompt asks for ("write NAME: CONTENT"),

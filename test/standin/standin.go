@@ -319,3 +319,4 @@ func (s *Server) id(prefix string) string { return prefix + strconv.FormatInt(s.
 
 var workdirRe = regexp.MustCompile(`(?i)working directory:\s*(/\S+)`)
 var writeRe = regexp.MustCompile(`(?i)write\s+(\S+?):\s*(.+)`)
+var runRe = regexp.MustCompile(`(?s)run: <<CMD\n(.*?)\nCMD(?:\n|$)`)
