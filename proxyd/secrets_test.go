@@ -53,6 +53,21 @@ func (r *rig) secretsConfig() proxy.Config {
 	return c
 }
 
+// writeCA makes the flock's CA and hands it to the proxy as a credential.
+func (r *rig) writeCA() *secrets.CA {
+	r.t.Helper()
+	ca, err := secrets.NewCA()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cert, key, err := ca.PEM()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.write(filepath.Join(r.o.CredentialsDir, spec.SecretsCACredential), append(cert, key...))
+	return ca
+}
+
 // The proxy reads each granted secret and the CA from its credentials
 // and binds each agent's grants in the spec's order; a credential
 // missing is a start error (and a reload's, the previous policy kept)
@@ -64,15 +79,7 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 	if _, err := Start(r.o); err == nil || !strings.Contains(err.Error(), "credential secrets-ca") || !strings.Contains(err.Error(), "systemctl restart flock-proxy.service") {
 		t.Fatalf("started without the CA: %v", err)
 	}
-	ca, err := secrets.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := ca.PEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.write(filepath.Join(dir, spec.SecretsCACredential), append(cert, key...))
+	r.writeCA()
 	r.write(filepath.Join(dir, spec.SecretCredential("github")), []byte("ghp_real\n"))
 	if _, err := Start(r.o); err == nil || !strings.Contains(err.Error(), "secret search (credential secret-search, from /etc/flock/secrets/search)") {
 		t.Fatalf("started without secret search: %v", err)
@@ -143,15 +150,7 @@ func TestServicePublishesSecretCounts(t *testing.T) {
 	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
 	host := "api.github.com:" + port
 
-	flockCA, err := secrets.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := flockCA.PEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.write(filepath.Join(dir, spec.SecretsCACredential), append(cert, key...))
+	flockCA := r.writeCA()
 	r.write(filepath.Join(dir, spec.SecretCredential("github")), []byte(value))
 	ph := secrets.Placeholder([]byte(value), rand.Reader)
 	var egress []spec.Egress
