@@ -331,6 +331,7 @@ func (c *Collector) collectBus(ch chan<- prometheus.Metric, snap bus.Snapshot, n
 			ch <- counter(agentViolations, float64(n), l, kind)
 		}
 		c.collectModels(ch, l, a.Models)
+		collectSecrets(ch, l, a.Models)
 	}
 	collectBudgets(ch, reports, now)
 }

@@ -76,7 +76,9 @@ var scrapeTime = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 // failed (a JIT without jit: true, killed by SIGTRAP: a wall's kill), 3
 // has no unit loaded; the bus knows all three; flock-proxy.service runs. Agent 1 used a model API
 // (its tokens and their cost, within a dollar limit), in budgets workers
-// and flock, and its tasks' spend (one ran out of its budget) is counted.
+// and flock, and its tasks' spend (one ran out of its budget) is counted;
+// it sent its secret github, one request refused by its rules. Agent 2's
+// secret search was refused twice toward a host it is not bound to.
 func threeAgents() (bus.Snapshot, *units.Fake) {
 	snap := bus.Snapshot{
 		Agents: map[int]bus.AgentCounts{
@@ -93,10 +95,13 @@ func threeAgents() (bus.Snapshot, *units.Fake) {
 					Limit: map[string]wire.ModelLimits{"anthropic": {RequestsPerMinute: 60, TokensPerDay: 2500, USDPerDay: wire.USD / 2}},
 					Budgets: map[string]wire.BudgetUse{
 						"workers": {Day: wire.Spend{Tokens: 2500, Cost: 4 * wire.USD / 10}, Month: wire.Spend{Tokens: 5600, Cost: 12 * wire.USD / 10}, USDPerDay: 20 * wire.USD, TokensPerMonth: 500e6},
-						"flock":   {Day: wire.Spend{Tokens: 2500, Cost: 4 * wire.USD / 10}, Month: wire.Spend{Tokens: 5600, Cost: 12 * wire.USD / 10}, USDPerMonth: 400 * wire.USD}}}},
+						"flock":   {Day: wire.Spend{Tokens: 2500, Cost: 4 * wire.USD / 10}, Month: wire.Spend{Tokens: 5600, Cost: 12 * wire.USD / 10}, USDPerMonth: 400 * wire.USD}},
+					Secrets: map[string]wire.SecretUse{"github": {Requests: 12, Refused: map[string]uint64{wire.SecretRefusedRule: 1}}}}},
 			// Agent 2's last report is older: budget flock is agent 1's.
+			// It is granted a secret, and no model API.
 			2: {HeartbeatAt: scrapeTime.Add(-time.Minute), Models: &wire.ModelReport{Agent: 2, At: scrapeTime.Add(-time.Hour),
-				Budgets: map[string]wire.BudgetUse{"flock": {Day: wire.Spend{Tokens: 100, Cost: wire.USD / 10}, USDPerMonth: 400 * wire.USD}}}},
+				Budgets: map[string]wire.BudgetUse{"flock": {Day: wire.Spend{Tokens: 100, Cost: wire.USD / 10}, USDPerMonth: 400 * wire.USD}},
+				Secrets: map[string]wire.SecretUse{"search": {Refused: map[string]uint64{wire.SecretRefusedUnbound: 2}}}}},
 			3: {},
 		},
 		Connections:  3,

@@ -41,7 +41,7 @@ var (
 )
 
 var modelDescs = []*prometheus.Desc{modelRequests, modelTokens, modelErrors, modelEstimated, modelServerTools, modelRefused, modelDuration, modelWindow,
-	modelLimit, modelCost, modelWindowCost, budgetSpent, budgetLimit}
+	modelLimit, modelCost, modelWindowCost, budgetSpent, budgetLimit, secretRequests, secretRefused}
 
 // collectModels sends agent a's model figures from its last report.
 func (c *Collector) collectModels(ch chan<- prometheus.Metric, a string, r *wire.ModelReport) {

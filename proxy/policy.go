@@ -55,8 +55,8 @@ const (
 	// A request on a connection intercepted for a secret (package
 	// secrets), refused with a 403: outside the secret's rules, or
 	// carrying a placeholder toward a host its secret is not bound to.
-	ReasonSecretRule    = "secret-rule"
-	ReasonSecretUnbound = "secret-unbound-host"
+	ReasonSecretRule    = wire.SecretRefusedRule
+	ReasonSecretUnbound = wire.SecretRefusedUnbound
 	// Over a share (spec shares.tunnels, shares.handshakes): refused at
 	// once; the bus counts each as a violation of the agent's.
 	ReasonTunnels    = wire.EgressOverTunnels

@@ -2,9 +2,11 @@ package proxyd
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -23,7 +25,8 @@ const DefaultStateDir = "/var/lib/flock-proxy"
 
 // modelGateway is the model gateway flock-proxy serves beside its
 // tunnels: its counts on disk, its HTTP server on the connections the
-// proxy hands it, its reports on the bus.
+// proxy hands it, its reports on the bus, which carry the proxy's counts
+// of the agents' secrets too.
 type modelGateway struct {
 	gw       *gateway.Gateway
 	store    *gateway.Store
@@ -33,6 +36,16 @@ type modelGateway struct {
 	resend   atomic.Bool // the bus (re)connected: publish every agent's counts
 	credDir  string      // $CREDENTIALS_DIRECTORY: the keys
 	stop     chan struct{}
+
+	// secretCounts are the proxy's counts of the agents' secrets; nil
+	// until the proxy serves (start).
+	secretCounts func() []proxy.SecretCount
+	// withSecrets are the ids of the agents granted a secret, reported
+	// like those granted a model API.
+	withSecrets atomic.Pointer[[]int]
+	// sentSecrets are the secrets' counts of each agent last published:
+	// the loop's alone.
+	sentSecrets map[int]map[string]wire.SecretUse
 }
 
 // startGateway opens the counts in o.StateDir and serves cfg's grants on
@@ -49,7 +62,7 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 	if err != nil {
 		return nil, err
 	}
-	m := &modelGateway{store: store, credDir: o.CredentialsDir, stop: make(chan struct{})}
+	m := &modelGateway{store: store, credDir: o.CredentialsDir, stop: make(chan struct{}), sentSecrets: map[int]map[string]wire.SecretUse{}}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
 	limits := events.Journal{Fallback: os.Stderr}
 	m.gw = &gateway.Gateway{UIDs: o.UIDs, Store: store, Logf: logf,
@@ -77,25 +90,43 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 				logf("recording a limit reached: %v", err)
 			}
 		}}
-	if err := m.setPolicy(cfg.Gateway); err != nil {
+	if err := m.setPolicy(cfg); err != nil {
 		store.Close()
 		return nil, err
 	}
 	m.listener = gateway.NewListener(addr)
 	m.server = m.gw.Server()
 	go m.server.Serve(m.listener)
-	go m.loop()
 	return m, nil
 }
 
-// setPolicy loads the keys of p's providers (the unit's credentials) and
-// makes p the gateway's policy.
-func (m *modelGateway) setPolicy(p gateway.Policy) error {
-	secrets, err := gateway.LoadSecrets(m.credDir, p)
+// start writes, snapshots and publishes the counts from now on, those of
+// the secrets as counts says.
+func (m *modelGateway) start(counts func() []proxy.SecretCount) {
+	m.secretCounts = counts
+	go m.loop()
+}
+
+// setPolicy loads the keys of cfg's providers (the unit's credentials)
+// and makes its grants the gateway's policy, and notes which agents it
+// grants a secret.
+func (m *modelGateway) setPolicy(cfg proxy.Config) error {
+	secrets, err := gateway.LoadSecrets(m.credDir, cfg.Gateway)
 	if err != nil {
 		return err
 	}
-	return m.gw.SetPolicy(p, secrets)
+	if err := m.gw.SetPolicy(cfg.Gateway, secrets); err != nil {
+		return err
+	}
+	var ids []int
+	for uid := range cfg.Placeholders {
+		if id := cfg.Policy.Agents[uid].ID; id > 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	m.withSecrets.Store(&ids)
+	return nil
 }
 
 // publishTo makes the gateway report every agent's counts on the bus:
@@ -130,29 +161,68 @@ func (m *modelGateway) loop() {
 	}
 }
 
+// publish sends the report of each agent whose counts changed since
+// its last (on disk, or of its secrets), or of every agent counted or
+// granted anything after the bus (re)connected.
 func (m *modelGateway) publish() {
 	if m.nc == nil || !m.nc.IsConnected() {
 		return
 	}
+	secrets := m.secretUses()
 	ids := m.store.Changed()
 	if m.resend.Swap(false) {
-		ids = union(m.store.Agents(), m.gw.Granted())
+		ids = union(m.store.Agents(), m.gw.Granted(), *m.withSecrets.Load(), slices.Sorted(maps.Keys(secrets)))
 	}
+	var moved []int
+	for id, s := range secrets {
+		if !maps.EqualFunc(s, m.sentSecrets[id], secretUseEqual) {
+			moved = append(moved, id)
+		}
+	}
+	slices.Sort(moved)
+	ids = union(ids, moved)
 	for _, r := range m.gw.Reports(ids) {
+		r.Secrets = secrets[r.Agent]
 		b, err := wire.EncodeModelReport(r)
 		if err == nil {
 			err = m.nc.Publish(wire.UsageSubject(r.Agent), b)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "[WRN] publishing agent %d's model counts: %v\n", r.Agent, err)
+			continue
 		}
+		m.sentSecrets[r.Agent] = r.Secrets
 	}
 }
 
-func union(a, b []int) []int {
+// secretUses are the proxy's counts of the agents' secrets, by agent
+// then secret.
+func (m *modelGateway) secretUses() map[int]map[string]wire.SecretUse {
+	out := map[int]map[string]wire.SecretUse{}
+	if m.secretCounts == nil {
+		return out
+	}
+	for _, c := range m.secretCounts() {
+		if out[c.Agent] == nil {
+			out[c.Agent] = map[string]wire.SecretUse{}
+		}
+		use := wire.SecretUse{Requests: c.Swaps}
+		if len(c.Refused) > 0 {
+			use.Refused = c.Refused
+		}
+		out[c.Agent][c.Secret] = use
+	}
+	return out
+}
+
+func secretUseEqual(a, b wire.SecretUse) bool {
+	return a.Requests == b.Requests && maps.Equal(a.Refused, b.Refused)
+}
+
+func union(lists ...[]int) []int {
 	seen := map[int]bool{}
 	var out []int
-	for _, l := range [][]int{a, b} {
+	for _, l := range lists {
 		for _, id := range l {
 			if !seen[id] {
 				seen[id] = true

@@ -37,9 +37,11 @@ type Options struct {
 	// answer (proxy.SockDiag).
 	UIDs proxy.UIDOf
 
-	// roots verify the secrets' upstreams; nil: the system's. Only this
-	// package's tests set it.
-	roots *x509.CertPool
+	// roots verify the secrets' upstreams and resolver resolves the
+	// names agents ask for; nil: the system's. Only this package's tests
+	// set them.
+	roots    *x509.CertPool
+	resolver proxy.Resolver
 }
 
 func warn(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
@@ -117,9 +119,13 @@ func Start(o Options) (*Service, error) {
 			}
 		}
 	}
-	s.srv = &proxy.Server{UIDs: o.UIDs, Resolver: net.DefaultResolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: s.models.listener, Roots: o.roots}
+	if o.resolver == nil {
+		o.resolver = net.DefaultResolver
+	}
+	s.srv = &proxy.Server{UIDs: o.UIDs, Resolver: o.resolver, Record: func(r proxy.Record) { j.Record(r) }, Gateway: s.models.listener, Roots: o.roots}
 	s.srv.SetPolicy(cfg.Policy)
 	s.srv.SetIntercept(ic)
+	s.models.start(s.srv.SecretCounts)
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -146,7 +152,7 @@ func (s *Service) Reload() error {
 	}
 	// Then the grants: a provider whose key the unit lacks (added
 	// since the proxy started) keeps the old policy.
-	if err := s.models.setPolicy(c.Gateway); err != nil {
+	if err := s.models.setPolicy(c); err != nil {
 		return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
 	}
 	// The secrets first: a grant taken away is no longer intercepted

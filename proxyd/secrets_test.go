@@ -3,13 +3,25 @@ package proxyd
 // Unit tier.
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/secrets"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/wire"
 )
 
 // secretsConfig writes a config granting the test's uid (agent 1) the
@@ -41,6 +53,21 @@ func (r *rig) secretsConfig() proxy.Config {
 	return c
 }
 
+// writeCA makes the flock's CA and hands it to the proxy as a credential.
+func (r *rig) writeCA() *secrets.CA {
+	r.t.Helper()
+	ca, err := secrets.NewCA()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cert, key, err := ca.PEM()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.write(filepath.Join(r.o.CredentialsDir, spec.SecretsCACredential), append(cert, key...))
+	return ca
+}
+
 // The proxy reads each granted secret and the CA from its credentials
 // and binds each agent's grants in the spec's order; a credential
 // missing is a start error (and a reload's, the previous policy kept)
@@ -52,15 +79,7 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 	if _, err := Start(r.o); err == nil || !strings.Contains(err.Error(), "credential secrets-ca") || !strings.Contains(err.Error(), "systemctl restart flock-proxy.service") {
 		t.Fatalf("started without the CA: %v", err)
 	}
-	ca, err := secrets.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := ca.PEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.write(filepath.Join(dir, spec.SecretsCACredential), append(cert, key...))
+	r.writeCA()
 	r.write(filepath.Join(dir, spec.SecretCredential("github")), []byte("ghp_real\n"))
 	if _, err := Start(r.o); err == nil || !strings.Contains(err.Error(), "secret search (credential secret-search, from /etc/flock/secrets/search)") {
 		t.Fatalf("started without secret search: %v", err)
@@ -101,4 +120,98 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 	if _, err := loadIntercept(dir, c, func(f string, _ ...any) { warned = append(warned, f) }); err != nil || len(warned) != 1 || !strings.Contains(warned[0], "not the secret's length") {
 		t.Errorf("a placeholder of another length: %v, warned %v", err, warned)
 	}
+}
+
+// An agent granted a secret and no model API has its report from the
+// start, with nothing counted; a request that carries the secret and one
+// its rules refuse reach the bus in its next reports, counted by secret
+// and reason. The upstream is on loopback, as api.github.com.
+func TestServicePublishesSecretCounts(t *testing.T) {
+	r := newRig(t)
+	dir := r.o.CredentialsDir
+	const value = "ghp_real_0123456789"
+	upstreamCA, err := secrets.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != "Bearer "+value {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	upstream.TLS = &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return upstreamCA.Leaf("api.github.com") }}
+	upstream.StartTLS()
+	t.Cleanup(upstream.Close)
+	r.o.roots = x509.NewCertPool()
+	r.o.roots.AddCert(upstreamCA.Certificate())
+	r.o.resolver = loopbackDNS{}
+	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
+	host := "api.github.com:" + port
+
+	flockCA := r.writeCA()
+	r.write(filepath.Join(dir, spec.SecretCredential("github")), []byte(value))
+	ph := secrets.Placeholder([]byte(value), rand.Reader)
+	var egress []spec.Egress
+	// The name, and its address on loopback.
+	for _, e := range []string{host, "127.0.0.1:" + port} {
+		rule, err := spec.ParseEgress(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		egress = append(egress, rule)
+	}
+	c := proxy.Config{Listen: "127.0.0.1:0", Bus: r.busURL,
+		Policy: proxy.Policy{Agents: map[uint32]proxy.AgentRules{r.uid: {ID: 1, Rules: egress}}},
+		Secrets: []spec.Secret{{Name: "github", File: "/etc/flock/secrets/github", Hosts: []string{host}, Env: []string{"GH_TOKEN"},
+			Rules: spec.SecretRules{Allow: []spec.RequestRule{{Methods: []string{"GET"}, Path: "/v1"}}}}},
+		Placeholders: map[uint32]map[string]string{r.uid: {"github": ph}},
+	}
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(r.o.ConfigPath, b)
+	s, err := Start(r.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r.report("agent 1, granted a secret alone, at the start", func(rep wire.ModelReport) bool { return len(rep.Secrets) == 0 })
+
+	pool := x509.NewCertPool()
+	pool.AddCert(flockCA.Certificate())
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: s.Addr().String()}), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{{"/v1/user", http.StatusOK}, {"/v2/user", http.StatusForbidden}} {
+		req, err := http.NewRequest("GET", "https://"+host+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+ph)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("GET %s: %d %s, want %d", tc.path, resp.StatusCode, body, tc.status)
+		}
+	}
+	want := wire.SecretUse{Requests: 1, Refused: map[string]uint64{proxy.ReasonSecretRule: 1}}
+	r.report("the secret's request and refusal counted", func(rep wire.ModelReport) bool {
+		return len(rep.Secrets) == 1 && reflect.DeepEqual(rep.Secrets["github"], want)
+	})
+}
+
+// loopbackDNS resolves every name to 127.0.0.1.
+type loopbackDNS struct{}
+
+func (loopbackDNS) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }

@@ -186,6 +186,7 @@ func (r Report) Write(out, notesJSON io.Writer, asJSON bool) error {
 	printRefused(out, r.Rows)
 	WriteDiagnoses(out, r.Rows)
 	printModels(out, r.Rows)
+	printSecrets(out, r.Rows)
 	printSpend(out, r.Rows, r.budgets)
 	if r.BusErr != nil {
 		fmt.Fprintf(out, "note: the bus did not answer: %v\n", r.BusErr)

@@ -175,10 +175,12 @@ func limitsText(l wire.ModelLimits) string {
 	return strings.Join(parts, " ")
 }
 
-// modelFields fills a status row's models from the bus's last report,
-// and its budgets from all of them (budgets: the flock's, as of now).
+// modelFields fills a status row's models and secrets from the bus's
+// last report, and its budgets from all of them (budgets: the flock's, as
+// of now).
 func (r *Agent) modelFields(f *spec.Flock, a spec.Agent, st *wire.BusStatus, budgets []BudgetSpend, now time.Time) {
 	r.Models = ModelsOf(a, modelReport(st, a.ID), now)
+	r.Secrets = SecretsOf(a, modelReport(st, a.ID))
 	for _, b := range budgets {
 		for _, in := range f.BudgetsOf(a) {
 			if in.Name == b.Name {

@@ -65,6 +65,9 @@ type Agent struct {
 	// spent as the newest report of any of them says (budgets.go); the
 	// flock's spend is the sum of every row's models.
 	Budgets []BudgetSpend `json:"budgets,omitempty"`
+	// Secrets are what flock-proxy did with each secret it is granted
+	// (or used) since the proxy started (secrets.go).
+	Secrets []SecretUse `json:"secrets,omitempty"`
 
 	remote bool // runs on another host: its journal is there
 }

@@ -11,8 +11,10 @@ import (
 // makes to a model API it is granted, keeps the counts on disk, and
 // publishes each agent's whole counts (never a difference, so a lost
 // message loses nothing) on flock.usage.<id> after they change and when it
-// (re)connects. The bus keeps the last of each agent for /metrics and
-// flockctl status; only the proxy publishes there.
+// (re)connects. The same report carries what the proxy did with the
+// agent's secrets (SecretUse), counted in memory. The bus keeps the last
+// of each agent for /metrics and flockctl status; only the proxy
+// publishes there.
 
 // UsageSubjects are the proxy's reports, one subject per agent.
 const UsageSubjects = "flock.usage.>"
@@ -193,7 +195,8 @@ type BudgetUse struct {
 }
 
 // ModelReport is one agent's counts for every provider it used or is
-// granted, with the limits in force.
+// granted, with the limits in force, and for every secret that carried
+// or was refused a request (secrets.go).
 type ModelReport struct {
 	Agent int                    `json:"agent"`
 	At    time.Time              `json:"at"`
@@ -202,6 +205,9 @@ type ModelReport struct {
 	// Budgets are the budgets the agent is in, by name, as of At: the
 	// newest report of any of its agents is the budget's.
 	Budgets map[string]BudgetUse `json:"budgets,omitempty"`
+	// Secrets are the proxy's counts of the agent's secrets, by name,
+	// since it started.
+	Secrets map[string]SecretUse `json:"secrets,omitempty"`
 }
 
 // EncodeModelReport is the body of a ModelReport.
@@ -220,6 +226,9 @@ func ParseModelReport(b []byte) (ModelReport, error) {
 		if len(u.LatencyBuckets) != len(LatencyBounds)+1 {
 			return r, fmt.Errorf("model report: agent %d provider %s: %d latency buckets, want %d", r.Agent, p, len(u.LatencyBuckets), len(LatencyBounds)+1)
 		}
+	}
+	if err := checkSecrets(r.Secrets); err != nil {
+		return r, fmt.Errorf("model report: agent %d: %w", r.Agent, err)
 	}
 	return r, nil
 }
