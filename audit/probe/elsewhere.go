@@ -66,8 +66,9 @@ func secretElsewhere(ctx context.Context, r Request) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrNotSent, err)
 	}
 	req.Host, req.Close = s.Host, true
+	p := ""
 	if s.Var != "" {
-		p := env(s.Var)
+		p = env(s.Var)
 		if p == "" {
 			return "", fmt.Errorf("%w: no %s in the environment", ErrNotSent, s.Var)
 		}
@@ -103,6 +104,9 @@ func secretElsewhere(ctx context.Context, r Request) (string, error) {
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
 	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	answer := strings.TrimSuffix(res.Status+": "+line, ": ")
+	if p != "" { // an answer that echoes it: the report shows no placeholder
+		answer = strings.ReplaceAll(answer, p, "(placeholder)")
+	}
 	switch {
 	case !refusal(res.StatusCode, line):
 		return "carried upstream: " + answer, nil

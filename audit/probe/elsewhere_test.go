@@ -78,7 +78,7 @@ func elsewhereProxy(t *testing.T) ([]string, *seen) {
 		got.mu.Lock()
 		got.reqs = append(got.reqs, r)
 		got.mu.Unlock()
-		http.Error(w, "no such page", http.StatusNotFound)
+		http.Error(w, "no such page for "+r.Header.Get("Authorization"), http.StatusNotFound)
 	}))
 	up.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return upstreamCA.Leaf(h.ServerName) }}
 	up.StartTLS()
@@ -167,6 +167,9 @@ func TestSecretElsewhere(t *testing.T) {
 		before := got.last()
 		r := Run(Request{Op: "secret-elsewhere", Addr: tc.addr, Send: tc.send, Env: env}, 10*time.Second)
 		text := r.Detail + r.Err
+		if ph := strings.TrimPrefix(env[1], "API_KEY="); strings.Contains(text, ph) || strings.Contains(text, apiSecret) {
+			t.Errorf("%s: %q tells the placeholder", tc.name, text)
+		}
 		if r.OK != tc.ok || !strings.Contains(text, tc.want) || r.TimedOut != tc.notSent {
 			t.Errorf("%s: %+v; want ok %v, %q, not sent %v", tc.name, r, tc.ok, tc.want, tc.notSent)
 		}
