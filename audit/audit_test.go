@@ -313,12 +313,15 @@ func TestWriteTextGolden(t *testing.T) {
 			{Probe: "connect to a host abstract UNIX socket", Category: "ipc", Result: Open, Detail: "connected", Known: "no Landlock IPC scope"},
 			{Probe: "set the clock", Category: "kernel", Result: Unproven, Detail: "clock_settime: operation not permitted", Control: "failed: clock_settime: operation not permitted"},
 			{Probe: "connect to podman's socket", Category: "ipc", Result: Absent, Detail: "no such file", Control: "failed: no such file"},
+			{Probe: "send secret github's placeholder to another name on api.github.com:443's connection", Category: "secrets", Result: Blocked,
+				Detail:  "421 Misdirected Request: flock proxy: agent 1: refused: a request for flock-audit.invalid on a connection to api.github.com:443; open a connection to that host",
+				Control: "carried upstream: 404 Not Found: {\"message\":\"Not Found\"}"},
 		},
 		Drift:    []explain.Drift{{Kind: "path", What: "/srv/flock/agents/2 mode", Want: "0700", Have: "0755"}},
 		Exposure: explain.Exposure{Score: &score, Rating: "OK"},
 		Open:     []sandbox.Gap{{Wall: "abstract UNIX sockets", Why: "no Landlock IPC scope"}},
 	}, {Agent: 2, Level: "gvisor", Peer: 1, Unit: "flock-audit@2.service", Error: "flock-audit@2.service did not answer within 30s", Exposure: explain.Exposure{Unavailable: "systemd-analyze: not found"}}},
-		Probes: 5, Escaped: 1, Unproven: 1, Drift: 1, Errors: 1, Elapsed: 2100}
+		Probes: 6, Escaped: 1, Unproven: 1, Drift: 1, Errors: 1, Elapsed: 2100}
 	var b bytes.Buffer
 	r.WriteText(&b)
 	golden.Check(t, "testdata/report.golden", b.String())

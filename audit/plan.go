@@ -59,6 +59,10 @@ type Target struct {
 	Keys []ModelKey
 	// Secrets are the granted secrets to look for (secrets.go).
 	Secrets []Secret
+	// Placeholders are the agent's placeholder of each secret granted to
+	// it, by name, as provision draws them (units.Options.Placeholders):
+	// its controls' alone, never in a request to the agent.
+	Placeholders map[string]string
 }
 
 // Canaries are the peer's files the audit writes (root, owned by the
@@ -210,7 +214,7 @@ func Plan(f *spec.Flock, a spec.Agent, t Target, c Colluder) []Probe {
 	suid := add("host", "set a setuid bit", probe.Request{Op: "setuid-bit", Path: filepath.Join(f.AgentDir(a.ID), "flock-audit-suid")})
 	suid.Control.Path = "/var/tmp/flock-audit-suid-" + me
 	ps = append(ps, modelProbes(f, a, t.Keys)...)
-	ps = append(ps, secretProbes(a, t.Secrets)...)
+	ps = append(ps, secretProbes(f, a, t)...)
 	ps = append(ps, gatewayProbes(f, a)...)
 	if !a.JIT {
 		add("kernel", "map memory writable and executable", probe.Request{Op: "mmap-rwx"})

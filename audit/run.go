@@ -140,7 +140,7 @@ func auditAgent(ctx context.Context, h Host, f *spec.Flock, a spec.Agent, c Coll
 	r = AgentReport{Agent: a.ID, Level: string(a.Level), Unit: units.AuditUnit(a.ID),
 		Probes: []Outcome{}, Drift: []explain.Drift{}, Open: []sandbox.Gap{}, Unread: []string{}}
 	defer func() { r.Elapsed = ms(time.Since(start)) }()
-	t := Target{Peer: Peer(f, a.ID), Keys: h.ModelKeys, Secrets: h.Secrets}
+	t := Target{Peer: Peer(f, a.ID), Keys: h.ModelKeys, Secrets: h.Secrets, Placeholders: h.Options.Placeholders[a.ID]}
 	r.Peer = t.Peer
 	if t.Peer != 0 {
 		if props, err := h.Units.Properties(ctx, spec.UnitName(t.Peer)); err == nil {

@@ -43,12 +43,13 @@ func ReadSecrets(f *spec.Flock, agents []spec.Agent) ([]Secret, error) {
 
 // secretProbes are agent a's attempts on the secrets it is granted: read
 // each one's file, find it in its environment (which holds a placeholder
-// of it), and read flock-proxy's CA key and the placeholder key. The
-// controls read the files as root and find the secret in an environment
-// that holds it.
-func secretProbes(a spec.Agent, ss []Secret) []Probe {
+// of it), read flock-proxy's CA key and the placeholder key, and send its
+// placeholders where flock-proxy must not swap them (elsewhereProbes).
+// The controls read the files as root and find the secret in an
+// environment that holds it.
+func secretProbes(f *spec.Flock, a spec.Agent, t Target) []Probe {
 	var ps []Probe
-	for _, s := range ss {
+	for _, s := range t.Secrets {
 		if !slices.Contains(a.Secrets, s.Name) {
 			continue
 		}
@@ -61,7 +62,7 @@ func secretProbes(a spec.Agent, ss []Secret) []Probe {
 		read := probe.Request{Op: "read-secret", Path: k.path}
 		ps = append(ps, Probe{Name: "read " + k.name, Category: "secrets", Req: read, Control: read})
 	}
-	return ps
+	return append(ps, elsewhereProbes(f, a, t.Placeholders)...)
 }
 
 // findSecret are the two probes of a secret held in a root-only file,

@@ -134,6 +134,8 @@ func dispatch(ctx context.Context, r Request) (string, error) {
 		return readSecret(r.Path)
 	case "secret-in-env": // Name: the salt, Data: the hash, Key: the length
 		return secretInEnv(r.Name, r.Data, r.Key, r.Env)
+	case "secret-elsewhere": // Addr: the CONNECT target; Send: the request on it
+		return secretElsewhere(ctx, r)
 	case "model-call": // Addr: the base URL, Path: the models' path, Key: a uid to call as
 		return modelCall(ctx, r.Addr, r.Path, r.Key)
 	case "read-file":

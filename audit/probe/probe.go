@@ -46,9 +46,13 @@ type Request struct {
 	// the agent, inside its unit.
 	Argv []string `json:"argv,omitempty"`
 	// Env is more environment "secret-in-env" searches besides the
-	// process's own: a control's, known to hold the secret. Never an
-	// agent's request (it would carry the secret).
+	// process's own: a control's, known to hold the secret; and the
+	// variables "secret-elsewhere" reads before the process's own: a
+	// control's HTTPS_PROXY and placeholder. Never an agent's request (it
+	// would carry the secret).
 	Env []string `json:"env,omitempty"`
+	// Send is the request "secret-elsewhere" makes.
+	Send *Send `json:"send,omitempty"`
 }
 
 // Result is what a request did. For an attack, OK means the channel worked.
@@ -58,7 +62,8 @@ type Result struct {
 	Detail    string  `json:"detail"`
 	ElapsedMS float64 `json:"elapsed_ms"`
 	// TimedOut: the operation neither worked nor was refused within its
-	// bound; on a loaded host that proves nothing either way.
+	// bound; on a loaded host that proves nothing either way. So too an
+	// operation that failed before trying (ErrBeforeTheShare, ErrNotSent).
 	TimedOut bool `json:"timed_out,omitempty"`
 }
 
@@ -106,7 +111,7 @@ func Run(req Request, timeout time.Duration) Result {
 		detail, err := dispatch(ctx, req)
 		r := Result{OK: err == nil, Detail: detail}
 		if err != nil {
-			r.Err, r.TimedOut = err.Error(), ctx.Err() != nil || isTimeout(err) || errors.Is(err, ErrBeforeTheShare)
+			r.Err, r.TimedOut = err.Error(), ctx.Err() != nil || isTimeout(err) || errors.Is(err, ErrBeforeTheShare) || errors.Is(err, ErrNotSent)
 		}
 		done <- r
 	}()

@@ -5,15 +5,18 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/flockrun/flock/spec"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
-	b := Batch{Requests: []Request{{Op: "read-file", Path: "/x"}, {Op: "nats-pub", Name: "agent.2.heartbeat", Argv: []string{"a", "$b;"}}}}
+	b := Batch{Requests: []Request{{Op: "read-file", Path: "/x"}, {Op: "nats-pub", Name: "agent.2.heartbeat", Argv: []string{"a", "$b;"}},
+		{Op: "secret-elsewhere", Addr: "api.github.com:443", Send: &Send{Host: "flock-audit.invalid", Path: "/flock-audit", Var: "GH_TOKEN", Inject: spec.Inject{BasicUser: "x-access-token"}}}}}
 	got, err := Decode(b.Encode(), false)
 	if err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("requests: %+v, %v; want %+v", got, err, b)
 	}
-	b.Results = []Result{{OK: true, Detail: "d", ElapsedMS: 1.5}, {Err: "EPERM"}}
+	b.Results = []Result{{OK: true, Detail: "d", ElapsedMS: 1.5}, {Err: "EPERM"}, {Err: "421 Misdirected Request", TimedOut: true}}
 	got, err = Decode(b.Encode(), true)
 	if err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("answers: %+v, %v; want %+v", got, err, b)

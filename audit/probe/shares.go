@@ -302,13 +302,6 @@ func proxyHandshakes(ctx context.Context, r Request) (string, error) {
 		}
 		addr = u.Host
 	}
-	dial := func() (net.Conn, error) {
-		if r.Key > 0 {
-			return DialAs(ctx, r.Key, addr)
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr)
-	}
 	var open []net.Conn
 	defer func() {
 		for _, c := range open {
@@ -316,7 +309,7 @@ func proxyHandshakes(ctx context.Context, r Request) (string, error) {
 		}
 	}()
 	for i := range r.Count {
-		c, err := dial()
+		c, err := dialProxy(ctx, r.Key, addr)
 		if err == nil {
 			_, err = io.WriteString(c, "CONNECT "+r.Name)
 		}
