@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flockrun/flock/audit"
 	"github.com/flockrun/flock/test/harness"
 	"github.com/flockrun/flock/test/standin"
 )
@@ -242,9 +243,8 @@ func TestSecrets(t *testing.T) {
 	})
 
 	t.Run("Claude Code's Bash commits and pushes with the placeholder", func(t *testing.T) {
-		// Bash runs without -e, and a file of its own makes a commit of
-		// its own.
-		script := "set -e\n" + strings.ReplaceAll(gitPush, "agent.txt", "claude.txt")
+		// A file of its own makes a commit of its own.
+		script := strings.ReplaceAll(gitPush, "agent.txt", "claude.txt")
 		out := shTask(t, m, 5, "run: <<CMD\n"+script+"\nCMD\n")
 		if !strings.Contains(out, "Done. Bash said: pushed") {
 			t.Fatalf("Claude Code (agent 5) running git push in its Bash tool:\n%s", out)
@@ -329,6 +329,64 @@ func TestSecrets(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("counted per agent and secret: status and /metrics", func(t *testing.T) {
+		m.Eventually(t, 20*time.Second, func() error {
+			st := statusOut(t, m)
+			if want := `secrets: agent 1: github [1-9]\d* sent, 1 refused \(secret-unbound-host\); rest [1-9]\d* sent, 2 refused \(secret-rule\) \(since flock-proxy started\)`; !regexpMatch(want, st) {
+				return fmt.Errorf("flockctl status lacks %s:\n%s", want, st)
+			}
+			metrics := mustRun(t, m, "curl", "-sS", "http://127.0.0.1:8223/metrics")
+			for _, want := range []string{`flock_agent_secret_refused_total{agent="1",reason="secret-rule",secret="rest"} 2`,
+				`flock_agent_secret_refused_total{agent="1",reason="secret-unbound-host",secret="github"} 1`,
+				`flock_agent_secret_refused_total{agent="3",reason="secret-rule",secret="rest"} 1`,
+				`flock_agent_secret_requests_total{agent="3",secret="rest"} 3`,
+				`flock_agent_secret_requests_total{agent="5",secret="github"} `} {
+				if !strings.Contains(metrics, want) {
+					return fmt.Errorf("/metrics lacks %s:\n%s", want, harness.TailLines(metrics, 30))
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("audit: each agent's placeholders sent elsewhere are refused, and their controls carried", func(t *testing.T) {
+		before := len(secretsSeen(t, m))
+		want := map[int][]string{ // the secrets probes that must be blocked, by agent
+			1: {"send secret github's placeholder to another name on git.flock.test:443's connection", "send secret github's placeholder to rest.flock.test:443",
+				"send secret rest's placeholder to another name on rest.flock.test:443's connection", "send secret rest's placeholder to git.flock.test:443"},
+			3: {"send secret rest's placeholder to another name on rest.flock.test:443's connection"},
+			4: {"send secret rest's placeholder to another name on rest.flock.test:443's connection"},
+		}
+		for id, names := range want {
+			r := runAudit(t, m, true, strconv.Itoa(id))
+			got := map[string]audit.Outcome{}
+			for _, a := range r.Agents {
+				for _, o := range a.Probes {
+					got[o.Probe] = o
+				}
+			}
+			for _, name := range names {
+				o, ok := got[name]
+				switch {
+				case !ok:
+					t.Errorf("agent %d's audit has no probe %q", id, name)
+				case o.Result != audit.Blocked || !strings.HasPrefix(o.Control, "carried upstream"):
+					t.Errorf("agent %d: %s: %s (%s; control %s)", id, name, o.Result, o.Detail, o.Control)
+				default:
+					t.Logf("agent %d: %s: %s (%s; control %s)", id, name, o.Result, o.Detail, o.Control)
+				}
+			}
+		}
+		// The controls reached the stand-ins with the secret where it is
+		// bound; no probe's request did.
+		for _, r := range secretsSeen(t, m)[before:] {
+			bound := map[string]string{"git.flock.test": "<secret github>", "gh.flock.test": "<secret github>", "rest.flock.test": "<secret rest>"}[r.Host]
+			if !strings.HasSuffix(r.Path, "/flock-audit") || !strings.Contains(r.Credential, bound) || bound == "" {
+				t.Errorf("the audit sent the stand-ins %+v", r)
+			}
+		}
 	})
 
 	t.Run("the secrets are in no unit, environment, file or journal an agent can read", func(t *testing.T) {

@@ -97,18 +97,23 @@ func (s *Server) script(q messagesReq, sh shape) turn {
 		}
 		return turn{text: text(n)}
 	}
-	last := blocks(q.Messages[len(q.Messages)-1].Content)
-	for _, b := range last {
-		if b.Type != "tool_result" {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(b.ToolUseID, "toolu_write"):
-			name, _ := s.wanted(q)
-			return turn{tool: "Bash", id: s.id("toolu_bash_"), input: map[string]any{
-				"command": "cat " + name + " && echo flock-bash-ok", "description": "Read the file back"}}
-		case strings.HasPrefix(b.ToolUseID, "toolu_bash"):
-			return turn{text: "Done. Bash said: " + strings.TrimSpace(flat(b.Content))}
+	// The newest tool result says where the loop is: Claude Code may put
+	// a message of its own (a reminder) after it.
+	for i := len(q.Messages) - 1; i >= 0; i-- {
+		bs := blocks(q.Messages[i].Content)
+		for j := len(bs) - 1; j >= 0; j-- {
+			b := bs[j]
+			if b.Type != "tool_result" {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(b.ToolUseID, "toolu_write"):
+				name, _ := s.wanted(q)
+				return turn{tool: "Bash", id: s.id("toolu_bash_"), input: map[string]any{
+					"command": "cat " + name + " && echo flock-bash-ok", "description": "Read the file back"}}
+			case strings.HasPrefix(b.ToolUseID, "toolu_bash"):
+				return turn{text: "Done. Bash said: " + strings.TrimSpace(flat(b.Content))}
+			}
 		}
 	}
 	if cmd := s.command(q); cmd != "" {

@@ -18,6 +18,8 @@ func TestScriptRunsTheCommandThePromptHolds(t *testing.T) {
 			"Bash", "cd repo\ngit push -q", ""},
 		{"Bash's output, said back", `{"messages":[{"role":"user","content":"run: <<CMD\ngit push\nCMD"},{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_bash_3","content":"pushed\n"}]}],` + tools + `}`,
 			"", "", "Done. Bash said: pushed"},
+		{"Bash's output, a reminder after it", `{"messages":[{"role":"user","content":"run: <<CMD\ngit push\nCMD"},{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_bash_3","content":"pushed"}]},{"role":"user","content":"<system-reminder>x</system-reminder>"}],` + tools + `}`,
+			"", "", "Done. Bash said: pushed"},
 		{"no command: Write first", `{"messages":[{"role":"user","content":"write a.txt: hi"}],` + tools + `}`,
 			"Write", "", ""},
 		{"a command not closed is none", `{"messages":[{"role":"user","content":"run: <<CMD\ngit push"}],` + tools + `}`,
