@@ -51,12 +51,17 @@ func (s *Server) roots() (*x509.CertPool, error) {
 	if s.Roots != nil {
 		return s.Roots, nil
 	}
-	p, err := x509.SystemCertPool()
+	p, err := systemRoots()
 	if err != nil {
 		return nil, fmt.Errorf("the system's roots: %w", err)
 	}
 	return p, nil
 }
+
+// systemRoots are the system's, read once: x509.SystemCertPool copies
+// the whole pool at each call, which each intercepted connection would
+// pay for. A pool only read is shared safely.
+var systemRoots = sync.OnceValues(x509.SystemCertPool)
 
 // Limits of an intercepted connection's requests: headers are bounded
 // (a body is not: a git push may be large).
