@@ -102,7 +102,7 @@ func (s *Server) serveSecrets(c net.Conn, r io.Reader, rec *Record, t Target, ad
 	handshakeDone()
 	rec.Reason = ReasonAllowed
 
-	in := s.newInterception(rec, t, addrs, roots, b)
+	in := s.newInterception(rec, t, addrs, roots, b, cc)
 	defer in.tr.CloseIdleConnections()
 	ln := &oneConn{c: tc, done: make(chan struct{})}
 	// A server of its own, whose handler is this connection's: one
@@ -145,23 +145,3 @@ func (l *oneConn) Accept() (net.Conn, error) {
 func (l *oneConn) close()         { l.once.Do(func() { close(l.done) }) }
 func (l *oneConn) Close() error   { l.close(); return nil }
 func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
-
-// countedConn reads r (the client's bytes, the ClientHello first) and
-// writes the connection, counting both ways.
-type countedConn struct {
-	net.Conn
-	r        io.Reader
-	up, down atomic.Int64
-}
-
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.up.Add(int64(n))
-	return n, err
-}
-
-func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.down.Add(int64(n))
-	return n, err
-}

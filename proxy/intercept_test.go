@@ -320,6 +320,19 @@ func TestInterceptOnlyGrantedHosts(t *testing.T) {
 	}
 }
 
+// A large answer (read a buffer full at a time, its records written
+// together) reaches the agent whole, over HTTP/1.1 and HTTP/2.
+func TestInterceptCarriesALargeAnswer(t *testing.T) {
+	r := newSecretRig(t)
+	const size = 3<<20 + 77
+	for _, h2 := range []bool{false, true} {
+		status, body, _, proto, err := do(r.client(h2, r.flockCA), "GET", fmt.Sprintf("https://api.example.com/v1/big/%d", size), http.Header{"Authorization": {"Bearer " + r.apiPH}})
+		if err != nil || status != http.StatusOK || len(body) != size || strings.Trim(body, "\x00") != "" {
+			t.Errorf("HTTP/%d: %d, %d bytes, %v; want 200 and %d zeros", proto, status, len(body), err, size)
+		}
+	}
+}
+
 // The proxy verifies an intercepted host's upstream against Roots, or
 // the system's roots when Roots is nil (read once, not at each
 // connection), never against the flock's CA: an upstream it cannot
