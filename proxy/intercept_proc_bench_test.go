@@ -113,14 +113,14 @@ func BenchmarkSecretInterceptProcess(b *testing.B) {
 		return s[len(s)/2]
 	}
 	rest, tunnel, in := med(append(append([]float64(nil), restCPU[0]...), restCPU[1]...)), med(proxyCPU[0]), med(proxyCPU[1])
-	benchrow.Print(b, benchrow.Row{Group: "egress", What: "flock-proxy's CPU per 100 MB downloaded from a secret's host", Floor: "the same through a plain tunnel [p]",
+	benchrow.Print(b, benchrow.Row{Group: "egress", What: "flock-proxy's CPU per 100 MB downloaded from a secret's host", Floor: "the same through a plain tunnel",
 		Unit: "s", Flock: proxyCPU[1], Base: proxyCPU[0],
 		Note: fmt.Sprintf("CPU seconds of the proxy's process (user+system); the client and the stand-in upstream took %.2f s together either way. "+
 			"Where the three share the cores, a download through an intercepted host runs at most (%.2f+%.2f)/(%.2f+%.2f) = %.2fx a plain tunnel's, "+
 			"and one connection's answer is carried by one goroutine (decrypt, scan, encrypt in turn): at most 100/%.2f = %.0f MB/s. "+
-			"The proxy's second TLS (a decrypt, an encrypt and a write per record) is the difference; the scan for secrets is a small part of it",
+			"The difference is the proxy's second TLS: each record of the answer decrypted and encrypted again, read from the upstream one at a time; the scan for secrets is a small part of it",
 			rest, rest, tunnel, rest, in, (rest+tunnel)/(rest+in), in, 100/in)})
-	benchrow.Print(b, benchrow.Row{Group: "egress", What: fmt.Sprintf("flock-proxy's memory (VmHWM), %d agents intercepting at once", procAgents), Floor: "the same agents through plain tunnels [p]",
+	benchrow.Print(b, benchrow.Row{Group: "egress", What: fmt.Sprintf("flock-proxy's memory (VmHWM), %d agents intercepting at once", procAgents), Floor: "the same agents through plain tunnels",
 		N: procAgents, Unit: "MiB", Flock: hwm[1], Base: hwm[0], Goal: "≤ 128 MiB",
 		Note: fmt.Sprintf("the peak resident memory of the proxy's process, a fresh one for each figure: each agent (a uid, a placeholder of its own) holds a connection after a request, "+
 			"%d of them with a 16 MB download begun and stalled, then finished; VmRSS with all of them open: %.1f MiB intercepting, %.1f MiB tunnels. "+
