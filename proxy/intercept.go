@@ -51,12 +51,17 @@ func (s *Server) roots() (*x509.CertPool, error) {
 	if s.Roots != nil {
 		return s.Roots, nil
 	}
-	p, err := x509.SystemCertPool()
+	p, err := systemRoots()
 	if err != nil {
 		return nil, fmt.Errorf("the system's roots: %w", err)
 	}
 	return p, nil
 }
+
+// systemRoots are the system's, read once: x509.SystemCertPool copies
+// the whole pool at each call, which each intercepted connection would
+// pay for. A pool only read is shared safely.
+var systemRoots = sync.OnceValues(x509.SystemCertPool)
 
 // Limits of an intercepted connection's requests: headers are bounded
 // (a body is not: a git push may be large).
@@ -97,7 +102,7 @@ func (s *Server) serveSecrets(c net.Conn, r io.Reader, rec *Record, t Target, ad
 	handshakeDone()
 	rec.Reason = ReasonAllowed
 
-	in := s.newInterception(rec, t, addrs, roots, b)
+	in := s.newInterception(rec, t, addrs, roots, b, cc)
 	defer in.tr.CloseIdleConnections()
 	ln := &oneConn{c: tc, done: make(chan struct{})}
 	// A server of its own, whose handler is this connection's: one
@@ -140,23 +145,3 @@ func (l *oneConn) Accept() (net.Conn, error) {
 func (l *oneConn) close()         { l.once.Do(func() { close(l.done) }) }
 func (l *oneConn) Close() error   { l.close(); return nil }
 func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
-
-// countedConn reads r (the client's bytes, the ClientHello first) and
-// writes the connection, counting both ways.
-type countedConn struct {
-	net.Conn
-	r        io.Reader
-	up, down atomic.Int64
-}
-
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.up.Add(int64(n))
-	return n, err
-}
-
-func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.down.Add(int64(n))
-	return n, err
-}

@@ -53,8 +53,8 @@ var secretDNS = fakeDNS{"api.example.com": {public}, "git.example.com": {public}
 func newSecretRig(t testing.TB) *secretRig { return newSecretRigOf(t, true) }
 
 // newSecretRigOf is newSecretRig with an upstream that offers HTTP/2 or
-// not.
-func newSecretRigOf(t testing.TB, h2 bool) *secretRig {
+// not, and the rig changed by opts before its proxy serves.
+func newSecretRigOf(t testing.TB, h2 bool, opts ...func(*secretRig)) *secretRig {
 	r := &secretRig{uids: &fakeUIDs{uid: agentUID}, streamGo: make(chan struct{})}
 	var err error
 	if r.flockCA, err = secrets.NewCA(); err != nil {
@@ -91,6 +91,9 @@ func newSecretRigOf(t testing.TB, h2 bool) *secretRig {
 	r.srv.SetIntercept(Intercept{CA: r.flockCA, Agents: map[uint32]secrets.Bindings{
 		agentUID: {secrets.Bind(api, []byte(apiSecret), r.apiPH), secrets.Bind(git, []byte(gitSecret), r.gitPH)},
 	}})
+	for _, o := range opts {
+		o(r)
+	}
 	r.addr = serve(t, r.srv)
 	return r
 }
@@ -315,6 +318,68 @@ func TestInterceptOnlyGrantedHosts(t *testing.T) {
 		}
 		upstreamOnly.CloseIdleConnections()
 	}
+}
+
+// A large answer (read a buffer full at a time, its records written
+// together) reaches the agent whole, over HTTP/1.1 and HTTP/2.
+func TestInterceptCarriesALargeAnswer(t *testing.T) {
+	r := newSecretRig(t)
+	const size = 3<<20 + 77
+	for _, h2 := range []bool{false, true} {
+		status, body, _, proto, err := do(r.client(h2, r.flockCA), "GET", fmt.Sprintf("https://api.example.com/v1/big/%d", size), http.Header{"Authorization": {"Bearer " + r.apiPH}})
+		if err != nil || status != http.StatusOK || len(body) != size || strings.Trim(body, "\x00") != "" {
+			t.Errorf("HTTP/%d: %d, %d bytes, %v; want 200 and %d zeros", proto, status, len(body), err, size)
+		}
+	}
+}
+
+// The proxy verifies an intercepted host's upstream against Roots, or
+// the system's roots when Roots is nil (read once, not at each
+// connection), never against the flock's CA: an upstream it cannot
+// verify gets a 502 that says so, and the secret is not sent.
+func TestInterceptVerifiesTheUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		roots func(r *secretRig) *x509.CertPool
+		want  int
+	}{
+		{"the upstream's CA", func(r *secretRig) *x509.CertPool { return poolOf(r.upstreamCA) }, http.StatusOK},
+		{"the flock's CA only", func(r *secretRig) *x509.CertPool { return poolOf(r.flockCA) }, http.StatusBadGateway},
+		{"the system's", func(*secretRig) *x509.CertPool { return nil }, http.StatusBadGateway},
+	} {
+		r := newSecretRigOf(t, false, func(r *secretRig) { r.srv.Roots = tc.roots(r) })
+		status, body, _, _, err := do(r.client(false, r.flockCA), "GET", "https://api.example.com/v1/x", http.Header{"Authorization": {"Bearer " + r.apiPH}})
+		if err != nil || status != tc.want {
+			t.Errorf("%s: %d %q, %v; want %d", tc.name, status, body, err, tc.want)
+		}
+		if tc.want == http.StatusBadGateway && (!strings.Contains(body, "certificate") || r.seenCount() != 0) {
+			t.Errorf("%s: %q, %d requests reached the upstream; want a certificate error and none", tc.name, body, r.seenCount())
+		}
+	}
+	// The system's roots are one pool, which the flock's CA is not in.
+	var s Server
+	a, errA := s.roots()
+	b, errB := s.roots()
+	if errA != nil || errB != nil || a != b {
+		t.Fatalf("the system's roots: %p, %v then %p, %v; want the same pool", a, errA, b, errB)
+	}
+	ca, err := secrets.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{Roots: a, DNSName: "api.example.com"}); err == nil {
+		t.Error("a leaf of the flock's CA verifies against the system's roots")
+	}
+}
+
+func poolOf(ca *secrets.CA) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Certificate())
+	return p
 }
 
 // openIntercepted opens a CONNECT to api.example.com and the agent's TLS

@@ -34,6 +34,7 @@ type interception struct {
 	b     secrets.Bindings
 	tr    *http.Transport
 	rp    *httputil.ReverseProxy
+	cc    *countedConn // the agent's side
 
 	mu       sync.Mutex
 	closing  bool
@@ -44,8 +45,8 @@ type interception struct {
 
 var discardLog = log.New(io.Discard, "", 0)
 
-func (s *Server) newInterception(rec *Record, t Target, addrs []netip.Addr, roots *x509.CertPool, b secrets.Bindings) *interception {
-	in := &interception{s: s, agent: rec.Agent, uid: rec.UID, t: t, b: b}
+func (s *Server) newInterception(rec *Record, t Target, addrs []netip.Addr, roots *x509.CertPool, b secrets.Bindings, cc *countedConn) *interception {
+	in := &interception{s: s, agent: rec.Agent, uid: rec.UID, t: t, b: b, cc: cc}
 	in.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			err := errors.New("no address")
@@ -74,6 +75,7 @@ func (s *Server) newInterception(rec *Record, t Target, addrs []netip.Addr, root
 			pr.Out.Header.Del("Accept-Encoding")
 		},
 		Transport:      in.tr,
+		BufferPool:     answerBufs{},
 		ModifyResponse: in.unswap,
 		ErrorHandler:   in.upstreamFailed,
 		ErrorLog:       discardLog,
@@ -106,6 +108,9 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, name := range carried {
 			in.s.secretCounts.swapped(in.agent, name)
 		}
+	}
+	if r.ProtoMajor == 1 { // HTTP/2's frames are written one by one
+		w = recordsAtOnce{w, in.cc}
 	}
 	in.rp.ServeHTTP(w, r)
 }
@@ -145,18 +150,42 @@ func (in *interception) refuse(w http.ResponseWriter, ref *secrets.Refusal) {
 func (in *interception) unswap(res *http.Response) error {
 	secrets.UnswapHeader(res.Header, in.b)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil {
-		res.Body = &unswapped{Reader: secrets.Unswap(res.Body, in.b), body: res.Body, res: res, b: in.b}
+		res.Body = &unswapped{Reader: secrets.Unswap(res.Body, in.b), body: res.Body, res: res, b: in.b,
+			full: res.ContentLength >= fullReadsFrom}
 	}
 	return nil
 }
 
 // unswapped is an answer's body read through Unswap; closed, its
-// trailers (known once it is read) are unswapped too.
+// trailers (known once it is read) are unswapped too. A large answer of
+// a known length (a download, not an event stream) is read a buffer
+// full at a time: each read of the upstream's TLS is one record, and
+// the agent's writes would be too.
 type unswapped struct {
 	io.Reader
 	body io.Closer
 	res  *http.Response
 	b    secrets.Bindings
+	full bool
+}
+
+// fullReadsFrom is the length from which an answer is read a buffer full
+// at a time.
+const fullReadsFrom = 1 << 20
+
+func (u *unswapped) Read(p []byte) (int, error) {
+	if !u.full {
+		return u.Reader.Read(p)
+	}
+	n := 0
+	for n < len(p) {
+		m, err := u.Reader.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func (u *unswapped) Close() error {

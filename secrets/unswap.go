@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 )
 
@@ -15,7 +14,10 @@ import (
 // split across reads is found: the end of what was read that begins a
 // secret is held back until more come or r ends, and nothing else (an
 // event stream's events reach the agent as they come). Placeholders have
-// their secrets' length, so the length of the answer does not change.
+// their secrets' length, so the length of the answer does not change,
+// and a secret is replaced where it lies: the bytes read go to the
+// reader's buffer once, scanned once per secret, with no copy of their
+// own (a download through the proxy costs its scan, nothing more).
 func Unswap(r io.Reader, b Bindings) io.Reader {
 	u := &unswapper{r: r}
 	for _, x := range b {
@@ -26,6 +28,7 @@ func Unswap(r io.Reader, b Bindings) io.Reader {
 		u.to = append(u.to, []byte(x.Placeholder))
 		u.longest = max(u.longest, len(x.Secret))
 	}
+	u.next = make([]int, len(u.from))
 	return u
 }
 
@@ -33,61 +36,103 @@ type unswapper struct {
 	r        io.Reader
 	from, to [][]byte
 	longest  int
-	in       []byte // read, not yet decided
-	out      []byte // decided, not yet returned
-	err      error  // r's, returned once in and out are empty
+	next     []int  // scan's: where each secret is next found
+	held     []byte // the end of what was read that may begin a secret
+	own      []byte // a read's buffer when the reader's is too small
+	ready    []byte // decided, in own, not yet returned
+	err      error  // r's, returned once held is given back
 }
 
-const readSize = 32 << 10
+// ownSize is own's: the reads of a reader whose buffer cannot hold what
+// is held back and more.
+const ownSize = 4 << 10
 
 func (u *unswapper) Read(p []byte) (int, error) {
 	if len(u.from) == 0 {
 		return u.r.Read(p)
 	}
-	for len(u.out) == 0 {
-		if u.err != nil {
+	if len(u.ready) > 0 {
+		n := copy(p, u.ready)
+		u.ready = u.ready[n:]
+		return n, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// Read into p when it holds what is held back with room to spare
+	// (as io.Copy's buffer does), else into own and copy.
+	buf, direct := p, len(p) >= 2*u.longest
+	if !direct {
+		if u.own == nil {
+			u.own = make([]byte, max(ownSize, 2*u.longest))
+		}
+		buf = u.own
+	}
+	for {
+		if u.err != nil && len(u.held) == 0 {
 			return 0, u.err
 		}
-		n := len(u.in)
-		u.in = slices.Grow(u.in, readSize)
-		m, err := u.r.Read(u.in[n : n+readSize])
-		u.in, u.err = u.in[:n+m], err
-		u.scan(err != nil)
+		n := copy(buf, u.held)
+		if u.err == nil {
+			m, err := u.r.Read(buf[n:])
+			n, u.err = n+m, err
+		}
+		decided := u.scan(buf[:n], u.err != nil)
+		u.held = append(u.held[:0], buf[decided:n]...)
+		if decided == 0 {
+			continue // all of it may begin a secret, or nothing came
+		}
+		if direct {
+			return decided, nil
+		}
+		u.ready = buf[:decided]
+		n = copy(p, u.ready)
+		u.ready = u.ready[n:]
+		return n, nil
 	}
-	n := copy(p, u.out)
-	u.out = u.out[n:]
-	return n, nil
 }
 
-// scan moves to out what in holds that no secret can still begin in,
-// each secret found replaced: at each position the earliest secret, the
+// scan replaces in in each secret found with its placeholder and says
+// how much of in is decided: at each position the earliest secret, the
 // first of b on a tie, as a whole answer read at once would be. Unless
-// final, only the end of in that could begin a secret is held back (the
+// final, the end of in that could begin a secret is not decided (the
 // rest of an event stream reaches the agent as it comes), and a secret
 // found is taken only if no secret could begin before it.
-func (u *unswapper) scan(final bool) {
-	in, i := u.in, 0
-	u.out = u.out[:0]
+func (u *unswapper) scan(in []byte, final bool) int {
+	for j, s := range u.from {
+		u.next[j] = index(in, 0, s)
+	}
+	i := 0
 	for {
 		at, k := -1, -1
-		for j, s := range u.from {
-			if x := bytes.Index(in[i:], s); x >= 0 && (at < 0 || x < at) {
+		for j, x := range u.next {
+			if x >= 0 && (at < 0 || x < at) {
 				at, k = x, j
 			}
 		}
-		if at < 0 || !final && u.partial(in, i) <= i+at {
+		if at < 0 || !final && u.partial(in, i) <= at {
 			break
 		}
-		u.out = append(u.out, in[i:i+at]...)
-		u.out = append(u.out, u.to[k]...)
-		i += at + len(u.from[k])
+		copy(in[at:], u.to[k])
+		i = at + len(u.from[k])
+		for j, x := range u.next {
+			if x >= 0 && x < i {
+				u.next[j] = index(in, i, u.from[j])
+			}
+		}
 	}
-	keep := 0
-	if !final {
-		keep = len(in) - u.partial(in, i)
+	if final {
+		return len(in)
 	}
-	u.out = append(u.out, in[i:len(in)-keep]...)
-	u.in = append(u.in[:0], in[len(in)-keep:]...)
+	return u.partial(in, i)
+}
+
+// index is where s is first found in in from from on; -1 if nowhere.
+func index(in []byte, from int, s []byte) int {
+	if x := bytes.Index(in[from:], s); x >= 0 {
+		return from + x
+	}
+	return -1
 }
 
 // partial is the first position from on where what in holds to its end

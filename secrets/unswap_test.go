@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -140,4 +141,71 @@ func TestUnswapHoldsBackOnlyWhatBeginsASecret(t *testing.T) {
 		}
 		pw.Close()
 	}
+}
+
+// Secrets that overlap (one begins another, one ends where another
+// begins), read in pieces and into buffers of every size, are replaced
+// as a whole answer read at once would have them: at each position the
+// earliest secret, the first of b on a tie.
+// Unit tier.
+func TestUnswapAsReadWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		secrets []string
+	}{
+		{"one", []string{"abab"}},
+		{"one begins another", []string{"ab", "abba"}},
+		{"the longer first", []string{"abba", "ab"}},
+		{"one ends another", []string{"bab", "aab"}},
+		{"single bytes", []string{"a", "bb"}},
+	} {
+		var b Bindings
+		for i, s := range tc.secrets {
+			// Placeholders of letters the answer never holds: a
+			// placeholder does not join what follows into a secret.
+			b = append(b, Binding{Name: s, Secret: []byte(s), Placeholder: strings.Repeat(string(rune('w'+i)), len(s))})
+		}
+		rng := rand.New(rand.NewPCG(uint64(len(tc.name)), 7))
+		for range 300 {
+			in := make([]byte, rng.IntN(200))
+			for i := range in {
+				in[i] = "ab"[rng.IntN(2)]
+			}
+			want := readWhole(in, b)
+			sizes := []int{1 + rng.IntN(16), 1 + rng.IntN(16)}
+			into := 1 + rng.IntN(12)
+			u := Unswap(&chunked{r: bytes.NewReader(in), sizes: sizes}, b)
+			var got []byte
+			buf := make([]byte, into)
+			for {
+				n, err := u.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if string(got) != want {
+				t.Fatalf("%s: %q read in %v into %d:\n got %q\nwant %q", tc.name, in, sizes, into, got, want)
+			}
+		}
+	}
+}
+
+// readWhole is in with b's secrets replaced, read at once: at each
+// position the first secret of b that begins there, if any.
+func readWhole(in []byte, b Bindings) string {
+	var out strings.Builder
+	for i := 0; i < len(in); {
+		k := slices.IndexFunc(b, func(x Binding) bool { return bytes.HasPrefix(in[i:], x.Secret) })
+		if k < 0 {
+			out.WriteByte(in[i])
+			i++
+			continue
+		}
+		out.WriteString(b[k].Placeholder)
+		i += len(b[k].Secret)
+	}
+	return out.String()
 }
