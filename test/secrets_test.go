@@ -173,13 +173,7 @@ func TestSecrets(t *testing.T) {
 		if out := shTask(t, m, 1, gitPush); !strings.HasSuffix(strings.TrimSpace(out), "pushed") {
 			t.Fatalf("git clone, commit, push from agent 1:\n%s", out)
 		}
-		if got := mustRun(t, m, "git", "-C", secretsRepo, "log", "-1", "--format=%s", "main"); strings.TrimSpace(got) != "agent 1 through flock-proxy" {
-			t.Errorf("the bare repository's main is at %q, not agent 1's commit", got)
-		}
-		if got := mustRun(t, m, "git", "-C", secretsRepo, "show", "main:agent.txt"); strings.TrimSpace(got) != "pushed by agent 1" {
-			t.Errorf("agent.txt in the pushed commit: %q", got)
-		}
-		wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-receive-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
+		wantPushed(t, m, 1, "agent.txt")
 		wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-upload-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
 	})
 
@@ -249,13 +243,7 @@ func TestSecrets(t *testing.T) {
 		if !strings.Contains(out, "Done. Bash said: pushed") {
 			t.Fatalf("Claude Code (agent 5) running git push in its Bash tool:\n%s", out)
 		}
-		if got := mustRun(t, m, "git", "-C", secretsRepo, "log", "-1", "--format=%s", "main"); strings.TrimSpace(got) != "agent 5 through flock-proxy" {
-			t.Errorf("the bare repository's main is at %q, not agent 5's commit", got)
-		}
-		if got := mustRun(t, m, "git", "-C", secretsRepo, "show", "main:claude.txt"); strings.TrimSpace(got) != "pushed by agent 5" {
-			t.Errorf("claude.txt in the pushed commit: %q", got)
-		}
-		wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-receive-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
+		wantPushed(t, m, 5, "claude.txt")
 	})
 
 	t.Run("refused: the rules, an unbound host, an agent without the grant", func(t *testing.T) {
@@ -421,6 +409,19 @@ rm -rf "$seed"`)
 		return err
 	})
 	mustRun(t, m, "sh", "-c", "cat "+secretsCADir+"/ca.pem >> /etc/ssl/certs/ca-certificates.crt")
+}
+
+// wantPushed fails t unless the bare repository's main is agent id's
+// commit of file (gitPush's), pushed with the real token.
+func wantPushed(t *testing.T, m *harness.Machine, id int, file string) {
+	t.Helper()
+	if got := mustRun(t, m, "git", "-C", secretsRepo, "log", "-1", "--format=%s", "main"); strings.TrimSpace(got) != fmt.Sprintf("agent %d through flock-proxy", id) {
+		t.Errorf("the bare repository's main is at %q, not agent %d's commit", got, id)
+	}
+	if got := mustRun(t, m, "git", "-C", secretsRepo, "show", "main:"+file); strings.TrimSpace(got) != fmt.Sprintf("pushed by agent %d", id) {
+		t.Errorf("%s in the pushed commit: %q", file, got)
+	}
+	wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-receive-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
 }
 
 // seenAt is every request the stand-ins had, asked by root directly.
