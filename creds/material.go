@@ -34,6 +34,14 @@ type Material interface {
 	Ensure(ctx context.Context) error
 	// Secret is the content of a secret's file.
 	Secret(ctx context.Context, path string) ([]byte, error)
+	// HandOver writes values (credential name -> value) into flock-proxy's
+	// hand-over directory (handover.go), each whole or not at all; a
+	// missing directory (no proxy running to take them) is an error.
+	HandOver(ctx context.Context, values map[string][]byte) error
+	// Untaken are those of names the proxy has not taken (removed) yet.
+	Untaken(ctx context.Context, names []string) ([]string, error)
+	// Withdraw removes names from the directory: what was not taken.
+	Withdraw(ctx context.Context, names []string) error
 }
 
 // SystemRoots is the system's trusted roots (Debian's ca-certificates),
@@ -47,12 +55,14 @@ const KeySize = 32
 type MaterialStore struct {
 	Dir, CAPath, KeyPath, CertPath, BundlePath string
 	Roots                                      string // the system's roots
+	HandOverDir                                string // spec.ProxyHandOverPath
 }
 
 // NewMaterialStore is the host's material at spec's paths.
 func NewMaterialStore() MaterialStore {
 	return MaterialStore{Dir: spec.SecretsDir, CAPath: spec.SecretsCAPath, KeyPath: spec.PlaceholderKeyPath,
-		CertPath: spec.SecretsCACertPath, BundlePath: spec.SecretsCABundlePath, Roots: SystemRoots}
+		CertPath: spec.SecretsCACertPath, BundlePath: spec.SecretsCABundlePath, Roots: SystemRoots,
+		HandOverDir: spec.ProxyHandOverPath}
 }
 
 var _ Material = MaterialStore{}

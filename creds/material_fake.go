@@ -21,6 +21,12 @@ type MaterialFake struct {
 	Secrets map[string][]byte
 	// Ensured counts Ensure's calls.
 	Ensured int
+	// HandedOver are the values handed to the proxy and not taken yet,
+	// Taken those it took, by credential name. The proxy takes all of
+	// them when asked what is untaken, unless Refuses; NoHandOverDir: it
+	// has no hand-over directory (it is not running).
+	HandedOver, Taken      map[string][]byte
+	Refuses, NoHandOverDir bool
 }
 
 var _ Material = (*MaterialFake)(nil)
@@ -96,4 +102,48 @@ func (f *MaterialFake) Files() map[string]bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.good)
+}
+
+func (f *MaterialFake) HandOver(ctx context.Context, values map[string][]byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.NoHandOverDir {
+		return fmt.Errorf("the proxy's hand-over directory: stat %s: no such file or directory", spec.ProxyHandOverPath)
+	}
+	if f.HandedOver == nil {
+		f.HandedOver = map[string][]byte{}
+	}
+	for name, v := range values {
+		f.HandedOver[name] = bytes.Clone(v)
+	}
+	return nil
+}
+
+func (f *MaterialFake) Untaken(ctx context.Context, names []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var left []string
+	for _, name := range names {
+		v, ok := f.HandedOver[name]
+		switch {
+		case ok && f.Refuses:
+			left = append(left, name)
+		case ok:
+			if f.Taken == nil {
+				f.Taken = map[string][]byte{}
+			}
+			f.Taken[name] = v
+			delete(f.HandedOver, name)
+		}
+	}
+	return left, nil
+}
+
+func (f *MaterialFake) Withdraw(ctx context.Context, names []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, name := range names {
+		delete(f.HandedOver, name)
+	}
+	return nil
 }

@@ -24,7 +24,8 @@ func tempMaterial(t *testing.T) MaterialStore {
 	}
 	sec := filepath.Join(d, "state", "secrets")
 	return MaterialStore{Dir: sec, CAPath: filepath.Join(sec, "ca.pem"), KeyPath: filepath.Join(sec, "placeholder.key"),
-		CertPath: filepath.Join(d, "etc", "ca.crt"), BundlePath: filepath.Join(d, "etc", "ca-bundle.crt"), Roots: roots}
+		CertPath: filepath.Join(d, "etc", "ca.crt"), BundlePath: filepath.Join(d, "etc", "ca-bundle.crt"), Roots: roots,
+		HandOverDir: filepath.Join(d, "run", "handover")}
 }
 
 // Unit tier: Ensure makes every file with its mode, once; what is deleted

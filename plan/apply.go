@@ -55,6 +55,8 @@ var steps = []step{
 	// The proxy is up before an agent that needs it starts.
 	{[]Kind{WriteProxyConf}, writeProxyConfig},
 	{[]Kind{InstallProxy}, installProxy},
+	// After the unit's file, whose digest then says what the proxy has.
+	{[]Kind{HandOverProxy}, handOverProxy},
 	{[]Kind{StartProxy}, startProxy},
 	{[]Kind{ReloadProxy}, reloadProxy},
 	{[]Kind{RemoveProxy}, removeProxy},
@@ -76,6 +78,7 @@ func rank(k Kind) int {
 // applier is what every step works with.
 type applier struct {
 	h        Host
+	say      func(format string, args ...any)
 	d        Desired
 	progress Progress
 }
@@ -90,7 +93,10 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 				p.Changes[i].Kind, p.Changes[i].Target, p.Changes[i-1].Kind, p.Changes[i-1].Target)
 		}
 	}
-	x := applier{h: h, d: d, progress: progress}
+	x := applier{h: h, d: d, progress: progress, say: h.Say}
+	if x.say == nil {
+		x.say = func(string, ...any) {}
+	}
 	for start := 0; start < len(p.Changes); {
 		r := rank(p.Changes[start].Kind)
 		end := start + 1

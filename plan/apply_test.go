@@ -19,7 +19,7 @@ import (
 
 // allKinds is every kind of change there is.
 var allKinds = []Kind{StopUnit, RemoveUser, RemoveIdentity, CreateUser, CreateGroup, EnsurePath, CreateIdentity,
-	WriteBusConfig, InstallBus, StartBus, ReloadBus, InstallCounters, StartCounters, RemoveCounters, EnsureSecrets, WriteProxyConf, InstallProxy, StartProxy, ReloadProxy, RemoveProxy,
+	WriteBusConfig, InstallBus, StartBus, ReloadBus, InstallCounters, StartCounters, RemoveCounters, EnsureSecrets, WriteProxyConf, InstallProxy, HandOverProxy, StartProxy, ReloadProxy, RemoveProxy,
 	Firewall, StartUnit, RestartUnit}
 
 func TestEveryKindHasOneStep(t *testing.T) {

@@ -99,6 +99,7 @@ const (
 	EnsureSecrets   Kind = "ensure secrets"
 	WriteProxyConf  Kind = "write proxy config"
 	InstallProxy    Kind = "install proxy"
+	HandOverProxy   Kind = "hand over"
 	StartProxy      Kind = "(re)start proxy"
 	ReloadProxy     Kind = "reload proxy"
 	RemoveProxy     Kind = "remove proxy"
@@ -446,6 +447,16 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 		}
 		add(WriteProxyConf, proxy.ConfigPath, why)
 	}
+	_, newCA := c.SecretsMaterial[spec.SecretsCAPath]
+	newCA = newCA && d.SecretsMaterial
+	if why, ok := handOverWhy(c, d.ProxyService); ok && !newIdentity && !newCA {
+		// The unit file differs in its secrets alone: installed, it
+		// changes nothing running; the secrets reach the proxy at a
+		// reload, which takes the config too.
+		add(InstallProxy, units.ProxyUnit, why)
+		add(HandOverProxy, units.ProxyUnit, why+": it takes them at a reload")
+		return
+	}
 	why := ""
 	if was, now := units.ProxySecretsDigest(c.ProxyService.File), units.ProxySecretsDigest(d.ProxyService); was != now && was != "" && now != "" {
 		why = "a secret's file changed: it reads them at start"
@@ -453,15 +464,32 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false, why) {
 		return
 	}
-	_, newCA := c.SecretsMaterial[spec.SecretsCAPath]
 	switch {
 	case newIdentity:
 		add(StartProxy, units.ProxyUnit, "its bus identity is new")
-	case d.SecretsMaterial && newCA:
+	case newCA:
 		add(StartProxy, units.ProxyUnit, "its CA is made anew: it reads it at start")
 	case cfgChanged:
 		add(ReloadProxy, units.ProxyUnit, "agents or names changed")
 	}
+}
+
+// handOverWhy says why the running proxy is handed its secrets: its
+// unit file as installed differs from want in the secrets' digest and
+// credentials alone (units.ProxySecretsChange). Anything else changed,
+// or a proxy not running, is a restart.
+func handOverWhy(c Current, want []byte) (string, bool) {
+	if c.ProxyService.ActiveState != "active" {
+		return "", false
+	}
+	only, creds := units.ProxySecretsChange(c.ProxyService.File, want)
+	switch {
+	case !only:
+		return "", false
+	case creds:
+		return "a secret is granted or taken away", true
+	}
+	return "a secret's file changed", true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

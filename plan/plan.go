@@ -130,6 +130,9 @@ type Host struct {
 	// Secrets is the secrets' material; nil where no plan needs it (a
 	// reader's host, which reads none of it).
 	Secrets creds.Material
+	// Say is told what an apply did other than its plan says (a
+	// hand-over that fell back to a restart); nil: no one.
+	Say func(format string, args ...any)
 }
 
 // AgentView is one agent as the plan has it: its unit and its bus

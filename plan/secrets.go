@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -93,15 +94,26 @@ func DrawSecrets(ctx context.Context, m creds.Material, f *spec.Flock, agents []
 	}
 	values := map[string][]byte{}
 	for _, s := range granted {
-		// As flock-proxy reads it (secrets.Value), so the placeholder has
-		// the length of what is swapped in.
-		if b, err := m.Secret(ctx, s.File); err == nil {
-			if v, err := secrets.Value(b); err == nil {
-				values[s.Name] = v
-			}
+		if v, err := secretValue(ctx, m, s); err == nil {
+			values[s.Name] = v
 		}
 	}
 	return Placeholders(agents, key, values), SecretsDigest(key, values), nil
+}
+
+// secretValue is the value of s's file read through m as flock-proxy
+// reads it (secrets.Value): the placeholder has the length of what is
+// swapped in, and a hand-over is what the proxy would read at start.
+func secretValue(ctx context.Context, m creds.Material, s spec.Secret) ([]byte, error) {
+	b, err := m.Secret(ctx, s.File)
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", s.Name, err)
+	}
+	v, err := secrets.Value(b)
+	if err != nil {
+		return nil, fmt.Errorf("secret %s (%s): %w", s.Name, s.File, err)
+	}
+	return v, nil
 }
 
 // proxySecrets are what flock-proxy.service is handed for the secrets of

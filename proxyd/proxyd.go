@@ -33,6 +33,9 @@ type Options struct {
 	// CredentialsDir holds the providers' keys and CAs (the unit's
 	// LoadCredential=, $CREDENTIALS_DIRECTORY).
 	CredentialsDir string
+	// HandOverDir is where root hands over a secret's new value at a
+	// reload (the unit's $RUNTIME_DIRECTORY/spec.HandOverDir); "": none.
+	HandOverDir string
 	// UIDs says which uid owns a client's socket; nil: the kernel's
 	// answer (proxy.SockDiag).
 	UIDs proxy.UIDOf
@@ -55,6 +58,7 @@ type Service struct {
 	nc     *nats.Conn // nil: no bus
 	srv    *proxy.Server
 	done   chan error
+	creds  credentials // as the policy in force read them
 }
 
 // Run carries the agents' tunnels and serves the gateway until ctx ends
@@ -84,15 +88,19 @@ func Start(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, err := loadIntercept(o.CredentialsDir, cfg, warn)
+	cr := credentials{dir: o.CredentialsDir}
+	ic, err := loadIntercept(cr, cfg, warn)
 	if err != nil {
+		return nil, err
+	}
+	if err := makeHandOver(o.HandOverDir); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	s := &Service{o: o, cfg: cfg, ln: ln, done: make(chan error, 1)}
+	s := &Service{o: o, cfg: cfg, ln: ln, done: make(chan error, 1), creds: cr}
 	j := &proxy.Journal{Fallback: os.Stderr}
 	if s.models, err = startGateway(cfg, ln.Addr(), o, j); err != nil {
 		ln.Close()
@@ -137,6 +145,7 @@ func (s *Service) Addr() net.Addr { return s.ln.Addr() }
 // open tunnels go on. A config the proxy cannot follow without a restart
 // leaves the previous policy.
 func (s *Service) Reload() error {
+	taken := handedOver(s.o.HandOverDir, warn)
 	c, err := proxy.ReadConfig(s.o.ConfigPath)
 	switch {
 	case err != nil:
@@ -144,9 +153,10 @@ func (s *Service) Reload() error {
 	case c.Listen != s.cfg.Listen:
 		return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", s.cfg.Listen, c.Listen)
 	}
-	// The secrets' credentials are those the unit was started with: a
-	// new secret's (or a changed file's) reaches the proxy at its restart.
-	ic, err := loadIntercept(s.o.CredentialsDir, c, warn)
+	// The secrets' credentials are those the unit was started with, or
+	// handed over since.
+	cr := s.creds.with(taken)
+	ic, err := loadIntercept(cr, c, warn)
 	if err != nil {
 		return fmt.Errorf("%w (the previous policy stays)", err)
 	}
@@ -159,6 +169,8 @@ func (s *Service) Reload() error {
 	// before the policy changes (egress, a plain tunnel's, stays).
 	s.srv.SetIntercept(ic)
 	s.srv.SetPolicy(c.Policy)
+	s.creds = cr
+	removeTaken(s.o.HandOverDir, taken, warn)
 	fmt.Fprintf(os.Stderr, "[INF] reloaded %s: %d agents, %d with model APIs, %d with secrets\n", s.o.ConfigPath, len(c.Policy.Agents), len(c.Gateway.Agents), len(ic.Agents))
 	return nil
 }

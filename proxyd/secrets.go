@@ -2,8 +2,6 @@ package proxyd
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/secrets"
@@ -11,18 +9,19 @@ import (
 )
 
 // loadIntercept reads what the proxy needs to carry cfg's secrets from
-// the unit's credentials (dir, $CREDENTIALS_DIRECTORY): the value of
+// the unit's credentials (systemd's, $CREDENTIALS_DIRECTORY, and those
+// handed over since: credentials): the value of
 // each secret granted to an agent, and the flock's CA; and binds each
 // agent's grants, in the spec's order of secrets, with its placeholders.
 // A credential missing or unreadable is an error naming it and the fix;
 // none is read when no agent is granted a secret. warn is told what the
 // proxy carries on through.
-func loadIntercept(dir string, cfg proxy.Config, warn func(string, ...any)) (proxy.Intercept, error) {
+func loadIntercept(cr credentials, cfg proxy.Config, warn func(string, ...any)) (proxy.Intercept, error) {
 	if len(cfg.Placeholders) == 0 {
 		return proxy.Intercept{}, nil
 	}
 	restart := "run flockctl provision, which hands it to flock-proxy.service, then systemctl restart flock-proxy.service"
-	b, err := os.ReadFile(filepath.Join(dir, spec.SecretsCACredential))
+	b, err := cr.read(spec.SecretsCACredential)
 	if err != nil {
 		return proxy.Intercept{}, fmt.Errorf("the secrets' CA (credential %s, from %s): %w; %s", spec.SecretsCACredential, spec.SecretsCAPath, err, restart)
 	}
@@ -41,7 +40,7 @@ func loadIntercept(dir string, cfg proxy.Config, warn func(string, ...any)) (pro
 			}
 			v, ok := values[s.Name]
 			if !ok {
-				if v, err = readSecret(dir, s); err != nil {
+				if v, err = readSecret(cr, s); err != nil {
 					return proxy.Intercept{}, fmt.Errorf("%w; %s", err, restart)
 				}
 				values[s.Name] = v
@@ -57,9 +56,9 @@ func loadIntercept(dir string, cfg proxy.Config, warn func(string, ...any)) (pro
 	return ic, nil
 }
 
-func readSecret(dir string, s spec.Secret) ([]byte, error) {
+func readSecret(cr credentials, s spec.Secret) ([]byte, error) {
 	cred := spec.SecretCredential(s.Name)
-	b, err := os.ReadFile(filepath.Join(dir, cred))
+	b, err := cr.read(cred)
 	if err != nil {
 		return nil, fmt.Errorf("secret %s (credential %s, from %s): %w", s.Name, cred, s.File, err)
 	}

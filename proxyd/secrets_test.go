@@ -87,7 +87,7 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 	r.write(filepath.Join(dir, spec.SecretCredential("search")), []byte("se-real"))
 
 	var warned []string
-	ic, err := loadIntercept(dir, c, func(f string, _ ...any) { warned = append(warned, f) })
+	ic, err := loadIntercept(credentials{dir: dir}, c, func(f string, _ ...any) { warned = append(warned, f) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 		t.Errorf("reloading with a secret the unit lacks: %v", err)
 	}
 	r.write(filepath.Join(dir, spec.SecretCredential("new")), []byte("longer than n-0"))
-	if _, err := loadIntercept(dir, c, func(f string, _ ...any) { warned = append(warned, f) }); err != nil || len(warned) != 1 || !strings.Contains(warned[0], "not the secret's length") {
+	if _, err := loadIntercept(credentials{dir: dir}, c, func(f string, _ ...any) { warned = append(warned, f) }); err != nil || len(warned) != 1 || !strings.Contains(warned[0], "not the secret's length") {
 		t.Errorf("a placeholder of another length: %v, warned %v", err, warned)
 	}
 }
@@ -128,14 +128,50 @@ func TestServiceLoadsTheSecrets(t *testing.T) {
 // and reason. The upstream is on loopback, as api.github.com.
 func TestServicePublishesSecretCounts(t *testing.T) {
 	r := newRig(t)
-	dir := r.o.CredentialsDir
 	const value = "ghp_real_0123456789"
+	g := r.githubSecret(func() string { return value }, value, r.busURL)
+	s, err := Start(r.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r.report("agent 1, granted a secret alone, at the start", func(rep wire.ModelReport) bool { return len(rep.Secrets) == 0 })
+
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{{"/v1/user", http.StatusOK}, {"/v2/user", http.StatusForbidden}} {
+		if got := g.get(s, tc.path); got != tc.status {
+			t.Fatalf("GET %s: %d, want %d", tc.path, got, tc.status)
+		}
+	}
+	want := wire.SecretUse{Requests: 1, Refused: map[string]uint64{proxy.ReasonSecretRule: 1}}
+	r.report("the secret's request and refusal counted", func(rep wire.ModelReport) bool {
+		return len(rep.Secrets) == 1 && reflect.DeepEqual(rep.Secrets["github"], want)
+	})
+}
+
+// githubRig is an upstream as api.github.com on loopback that answers
+// the bearer of its secret alone, and the proxy's config granting agent
+// 1 the secret github there (GET /v1 alone).
+type githubRig struct {
+	t       *testing.T
+	host    string // api.github.com:PORT
+	ph      string // agent 1's placeholder
+	flockCA *secrets.CA
+	config  proxy.Config
+}
+
+// githubSecret sets r up for the secret github, value its credential,
+// the upstream answering the bearer of secret(); bus is the config's.
+func (r *rig) githubSecret(secret func() string, value, bus string) githubRig {
+	t := r.t
 	upstreamCA, err := secrets.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
 	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Authorization") != "Bearer "+value {
+		if req.Header.Get("Authorization") != "Bearer "+secret() {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -148,65 +184,51 @@ func TestServicePublishesSecretCounts(t *testing.T) {
 	r.o.roots.AddCert(upstreamCA.Certificate())
 	r.o.resolver = loopbackDNS{}
 	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
-	host := "api.github.com:" + port
-
-	flockCA := r.writeCA()
-	r.write(filepath.Join(dir, spec.SecretCredential("github")), []byte(value))
-	ph := secrets.Placeholder([]byte(value), rand.Reader)
+	g := githubRig{t: t, host: "api.github.com:" + port, flockCA: r.writeCA(), ph: secrets.Placeholder([]byte(value), rand.Reader)}
+	r.write(filepath.Join(r.o.CredentialsDir, spec.SecretCredential("github")), []byte(value))
 	var egress []spec.Egress
 	// The name, and its address on loopback.
-	for _, e := range []string{host, "127.0.0.1:" + port} {
+	for _, e := range []string{g.host, "127.0.0.1:" + port} {
 		rule, err := spec.ParseEgress(e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		egress = append(egress, rule)
 	}
-	c := proxy.Config{Listen: "127.0.0.1:0", Bus: r.busURL,
+	g.config = proxy.Config{Listen: "127.0.0.1:0", Bus: bus,
 		Policy: proxy.Policy{Agents: map[uint32]proxy.AgentRules{r.uid: {ID: 1, Rules: egress}}},
-		Secrets: []spec.Secret{{Name: "github", File: "/etc/flock/secrets/github", Hosts: []string{host}, Env: []string{"GH_TOKEN"},
+		Secrets: []spec.Secret{{Name: "github", File: "/etc/flock/secrets/github", Hosts: []string{g.host}, Env: []string{"GH_TOKEN"},
 			Rules: spec.SecretRules{Allow: []spec.RequestRule{{Methods: []string{"GET"}, Path: "/v1"}}}}},
-		Placeholders: map[uint32]map[string]string{r.uid: {"github": ph}},
+		Placeholders: map[uint32]map[string]string{r.uid: {"github": g.ph}},
 	}
-	b, err := c.Encode()
+	b, err := g.config.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.write(r.o.ConfigPath, b)
-	s, err := Start(r.o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r.report("agent 1, granted a secret alone, at the start", func(rep wire.ModelReport) bool { return len(rep.Secrets) == 0 })
+	return g
+}
 
+// get is the status of GET path on a new connection through s, with
+// agent 1's placeholder.
+func (g githubRig) get(s *Service, path string) int {
+	g.t.Helper()
 	pool := x509.NewCertPool()
-	pool.AddCert(flockCA.Certificate())
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	pool.AddCert(g.flockCA.Certificate())
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: s.Addr().String()}), TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	for _, tc := range []struct {
-		path   string
-		status int
-	}{{"/v1/user", http.StatusOK}, {"/v2/user", http.StatusForbidden}} {
-		req, err := http.NewRequest("GET", "https://"+host+tc.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+ph)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", tc.path, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status {
-			t.Fatalf("GET %s: %d %s, want %d", tc.path, resp.StatusCode, body, tc.status)
-		}
+	req, err := http.NewRequest("GET", "https://"+g.host+path, nil)
+	if err != nil {
+		g.t.Fatal(err)
 	}
-	want := wire.SecretUse{Requests: 1, Refused: map[string]uint64{proxy.ReasonSecretRule: 1}}
-	r.report("the secret's request and refusal counted", func(rep wire.ModelReport) bool {
-		return len(rep.Secrets) == 1 && reflect.DeepEqual(rep.Secrets["github"], want)
-	})
+	req.Header.Set("Authorization", "Bearer "+g.ph)
+	resp, err := client.Do(req)
+	if err != nil {
+		g.t.Fatalf("GET %s: %v", path, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // loopbackDNS resolves every name to 127.0.0.1.

@@ -25,6 +25,15 @@ const (
 	// SecretsCACredential is the credential name of SecretsCAPath in
 	// flock-proxy.service.
 	SecretsCACredential = "secrets-ca"
+	// ProxyRuntimeDir is flock-proxy.service's RuntimeDirectory=: its
+	// dynamic uid's alone (0700), removed at its stop.
+	ProxyRuntimeDir = "/run/flock-proxy"
+	// HandOverDir, in ProxyRuntimeDir, is where root hands flock-proxy a
+	// secret's new value at a reload: a file named as its credential
+	// (SecretCredential), which the proxy takes (reads, then removes).
+	HandOverDir = "handover"
+	// ProxyHandOverPath is HandOverDir as root finds it.
+	ProxyHandOverPath = ProxyRuntimeDir + "/" + HandOverDir
 )
 
 // SecretCredential is the credential name of secret name's file in

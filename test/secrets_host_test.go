@@ -4,9 +4,9 @@ package test
 // machine: provision refuses a secret file others may read and changes
 // nothing; an agent granted the secret holds a placeholder and the
 // bundle, one without the grant neither; the secret is in no unit,
-// environment, file or journal an agent can read; a rotated secret
-// restarts flock-proxy and no agent; deprovision --all --purge removes
-// the material.
+// environment, file or journal an agent can read; a rotated secret is
+// handed to the running flock-proxy at a reload, nothing restarted;
+// deprovision --all --purge removes the material.
 
 import (
 	"bytes"
@@ -101,17 +101,27 @@ func TestSecretsHostSide(t *testing.T) {
 		assertSecretNowhere(t, m, secretValue)
 	})
 
-	t.Run("a rotated secret restarts flock-proxy and no agent", func(t *testing.T) {
+	t.Run("a rotated secret is handed to flock-proxy at a reload, nothing restarted", func(t *testing.T) {
 		before := unitRuns(t, m, 1, 2)
 		proxyBefore := proxyRun(t, m)
 		placeholder := envValue(unitProp(t, m, 1, "Environment"), "GH_TOKEN")
 		writeSecret(secretRotate, 0o600)
-		provision(t, m, secretsHost)
+		writeSpec(t, m, secretsHost)
+		out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
+		if !strings.Contains(out, "hand over        flock-proxy.service (a secret's file changed") || strings.Contains(out, "restarting it instead") {
+			t.Errorf("provision did not hand the secret over:\n%s", out)
+		}
 		if after := unitRuns(t, m, 1, 2); after[1] != before[1] || after[2] != before[2] {
 			t.Errorf("an agent restarted: before %+v, after %+v", before, after)
 		}
-		if proxyRun(t, m) == proxyBefore {
-			t.Error("flock-proxy did not restart: it still holds the old secret")
+		if now := proxyRun(t, m); now != proxyBefore {
+			t.Errorf("flock-proxy restarted (%q, was %q): its tunnels were cut", now, proxyBefore)
+		}
+		if left := mustRun(t, m, "find", "/run/flock-proxy/handover", "-mindepth", "1"); strings.TrimSpace(left) != "" {
+			t.Errorf("the hand-over left files behind:\n%s", left)
+		}
+		if journal := mustRun(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-proxy.service"); !strings.Contains(journal, "reloaded /etc/flock/proxy.json") {
+			t.Errorf("flock-proxy did not say it reloaded:\n%s", journal)
 		}
 		if got := envValue(unitProp(t, m, 1, "Environment"), "GH_TOKEN"); got != placeholder {
 			t.Errorf("the placeholder moved from %q to %q for a secret of the same shape", placeholder, got)

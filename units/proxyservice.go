@@ -34,11 +34,16 @@ LoadCredential=nats:{{.Seed}}
 {{end}}{{end}}{{if .Secrets.Creds}}# The secrets' files and its CA's certificate and key: root's, handed to
 # this unit alone; agents hold placeholders, which it swaps for the
 # secrets. A digest of them (keyed: it tells nothing of them) is on the
-# next line, so a changed secret restarts this unit and no agent.
+# next line, so provision sees a changed secret and hands it over at a
+# reload: this unit goes on, and no agent restarts.
 # secrets {{.Secrets.Digest}}
 {{range .Secrets.Creds}}LoadCredential={{index . 0}}:{{index . 1}}
 {{end}}{{end}}# The model gateway's counts, kept across restarts and reboots.
 StateDirectory=flock-proxy
+# Where provision hands over a rotated credential at a reload: this
+# unit's uid's alone, and removed at its stop.
+RuntimeDirectory=flock-proxy
+RuntimeDirectoryMode=0700
 ExecStart={{.Bin}} proxy --config {{.Config}} --nkey %d/nats
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
@@ -67,6 +72,26 @@ type ProxySecrets struct {
 
 // proxyDigestRe finds the digest the template writes.
 var proxyDigestRe = regexp.MustCompile(`(?m)^# secrets ([0-9a-f]*)$`)
+
+// proxySecretLines are the lines of a flock-proxy.service file that a
+// secret's value, or which secrets it holds, change: the digest and the
+// secrets' credentials (not the CA's, read at start alone).
+var (
+	proxySecretLines = regexp.MustCompile(`(?m)^(# secrets [0-9a-f]*|LoadCredential=secret-.*)\n`)
+	proxySecretCreds = regexp.MustCompile(`(?m)^LoadCredential=secret-.*$`)
+)
+
+// ProxySecretsChange says how flock-proxy.service files was and now
+// differ: only in the secrets' digest and credentials (a change the
+// proxy takes at a reload, the secrets handed over), and if so whether
+// which secrets it holds changed too.
+func ProxySecretsChange(was, now []byte) (secretsOnly, credsChanged bool) {
+	if bytes.Equal(was, now) || !bytes.Equal(proxySecretLines.ReplaceAll(was, nil), proxySecretLines.ReplaceAll(now, nil)) {
+		return false, false
+	}
+	creds := func(file []byte) []byte { return bytes.Join(proxySecretCreds.FindAll(file, -1), []byte{'\n'}) }
+	return true, !bytes.Equal(creds(was), creds(now))
+}
 
 // ProxySecretsDigest is the digest of the secrets a flock-proxy.service
 // file says it was handed ("": none).

@@ -68,3 +68,36 @@ func TestStaticUnitsAreOurs(t *testing.T) {
 		t.Error("reload of a proxy that is not running accepted")
 	}
 }
+
+// Unit tier. Two flock-proxy.service files differ in the secrets alone
+// when only the digest and the secrets' credentials do; the CA's, the
+// command or anything else is more.
+func TestProxySecretsChange(t *testing.T) {
+	sec := func(digest string, names ...string) ProxySecrets {
+		ps := ProxySecrets{Digest: digest}
+		for _, n := range names {
+			ps.Creds = append(ps.Creds, [2]string{"secret-" + n, "/etc/flock/secrets/" + n})
+		}
+		ps.Creds = append(ps.Creds, [2]string{"secrets-ca", "/var/lib/flock/secrets/ca.pem"})
+		return ps
+	}
+	unit := func(bin string, ps ProxySecrets) []byte {
+		return ProxyService(bin, "", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ps)
+	}
+	was := unit("", sec("aa", "github"))
+	for _, tc := range []struct {
+		name              string
+		now               []byte
+		secretsOnly, cred bool
+	}{
+		{"the same", unit("", sec("aa", "github")), false, false},
+		{"a value changed", unit("", sec("bb", "github")), true, false},
+		{"a secret granted", unit("", sec("bb", "github", "search")), true, true},
+		{"its command changed", unit("/opt/flockctl", sec("bb", "github")), false, false},
+		{"no secrets left (the CA too)", unit("", ProxySecrets{}), false, false},
+	} {
+		if only, cred := ProxySecretsChange(was, tc.now); only != tc.secretsOnly || cred != tc.cred {
+			t.Errorf("%s: secrets only %v, credentials changed %v; want %v, %v", tc.name, only, cred, tc.secretsOnly, tc.cred)
+		}
+	}
+}

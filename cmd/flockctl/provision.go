@@ -103,6 +103,7 @@ func runProvision(ctx context.Context, o provisionOpts) error {
 	if err := plan.SaveState(plan.StatePath, f); err != nil {
 		return fmt.Errorf("recording the spec in %s: %w", plan.StatePath, err)
 	}
+	s.host.Say = func(format string, args ...any) { fmt.Fprintf(o.out, format, args...) }
 	err = plan.Apply(ctx, s.host, s.want, p, progressFor(o.errOut))
 	if drifted {
 		recordDrift(events.Journal{}, p, err)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/proxyd"
+	"github.com/flockrun/flock/spec"
 )
 
 func newProxy() *cobra.Command {
@@ -30,6 +32,10 @@ each agent's counts on flock.usage.<id>.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// flock-proxy.service hands the providers' keys over as credentials.
 			o.CredentialsDir = os.Getenv("CREDENTIALS_DIRECTORY")
+			// Where provision hands over a changed secret at a reload.
+			if dir := os.Getenv("RUNTIME_DIRECTORY"); dir != "" {
+				o.HandOverDir = filepath.Join(dir, spec.HandOverDir)
+			}
 			return proxyd.Run(cmd.Context(), o)
 		},
 	}

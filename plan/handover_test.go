@@ -1,0 +1,142 @@
+package plan
+
+// Tier: unit (fakes).
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/units"
+)
+
+const (
+	githubFile  = "/etc/flock/secrets/github"
+	githubToken = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+	rotated     = "ghp_99C7e42F292c6912E7710c838347Ae178B4b"
+	// searchSecret is a second secret of the flock.
+	searchSecret = `  - name: search
+    file: /etc/flock/secrets/search
+    hosts: ["api.search.example:443"]
+    inject: {query: key}
+`
+)
+
+// proxyLines are p's lines of flock-proxy.service.
+func proxyLines(p Plan) string {
+	var out []string
+	for _, l := range strings.SplitAfter(p.String(), "\n") {
+		if strings.Contains(l, units.ProxyUnit) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// A running proxy whose unit file changes in its secrets alone (a file
+// rotated, a secret granted) is handed them at a reload: installed, no
+// restart. Anything else changed with them, or a proxy not running,
+// restarts it as before.
+func TestSecretsHandedOverOrRestarted(t *testing.T) {
+	// Agent 1 may reach search's host, and is granted github alone.
+	base := strings.NewReplacer("agents:\n", searchSecret+"agents:\n",
+		"egress: [\"api.github.com:443\"]\n    secrets", "egress: [\"api.github.com:443\", \"api.search.example:443\"]\n    secrets").Replace(secretsSpec)
+	for _, tc := range []struct {
+		name   string
+		change func(fk fakes) (spec string, uo units.Options)
+		want   string
+	}{
+		{"a secret's file changed", func(fk fakes) (string, units.Options) {
+			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
+			return base, units.Options{}
+		}, `install proxy    flock-proxy.service (a secret's file changed)
+hand over        flock-proxy.service (a secret's file changed: it takes them at a reload)
+`},
+		{"a new secret granted", func(fk fakes) (string, units.Options) {
+			fk.secrets.Secrets["/etc/flock/secrets/search"] = []byte("se-0123456789\n")
+			return strings.Replace(base, "secrets: [github]", "secrets: [github, search]", 1), units.Options{}
+		}, `install proxy    flock-proxy.service (a secret is granted or taken away)
+hand over        flock-proxy.service (a secret is granted or taken away: it takes them at a reload)
+`},
+		{"a secret's file and ExecStart changed", func(fk fakes) (string, units.Options) {
+			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
+			return base, units.Options{FlockctlBin: "/opt/flock/flockctl"}
+		}, `install proxy    flock-proxy.service (unit file missing, changed or not enabled)
+(re)start proxy  flock-proxy.service (a secret's file changed: it reads them at start)
+`},
+		{"a secret's file changed, the proxy stopped", func(fk fakes) (string, units.Options) {
+			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
+			fk.units.StopStatic(units.ProxyUnit)
+			return base, units.Options{}
+		}, `install proxy    flock-proxy.service (unit file missing, changed or not enabled)
+(re)start proxy  flock-proxy.service (not running)
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, fk := newFakes()
+			fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+			provisionSecrets(t, h, mustParse(t, base))
+			restarts := fk.units.Restarts(units.ProxyUnit)
+			y, uo := tc.change(fk)
+			p := provisionSecretsWith(t, h, mustParse(t, y), uo)
+			if got := proxyLines(p); got != tc.want {
+				t.Errorf("plan:\n%swant its proxy's lines:\n%s", p, tc.want)
+			}
+			wantRestarts := restarts + p.Count(StartProxy)
+			if got := fk.units.Restarts(units.ProxyUnit); got != wantRestarts {
+				t.Errorf("the proxy restarted %d times, want %d", got-restarts, wantRestarts-restarts)
+			}
+			if p := provisionSecretsWith(t, h, mustParse(t, y), uo); !p.Empty() {
+				t.Errorf("provisioned again: %s; want nothing", p)
+			}
+		})
+	}
+}
+
+// The hand-over: every granted secret's value, as the proxy reads it,
+// written and then taken at a reload, the proxy not restarted. Not taken
+// in time, or nowhere to write it: withdrawn, and the proxy restarted,
+// saying why.
+func TestHandOverAppliedOrRestarted(t *testing.T) {
+	defer func(d time.Duration) { handOverWait = d }(handOverWait)
+	handOverWait = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		refuses     bool
+		noDir       bool
+		wantRestart bool
+		wantSaid    string
+	}{
+		{"taken", false, false, false, ""},
+		{"not taken", true, false, true, "it did not take secret-github within 200ms"},
+		{"no hand-over directory", false, true, true, "hand-over directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, fk := newFakes()
+			var said strings.Builder
+			h.Say = func(format string, args ...any) { fmt.Fprintf(&said, format, args...) }
+			fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+			f := mustParse(t, secretsSpec)
+			provisionSecrets(t, h, f)
+			restarts, reloads := fk.units.Restarts(units.ProxyUnit), fk.units.Reloads(units.ProxyUnit)
+
+			fk.secrets.Secrets[githubFile] = []byte("  " + rotated + "\n")
+			fk.secrets.Refuses, fk.secrets.NoHandOverDir = tc.refuses, tc.noDir
+			if p := provisionSecrets(t, h, f); p.Count(HandOverProxy) != 1 {
+				t.Fatalf("plan: %s; want a hand-over", p)
+			}
+			restarted := fk.units.Restarts(units.ProxyUnit) - restarts
+			switch {
+			case tc.wantRestart && (restarted != 1 || len(fk.secrets.HandedOver) != 0 || !strings.Contains(said.String(), tc.wantSaid) || !strings.Contains(said.String(), "restarting it instead")):
+				t.Errorf("restarted %d times, left %v, said %q; want it withdrawn, one restart, and why", restarted, fk.secrets.HandedOver, said.String())
+			case !tc.wantRestart && (restarted != 0 || fk.units.Reloads(units.ProxyUnit) != reloads+1 || string(fk.secrets.Taken[spec.SecretCredential("github")]) != rotated || said.Len() != 0):
+				t.Errorf("restarted %d times, reloaded %d, took %q, said %q; want the value taken at one reload", restarted, fk.units.Reloads(units.ProxyUnit)-reloads, fk.secrets.Taken, said.String())
+			}
+			if p := provisionSecrets(t, h, f); !p.Empty() {
+				t.Errorf("provisioned again: %s; want nothing", p)
+			}
+		})
+	}
+}
