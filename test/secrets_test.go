@@ -33,7 +33,8 @@ import (
 const (
 	restSecretFile = "/etc/flock/secrets/rest"
 	restSecret     = "sr_live_5fQz8kW2mN4pR7tV1xY3bC6dG9hJ0"
-	secretsUpAddr  = "192.0.2.20" // the stand-ins, in tlsUpstream's namespace
+	restRotated    = "sr_live_8kRt2wQ7xN1mV5pZ3cY9bF4dH6jL2" // of restSecret's shape: the same placeholder
+	secretsUpAddr  = "192.0.2.20"                            // the stand-ins, in tlsUpstream's namespace
 	secretsCADir   = "/etc/flock-test-secrets-ca"
 	secretsGitRoot = "/var/lib/flock-test/git"
 	secretsRepo    = secretsGitRoot + "/acme/repo.git"
@@ -377,9 +378,59 @@ func TestSecrets(t *testing.T) {
 		}
 	})
 
+	t.Run("a rotated secret is sent from the next request on, over a tunnel opened before, flock-proxy not restarted", func(t *testing.T) {
+		proxyBefore := proxyRun(t, m)
+		// A tunnel of agent 1's held open across the rotation, as a long
+		// download's would be: its unit ends if flock-proxy closes it.
+		mustRun(t, m, "systemd-run", "--unit=flock-test-held", "--collect", "--uid=flock-1", "/usr/bin/python3", "-c", `
+import socket, time
+s = socket.create_connection(("127.0.0.1", 4230))
+s.sendall(b"CONNECT elsewhere.flock.test:443 HTTP/1.1\r\nHost: elsewhere.flock.test:443\r\n\r\n")
+print(s.recv(100).decode().splitlines()[0], flush=True)
+s.setblocking(False)
+while True:
+    time.sleep(0.2)
+    try:
+        if s.recv(1, socket.MSG_PEEK) == b"":
+            raise SystemExit("closed")
+    except BlockingIOError:
+        pass`)
+		t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-held.service") })
+		m.Eventually(t, 10*time.Second, func() error {
+			if out, _, _ := run(t, m, "journalctl", "-u", "flock-test-held.service", "-o", "cat", "--no-pager"); !strings.Contains(out, "200") {
+				return fmt.Errorf("the held tunnel is not open: %q", out)
+			}
+			return nil
+		})
+		if err := m.WriteFile(restSecretFile, []byte(restRotated+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run(t, m, "systemctl", "stop", "flock-test-secrets.service")
+		startSecretsStandin(t, m) // it wants the new secret now
+		writeSpec(t, m, secretsSpec)
+		if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "hand over ") || strings.Contains(out, "restarting it instead") {
+			t.Errorf("provision did not hand the rotated secret over:\n%s", out)
+		}
+		if now := proxyRun(t, m); now != proxyBefore {
+			t.Errorf("flock-proxy restarted (%q, was %q)", now, proxyBefore)
+		}
+		if got := strings.TrimSpace(mustRun(t, m, "systemctl", "show", "-p", "ActiveState", "--value", "flock-test-held.service")); got != "active" {
+			t.Errorf("the tunnel held across the rotation: its unit is %s", got)
+		}
+		if ph := envValue(unitProp(t, m, 1, "Environment"), "REST_TOKEN"); ph != restP {
+			t.Errorf("agent 1's placeholder moved from %q to %q for a secret of the same shape", restP, ph)
+		}
+		out := shTask(t, m, 1, strings.Replace(pythonGet, "/v1/from-python", "/v1/after-rotation", 1))
+		if strings.TrimSpace(out) != "200 echoed-placeholder" {
+			t.Errorf("Python's requests after the rotation: %q, want 200 echoed-placeholder", out)
+		}
+		wantSeen(t, m, standin.SeenRequest{Host: "rest.flock.test", Method: "GET", Path: "/v1/after-rotation", Credential: "Bearer <secret rest>", Status: 200})
+	})
+
 	t.Run("the secrets are in no unit, environment, file or journal an agent can read", func(t *testing.T) {
 		assertSecretNowhere(t, m, secretValue)
 		assertSecretNowhere(t, m, restSecret)
+		assertSecretNowhere(t, m, restRotated)
 	})
 }
 
@@ -401,13 +452,8 @@ git -C "$seed" init -q -b main
 git -C "$seed" -c user.name=operator -c user.email=operator@flock.test commit -q --allow-empty -m seed
 git -C "$seed" push -q `+secretsRepo+` main
 rm -rf "$seed"`)
-	mustRun(t, m, "systemd-run", "--unit=flock-test-secrets", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-up",
-		probeBin, "secrets-serve", secretsUpAddr+":443", secretsCADir, secretsGitRoot, githubSecretFile, restSecretFile)
+	startSecretsStandin(t, m)
 	t.Cleanup(func() { run(t, m, "systemctl", "stop", "flock-test-secrets.service") })
-	m.Eventually(t, 10*time.Second, func() error {
-		_, err := seenAt(t, m)
-		return err
-	})
 	mustRun(t, m, "sh", "-c", "cat "+secretsCADir+"/ca.pem >> /etc/ssl/certs/ca-certificates.crt")
 }
 
@@ -422,6 +468,18 @@ func wantPushed(t *testing.T, m *harness.Machine, id int, file string) {
 		t.Errorf("%s in the pushed commit: %q", file, got)
 	}
 	wantSeen(t, m, standin.SeenRequest{Host: "git.flock.test", Method: "POST", Path: "/acme/repo.git/git-receive-pack", Credential: "Basic x-access-token:<secret github>", Status: 200})
+}
+
+// startSecretsStandin starts the stand-ins, which read the secrets' files
+// at their start (again, after a rotation).
+func startSecretsStandin(t *testing.T, m *harness.Machine) {
+	t.Helper()
+	mustRun(t, m, "systemd-run", "--unit=flock-test-secrets", "--collect", "-p", "NetworkNamespacePath=/run/netns/flock-up",
+		probeBin, "secrets-serve", secretsUpAddr+":443", secretsCADir, secretsGitRoot, githubSecretFile, restSecretFile)
+	m.Eventually(t, 10*time.Second, func() error {
+		_, err := seenAt(t, m)
+		return err
+	})
 }
 
 // seenAt is every request the stand-ins had, asked by root directly.
