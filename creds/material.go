@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -218,20 +217,11 @@ func (m MaterialStore) ensureDir() error {
 // readPrivate reads a root-only file without following a symlink (one in
 // its place would hand the key elsewhere), with its mode.
 func readPrivate(path string) ([]byte, fs.FileMode, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	b, fi, err := fsutil.ReadRegular(path, 1<<20)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("%s is a %s, not a file", path, fsutil.TypeName(fi.Mode()))
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	return b, fi.Mode().Perm(), err
+	return b, fi.Mode().Perm(), nil
 }
 
 // privateWhy says what is wrong with a root-only file.

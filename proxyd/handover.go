@@ -3,7 +3,6 @@ package proxyd
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -88,32 +87,14 @@ func handedOver(dir string, warn func(string, ...any)) map[string][]byte {
 }
 
 func readHandedOver(path string) ([]byte, error) {
-	// O_NOFOLLOW: a symlink would hand over a file of someone else's.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, errors.New("it is a symlink")
-	}
+	b, fi, err := fsutil.ReadRegular(path, maxHandOver)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 0 && int(uid) != os.Getuid() {
+		return nil, fmt.Errorf("%s is uid %d's, neither root's nor this proxy's", path, uid)
 	}
-	switch uid := fi.Sys().(*syscall.Stat_t).Uid; {
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("it is a %s, not a file", fsutil.TypeName(fi.Mode()))
-	case uid != 0 && int(uid) != os.Getuid():
-		return nil, fmt.Errorf("it is uid %d's, neither root's nor this proxy's", uid)
-	case fi.Size() > maxHandOver:
-		return nil, fmt.Errorf("it is larger than %d bytes", maxHandOver)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxHandOver+1))
-	if err == nil && len(b) > maxHandOver {
-		err = fmt.Errorf("it is larger than %d bytes", maxHandOver)
-	}
-	return b, err
+	return b, nil
 }
 
 // removeTaken removes what was taken: root sees it is in force.

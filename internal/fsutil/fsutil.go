@@ -4,6 +4,7 @@ package fsutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +25,31 @@ func TypeName(m fs.FileMode) string {
 		return "file"
 	}
 	return "special file"
+}
+
+// ReadRegular reads the regular file at path, of at most limit bytes,
+// without following a symlink in its place (one would hand a root-only
+// file's reader another's file) or blocking on a FIFO; fi is the file's
+// as read (its mode and owner).
+func ReadRegular(path string, limit int64) (b []byte, fi fs.FileInfo, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("%s is a symlink, not a file", path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi, fmt.Errorf("%s is a %s, not a file", path, TypeName(fi.Mode()))
+	}
+	if b, err = io.ReadAll(io.LimitReader(f, limit+1)); err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, fi, err
 }
 
 // RemoveWithDir removes the file at p (absent is fine) and, when there was

@@ -5,6 +5,8 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -43,5 +45,41 @@ func TestRemoveWithDir(t *testing.T) {
 	}
 	if err := RemoveWithDir(filepath.Join(t.TempDir(), "none", "x")); err != nil {
 		t.Errorf("a file in a missing directory: %v", err)
+	}
+}
+
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("12345678"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	fifo := filepath.Join(dir, "fifo")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		limit      int64
+		want       string // the content, or the error's end
+	}{
+		{"a file within the limit", file, 8, "12345678"},
+		{"a file over the limit", file, 7, file + " is larger than 7 bytes"},
+		{"a symlink to it", link, 8, link + " is a symlink, not a file"},
+		{"a FIFO, not waited on", fifo, 8, fifo + " is a special file, not a file"},
+		{"nothing", filepath.Join(dir, "none"), 8, "no such file or directory"},
+	} {
+		b, _, err := ReadRegular(tc.path, tc.limit)
+		got := string(b)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasSuffix(got, tc.want) || (err == nil) != (tc.want == "12345678") {
+			t.Errorf("%s: %q, %v; want %q", tc.name, b, err, tc.want)
+		}
 	}
 }
