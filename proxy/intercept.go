@@ -25,8 +25,9 @@ type Intercept struct {
 	Agents map[uint32]secrets.Bindings
 }
 
-// SetIntercept makes i the secrets of every connection accepted from now
-// on; a connection open keeps those it was opened with.
+// SetIntercept makes i the secrets from now on: which connections are
+// intercepted, and the bindings each request is swapped with, on a
+// connection open before it too (a rotated secret is sent at once).
 func (s *Server) SetIntercept(i Intercept) { s.intercept.Store(&i) }
 
 // bound is uid's bindings if one of them is bound to t, a name (an

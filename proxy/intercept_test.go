@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"runtime"
 	"strings"
@@ -41,6 +42,7 @@ type secretRig struct {
 	uids                *fakeUIDs
 	flockCA, upstreamCA *secrets.CA
 	apiPH, gitPH        string
+	api, git            spec.Secret // the secrets of agent 1's bindings
 	upstream            *httptest.Server
 	mu                  sync.Mutex
 	seen                []*http.Request // what reached the upstream
@@ -67,6 +69,7 @@ func newSecretRigOf(t testing.TB, h2 bool, opts ...func(*secretRig)) *secretRig 
 		Rules: spec.SecretRules{Allow: []spec.RequestRule{{Methods: []string{"GET", "POST"}, Path: "/v1"}}, Deny: []spec.RequestRule{{Methods: []string{"DELETE"}, Path: "/"}}}}
 	git := spec.Secret{Name: "git", Hosts: []string{"git.example.com:443"}, Inject: spec.Inject{BasicUser: "x-access-token"}}
 	r.apiPH, r.gitPH = secrets.Placeholder([]byte(apiSecret), rand.Reader), secrets.Placeholder([]byte(gitSecret), rand.Reader)
+	r.api, r.git = api, git
 
 	r.upstream = httptest.NewUnstartedServer(http.HandlerFunc(r.serveUpstream))
 	r.upstream.EnableHTTP2 = h2
@@ -468,5 +471,62 @@ func TestJournalLimitsSecretRefusals(t *testing.T) {
 	}
 	if logged != secretBurst {
 		t.Errorf("%d refusals logged in a minute, want %d", logged, secretBurst)
+	}
+}
+
+// Unit tier. A reload's bindings apply to the next request of a
+// connection opened before it, over HTTP/1.1 and HTTP/2: a rotated
+// secret is sent at once, and a host no longer bound to a secret of the
+// agent's is a 421, which clients answer with a new connection.
+func TestInterceptFollowsTheBindingsOfEachRequest(t *testing.T) {
+	r := newSecretRig(t)
+	bind := func(api string, both bool) {
+		b := secrets.Bindings{secrets.Bind(r.git, []byte(gitSecret), r.gitPH)}
+		if both {
+			b = append(b, secrets.Bind(r.api, []byte(api), r.apiPH))
+		}
+		r.srv.SetIntercept(Intercept{CA: r.flockCA, Agents: map[uint32]secrets.Bindings{agentUID: b}})
+	}
+	for _, h2 := range []bool{false, true} {
+		bind(apiSecret, true)
+		c := r.client(h2, r.flockCA, r.upstreamCA)
+		reused := []bool{}
+		get := func() (int, string) {
+			req, _ := http.NewRequest("GET", "https://api.example.com/v1/repos", nil)
+			req.Header.Set("Authorization", "Bearer "+r.apiPH)
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("h2 %v: %v", h2, err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		lastAuth := func() string {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.seen[len(r.seen)-1].Header.Get("Authorization")
+		}
+		if status, body := get(); status != 200 {
+			t.Fatalf("h2 %v: before the reload: %d %q", h2, status, body)
+		}
+		bind("sk-test-rotated", true)
+		if status, _ := get(); status != 401 || lastAuth() != "Bearer sk-test-rotated" {
+			t.Errorf("h2 %v: after the rotation the upstream got %q (%d), want the rotated secret", h2, lastAuth(), status)
+		}
+		before := r.seenCount()
+		bind(apiSecret, false)
+		status, body := get()
+		if status != http.StatusMisdirectedRequest && !(h2 && status == 401) {
+			t.Errorf("h2 %v: a host no longer bound: %d %q, want 421", h2, status, body)
+		}
+		if r.seenCount() != before && lastAuth() != "Bearer "+r.apiPH {
+			t.Errorf("h2 %v: a host no longer bound got %q", h2, lastAuth())
+		}
+		if len(reused) < 3 || !reused[1] {
+			t.Errorf("h2 %v: the requests' connections reused %v: the rotation was not tested on an open connection", h2, reused)
+		}
+		c.CloseIdleConnections()
 	}
 }

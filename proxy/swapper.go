@@ -45,6 +45,15 @@ type interception struct {
 
 var discardLog = log.New(io.Discard, "", 0)
 
+// bindingsKey is the context key of the bindings a request was swapped
+// with, which its answer is swapped back with.
+type bindingsKey struct{}
+
+func bindingsOf(ctx context.Context) secrets.Bindings {
+	b, _ := ctx.Value(bindingsKey{}).(secrets.Bindings)
+	return b
+}
+
 func (s *Server) newInterception(rec *Record, t Target, addrs []netip.Addr, roots *x509.CertPool, b secrets.Bindings, cc *countedConn) *interception {
 	in := &interception{s: s, agent: rec.Agent, uid: rec.UID, t: t, b: b, cc: cc}
 	in.tr = &http.Transport{
@@ -95,7 +104,17 @@ func (in *interception) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusMisdirectedRequest, line)
 		return
 	}
-	out, err := secrets.Swap(r, in.b, in.t.String())
+	// The bindings in force now, not those the connection was opened
+	// with: a secret rotated since is sent at once. A host no longer
+	// bound is a 421, which clients answer with a new connection (a
+	// plain tunnel now).
+	_, b, ok := in.s.bound(in.uid, in.t)
+	if !ok {
+		answer(w, http.StatusMisdirectedRequest, fmt.Sprintf("flock proxy: agent %d: %s is no longer bound to a secret of the agent's; open a new connection", in.agent, in.t))
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), bindingsKey{}, b))
+	out, err := secrets.Swap(r, b, in.t.String())
 	if ref := (*secrets.Refusal)(nil); errors.As(err, &ref) {
 		in.refuse(w, ref)
 		return
@@ -148,9 +167,10 @@ func (in *interception) refuse(w http.ResponseWriter, ref *secrets.Refusal) {
 // placeholder: in the headers, the body (as it streams) and the
 // trailers. A protocol switched to (a WebSocket) is carried as it is.
 func (in *interception) unswap(res *http.Response) error {
-	secrets.UnswapHeader(res.Header, in.b)
+	b := bindingsOf(res.Request.Context())
+	secrets.UnswapHeader(res.Header, b)
 	if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil {
-		res.Body = &unswapped{Reader: secrets.Unswap(res.Body, in.b), body: res.Body, res: res, b: in.b,
+		res.Body = &unswapped{Reader: secrets.Unswap(res.Body, b), body: res.Body, res: res, b: b,
 			full: res.ContentLength >= fullReadsFrom}
 	}
 	return nil
@@ -198,7 +218,7 @@ func (u *unswapped) Close() error {
 // put back as its placeholder.
 func (in *interception) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
 	h := http.Header{"E": {err.Error()}}
-	secrets.UnswapHeader(h, in.b)
+	secrets.UnswapHeader(h, bindingsOf(r.Context()))
 	answer(w, http.StatusBadGateway, fmt.Sprintf("flock proxy: agent %d: %s: %s", in.agent, in.t, oneLine(h.Get("E"))))
 }
 
