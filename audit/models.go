@@ -131,7 +131,7 @@ func gatewayProbes(f *spec.Flock, a spec.Agent) []Probe {
 	part := int(gateway.MaxBufferedPerAgent / gateway.MaxRequestBody)
 	burst := probe.Request{Op: "model-burst", Addr: base, Path: send, Size: gateway.MaxRequestBody, Count: part + 1, Alone: true, TimeoutMS: 60_000}
 	control := burst
-	control.Count = part
+	control.Count, control.Tries = part, 10
 	add(fmt.Sprintf("send provider %s more of the largest bodies at once than the gateway holds for it", p.Name), burst, control)
 	return ps
 }

@@ -139,7 +139,17 @@ func retryBusy(ctx context.Context, try func() (bool, string, error)) (string, e
 // a boolean), so nothing reaches the provider. OK (a hole): none was refused before its
 // end; the error names how many were, and with what.
 func modelBurst(ctx context.Context, r Request) (string, error) {
-	return retryBusy(ctx, func() (bool, string, error) { return burstOnce(ctx, r) })
+	for try := 1; ; try++ {
+		detail, err := retryBusy(ctx, func() (bool, string, error) { return burstOnce(ctx, r) })
+		if err == nil || try >= r.Tries {
+			return detail, err
+		}
+		select {
+		case <-ctx.Done():
+			return detail, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // burstOnce is one burst; busy: a body was refused as the gateway's

@@ -5,6 +5,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +81,30 @@ func TestModelCall(t *testing.T) {
 	defer mu.Unlock()
 	if lastUID != "65534 <nil>" {
 		t.Errorf("the call's socket: uid %s, want 65534", lastUID)
+	}
+}
+
+// A burst refused at its first try (another request of the agent's held
+// a little of its part) is tried again when its request says so, and
+// reported refused when it does not.
+func TestBurstTries(t *testing.T) {
+	for _, tc := range []struct {
+		tries int
+		ok    bool
+	}{{0, false}, {1, false}, {3, true}} {
+		var calls atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 2 { // the first burst's second body
+				w.WriteHeader(http.StatusTooManyRequests)
+				fmt.Fprint(w, `{"error":{"message":"over its part"}}`)
+				return
+			}
+			io.Copy(io.Discard, r.Body) // held until the client lets it go
+		}))
+		r := Run(Request{Op: "model-burst", Addr: srv.URL, Path: "/v1/messages", Size: 1 << 20, Count: 2, Tries: tc.tries}, 20*time.Second)
+		srv.Close()
+		if r.OK != tc.ok || (!tc.ok && !strings.Contains(r.Err, "1 refused before their end")) {
+			t.Errorf("tries %d: %+v, want OK %v", tc.tries, r, tc.ok)
+		}
 	}
 }

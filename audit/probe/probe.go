@@ -36,6 +36,11 @@ type Request struct {
 	// TimeoutMS, if set, is the operation's own bound (a flood takes
 	// longer than one attempt); at most MaxTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Tries is how often "model-burst" tries while a body is refused (0:
+	// once): a control's bodies fill the agent's part exactly, and a
+	// request of the agent's own in flight, or the bodies of the probe
+	// just before being given back, hold a little of it for a moment.
+	Tries int `json:"tries,omitempty"`
 	// Alone runs it after the rest of its batch, one at a time: a flood
 	// of the agent's shares would refuse the other probes' connections.
 	Alone bool `json:"alone,omitempty"`

@@ -11,12 +11,13 @@ import (
 
 func TestBatchRoundTrip(t *testing.T) {
 	b := Batch{Requests: []Request{{Op: "read-file", Path: "/x"}, {Op: "nats-pub", Name: "agent.2.heartbeat", Argv: []string{"a", "$b;"}},
-		{Op: "secret-elsewhere", Addr: "api.github.com:443", Send: &Send{Host: "flock-audit.invalid", Path: "/flock-audit", Var: "GH_TOKEN", Inject: spec.Inject{BasicUser: "x-access-token"}}}}}
+		{Op: "secret-elsewhere", Addr: "api.github.com:443", Send: &Send{Host: "flock-audit.invalid", Path: "/flock-audit", Var: "GH_TOKEN", Inject: spec.Inject{BasicUser: "x-access-token"}}},
+		{Op: "model-burst", Addr: "http://127.0.0.1:4230/anthropic", Size: 64, Count: 2, Tries: 10}}}
 	got, err := Decode(b.Encode(), false)
 	if err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("requests: %+v, %v; want %+v", got, err, b)
 	}
-	b.Results = []Result{{OK: true, Detail: "d", ElapsedMS: 1.5}, {Err: "EPERM"}, {Err: "421 Misdirected Request", TimedOut: true}}
+	b.Results = []Result{{OK: true, Detail: "d", ElapsedMS: 1.5}, {Err: "EPERM"}, {Err: "421 Misdirected Request", TimedOut: true}, {OK: true}}
 	got, err = Decode(b.Encode(), true)
 	if err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("answers: %+v, %v; want %+v", got, err, b)
