@@ -54,9 +54,11 @@ var steps = []step{
 	{[]Kind{EnsureSecrets}, ensureSecrets},
 	// The proxy is up before an agent that needs it starts.
 	{[]Kind{WriteProxyConf}, writeProxyConfig},
-	{[]Kind{InstallProxy}, installProxy},
-	// After the unit's file, whose digest then says what the proxy has.
+	// Before the unit's file, whose digest says what the proxy has: a
+	// run killed between the two finds it still differing and hands the
+	// secrets over again.
 	{[]Kind{HandOverProxy}, handOverProxy},
+	{[]Kind{InstallProxy}, installProxy},
 	{[]Kind{StartProxy}, startProxy},
 	{[]Kind{ReloadProxy}, reloadProxy},
 	{[]Kind{RemoveProxy}, removeProxy},

@@ -18,8 +18,10 @@ var handOverWait = 10 * time.Second
 // handOverProxy hands the running proxy every granted secret and reloads
 // it: its tunnels and streams go on. Anything in the way (no hand-over
 // directory, the proxy not running, not taking them in time) withdraws
-// what was handed over and restarts it instead, as a secret's new file
-// did before, saying why.
+// what was handed over and restarts it instead, on its new unit file, as
+// a secret's new file did before, saying why. The unit file is installed
+// after (InstallProxy): until then its digest says the proxy has not
+// taken them.
 func handOverProxy(ctx context.Context, x applier, cs []Change) error {
 	err := handOver(ctx, x)
 	if err == nil {
@@ -29,6 +31,10 @@ func handOverProxy(ctx context.Context, x applier, cs []Change) error {
 		return fmt.Errorf("handing the secrets to %s: %w", units.ProxyUnit, err)
 	}
 	x.say("%s: the secrets were not handed over (%v); restarting it instead\n", units.ProxyUnit, err)
+	// It reads them at start from the new unit file's credentials.
+	if err := installProxy(ctx, x, cs); err != nil {
+		return err
+	}
 	return startProxy(ctx, x, cs)
 }
 

@@ -3,6 +3,7 @@ package plan
 // Tier: unit (fakes).
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,14 +52,14 @@ func TestSecretsHandedOverOrRestarted(t *testing.T) {
 		{"a secret's file changed", func(fk fakes) (string, units.Options) {
 			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
 			return base, units.Options{}
-		}, `install proxy    flock-proxy.service (a secret's file changed)
-hand over        flock-proxy.service (a secret's file changed: it takes them at a reload)
+		}, `hand over        flock-proxy.service (a secret's file changed: it takes them at a reload)
+install proxy    flock-proxy.service (a secret's file changed)
 `},
 		{"a new secret granted", func(fk fakes) (string, units.Options) {
 			fk.secrets.Secrets["/etc/flock/secrets/search"] = []byte("se-0123456789\n")
 			return strings.Replace(base, "secrets: [github]", "secrets: [github, search]", 1), units.Options{}
-		}, `install proxy    flock-proxy.service (a secret is granted or taken away)
-hand over        flock-proxy.service (a secret is granted or taken away: it takes them at a reload)
+		}, `hand over        flock-proxy.service (a secret is granted or taken away: it takes them at a reload)
+install proxy    flock-proxy.service (a secret is granted or taken away)
 `},
 		{"a secret's file and ExecStart changed", func(fk fakes) (string, units.Options) {
 			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
@@ -138,5 +139,63 @@ func TestHandOverAppliedOrRestarted(t *testing.T) {
 				t.Errorf("provisioned again: %s; want nothing", p)
 			}
 		})
+	}
+}
+
+// killedAtReload is units whose reload of the proxy is where provision
+// was killed: the run's context ends there.
+type killedAtReload struct {
+	units.Manager
+	kill context.CancelFunc
+}
+
+func (k killedAtReload) ReloadService(ctx context.Context, name string) error {
+	if name == units.ProxyUnit {
+		k.kill()
+		return ctx.Err()
+	}
+	return k.Manager.ReloadService(ctx, name)
+}
+
+// A provision killed while handing a rotated secret over leaves the
+// proxy's unit file as it was, so the next run still sees the secret
+// changed and hands it over: the proxy never stays on the old secret
+// with a unit file that says it has the new one.
+func TestHandOverKilledIsDoneAgain(t *testing.T) {
+	h, fk := newFakes()
+	fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+	f := mustParse(t, secretsSpec)
+	provisionSecrets(t, h, f)
+	before, _ := fk.units.Service(context.Background(), units.ProxyUnit)
+
+	fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
+	ctx, kill := context.WithCancel(context.Background())
+	killed := h
+	killed.Units = killedAtReload{h.Units, kill}
+	var uo units.Options
+	var err error
+	if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
+		t.Fatal(err)
+	}
+	d := Build(f, Site{}, uo)
+	cur, err := Observe(ctx, h, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, killed, d, Diff(d, cur), nil); err == nil {
+		t.Fatal("apply killed at the proxy's reload: no error")
+	}
+	if after, _ := fk.units.Service(context.Background(), units.ProxyUnit); string(after.File) != string(before.File) {
+		t.Errorf("killed mid hand-over, the proxy's unit file changed:\n%s", after.File)
+	}
+	restarts := fk.units.Restarts(units.ProxyUnit)
+	if p := provisionSecrets(t, h, f); p.Count(HandOverProxy) != 1 {
+		t.Fatalf("the next run: %s; want the secret handed over again", p)
+	}
+	if got := string(fk.secrets.Taken[spec.SecretCredential("github")]); got != rotated || fk.units.Restarts(units.ProxyUnit) != restarts {
+		t.Errorf("the proxy took %q and restarted %d times; want the rotated secret at a reload", got, fk.units.Restarts(units.ProxyUnit)-restarts)
+	}
+	if p := provisionSecrets(t, h, f); !p.Empty() {
+		t.Errorf("provisioned again: %s; want nothing", p)
 	}
 }
