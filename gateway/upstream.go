@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,14 +29,16 @@ type Secret struct {
 	CA  []byte
 }
 
-// LoadSecrets reads each provider's credentials from dir
-// ($CREDENTIALS_DIRECTORY, where systemd put the files the unit names).
-func LoadSecrets(dir string, p Policy) (map[string]Secret, error) {
+// LoadSecrets reads each provider's credentials through read (name ->
+// content): flock-proxy's, which are what systemd put in
+// $CREDENTIALS_DIRECTORY at start or what root handed over since, so a
+// rotated key reaches it at a reload as a secret does.
+func LoadSecrets(read func(name string) ([]byte, error), p Policy) (map[string]Secret, error) {
 	out := map[string]Secret{}
 	for name, pr := range p.Providers {
 		var s Secret
 		if pr.KeyFile != "" {
-			b, err := os.ReadFile(filepath.Join(dir, KeyCredential(name)))
+			b, err := read(KeyCredential(name))
 			if err != nil {
 				return nil, fmt.Errorf("provider %s's key: %w (flock-proxy.service is handed %s as credential %s)", name, err, pr.KeyFile, KeyCredential(name))
 			}
@@ -48,9 +48,9 @@ func LoadSecrets(dir string, p Policy) (map[string]Secret, error) {
 			}
 		}
 		if pr.CAFile != "" {
-			b, err := os.ReadFile(filepath.Join(dir, CACredential(name)))
+			b, err := read(CACredential(name))
 			if err != nil {
-				return nil, fmt.Errorf("provider %s's CA: %w", name, err)
+				return nil, fmt.Errorf("provider %s's CA: %w (flock-proxy.service is handed %s as credential %s)", name, err, pr.CAFile, CACredential(name))
 			}
 			s.CA = b
 		}

@@ -3,14 +3,20 @@ package proxyd
 // Unit tier (as root: a file of another uid's).
 
 import (
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/spec"
+	"github.com/flockrun/flock/test/standin"
 )
 
 // A secret rotated while the proxy runs reaches it at a reload, handed
@@ -100,5 +106,77 @@ func TestReloadTakesHandedOverSecrets(t *testing.T) {
 	}
 	if _, err := os.Lstat(cred); err != nil {
 		t.Errorf("after a failed reload: %v; want the hand-over left for the next", err)
+	}
+}
+
+// A model API's key rotated while the proxy runs reaches the gateway at
+// a reload, handed over by root as a secret is: the upstream is sent the
+// new key and never the old again, and the file is gone. A reload with
+// nothing handed over keeps the key in force.
+func TestReloadTakesHandedOverModelKey(t *testing.T) {
+	r := newRig(t)
+	r.o.HandOverDir = filepath.Join(t.TempDir(), spec.HandOverDir)
+	const rotated = "sk-ant-rotated-9876543210"
+	// The provider takes either key and records which it was sent.
+	var mu sync.Mutex
+	var sent []string
+	takes := map[string]http.Handler{key: &standin.Server{AnthropicKey: key}, rotated: &standin.Server{AnthropicKey: rotated}}
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		k := req.Header.Get("X-Api-Key")
+		mu.Lock()
+		sent = append(sent, k)
+		mu.Unlock()
+		if h, ok := takes[k]; ok {
+			h.ServeHTTP(w, req)
+			return
+		}
+		http.Error(w, "unknown key", http.StatusUnauthorized)
+	}))
+	upstream.StartTLS()
+	t.Cleanup(upstream.Close)
+	r.upstream = upstream
+	r.write(filepath.Join(r.o.CredentialsDir, gateway.CACredential("anth")), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upstream.Certificate().Raw}))
+	r.config("127.0.0.1:0", true)
+	s, err := Start(r.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// sentSince are the keys the provider was sent since call n.
+	sentSince := func(n int) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sent[n:])
+	}
+	calls := func(n int) []string {
+		t.Helper()
+		before := len(sentSince(0))
+		for range n {
+			if status, body := r.call(s); status != http.StatusOK {
+				t.Fatalf("a granted request: %d %s", status, body)
+			}
+		}
+		return sentSince(before)
+	}
+	if got := calls(1); !slices.Equal(got, []string{key}) {
+		t.Fatalf("before the rotation the provider was sent %q, want the key", got)
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(1); !slices.Equal(got, []string{key}) {
+		t.Errorf("reloaded with nothing handed over, the provider was sent %q, want the key in force", got)
+	}
+
+	cred := filepath.Join(r.o.HandOverDir, gateway.KeyCredential("anth"))
+	r.write(cred, []byte(rotated+"\n"))
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(3); !slices.Equal(got, []string{rotated, rotated, rotated}) {
+		t.Errorf("after the hand-over the provider was sent %q, want the rotated key alone", got)
+	}
+	if _, err := os.Lstat(cred); !os.IsNotExist(err) {
+		t.Errorf("handed over: %v; want the file taken", err)
 	}
 }

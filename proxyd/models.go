@@ -34,7 +34,6 @@ type modelGateway struct {
 	server   *http.Server
 	nc       *nats.Conn  // nil: no bus
 	resend   atomic.Bool // the bus (re)connected: publish every agent's counts
-	credDir  string      // $CREDENTIALS_DIRECTORY: the keys
 	stop     chan struct{}
 
 	// secretCounts are the proxy's counts of the agents' secrets; nil
@@ -48,9 +47,9 @@ type modelGateway struct {
 	sentSecrets map[int]map[string]wire.SecretUse
 }
 
-// startGateway opens the counts in o.StateDir and serves cfg's grants on
-// the connections the proxy at addr hands over.
-func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) (*modelGateway, error) {
+// startGateway opens the counts in o.StateDir and serves cfg's grants,
+// with the keys in cr, on the connections the proxy at addr hands over.
+func startGateway(cfg proxy.Config, cr credentials, addr net.Addr, o Options, j *proxy.Journal) (*modelGateway, error) {
 	stateDir := o.StateDir
 	if stateDir == "" {
 		stateDir = os.Getenv("STATE_DIRECTORY")
@@ -62,7 +61,7 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 	if err != nil {
 		return nil, err
 	}
-	m := &modelGateway{store: store, credDir: o.CredentialsDir, stop: make(chan struct{}), sentSecrets: map[int]map[string]wire.SecretUse{}}
+	m := &modelGateway{store: store, stop: make(chan struct{}), sentSecrets: map[int]map[string]wire.SecretUse{}}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "[WRN] "+format+"\n", args...) }
 	limits := events.Journal{Fallback: os.Stderr}
 	m.gw = &gateway.Gateway{UIDs: o.UIDs, Store: store, Logf: logf,
@@ -90,7 +89,7 @@ func startGateway(cfg proxy.Config, addr net.Addr, o Options, j *proxy.Journal) 
 				logf("recording a limit reached: %v", err)
 			}
 		}}
-	if err := m.setPolicy(cfg); err != nil {
+	if err := m.setPolicy(cfg, cr); err != nil {
 		store.Close()
 		return nil, err
 	}
@@ -107,11 +106,13 @@ func (m *modelGateway) start(counts func() []proxy.SecretCount) {
 	go m.loop()
 }
 
-// setPolicy loads the keys of cfg's providers (the unit's credentials)
-// and makes its grants the gateway's policy, and notes which agents it
-// grants a secret.
-func (m *modelGateway) setPolicy(cfg proxy.Config) error {
-	secrets, err := gateway.LoadSecrets(m.credDir, cfg.Gateway)
+// setPolicy loads the keys of cfg's providers from cr (the unit's
+// credentials, a key handed over since standing in for systemd's) and
+// makes its grants the gateway's policy, and notes which agents it
+// grants a secret. A provider whose key or CA changed gets a new
+// upstream; requests under way finish on the old one.
+func (m *modelGateway) setPolicy(cfg proxy.Config, cr credentials) error {
+	secrets, err := gateway.LoadSecrets(cr.read, cfg.Gateway)
 	if err != nil {
 		return err
 	}

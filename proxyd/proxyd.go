@@ -30,11 +30,13 @@ type Options struct {
 	// Nkey is the proxy's bus seed (a file); "": decisions go to the
 	// journal only, and counts stay on disk.
 	Nkey string
-	// CredentialsDir holds the providers' keys and CAs (the unit's
-	// LoadCredential=, $CREDENTIALS_DIRECTORY).
+	// CredentialsDir holds the providers' keys and CAs, the secrets'
+	// files and their CA (the unit's LoadCredential=,
+	// $CREDENTIALS_DIRECTORY).
 	CredentialsDir string
-	// HandOverDir is where root hands over a secret's new value at a
-	// reload (the unit's $RUNTIME_DIRECTORY/spec.HandOverDir); "": none.
+	// HandOverDir is where root hands over a rotated credential (a
+	// secret's, a model API's key or CA) at a reload (the unit's
+	// $RUNTIME_DIRECTORY/spec.HandOverDir); "": none.
 	HandOverDir string
 	// UIDs says which uid owns a client's socket; nil: the kernel's
 	// answer (proxy.SockDiag).
@@ -102,7 +104,7 @@ func Start(o Options) (*Service, error) {
 	}
 	s := &Service{o: o, cfg: cfg, ln: ln, done: make(chan error, 1), creds: cr}
 	j := &proxy.Journal{Fallback: os.Stderr}
-	if s.models, err = startGateway(cfg, ln.Addr(), o, j); err != nil {
+	if s.models, err = startGateway(cfg, cr, ln.Addr(), o, j); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -153,17 +155,17 @@ func (s *Service) Reload() error {
 	case c.Listen != s.cfg.Listen:
 		return fmt.Errorf("listen changed from %s to %s: systemctl restart flock-proxy.service", s.cfg.Listen, c.Listen)
 	}
-	// The secrets' credentials are those the unit was started with, or
-	// handed over since.
+	// The credentials (the secrets', the model APIs' keys and CAs) are
+	// those the unit was started with, or handed over since.
 	cr := s.creds.with(taken)
 	ic, err := loadIntercept(cr, c, warn)
 	if err != nil {
 		return fmt.Errorf("%w (the previous policy stays)", err)
 	}
-	// Then the grants: a provider whose key the unit lacks (added
-	// since the proxy started) keeps the old policy.
-	if err := s.models.setPolicy(c); err != nil {
-		return fmt.Errorf("%w (the previous policy stays; a new provider's key reaches the proxy at its restart: systemctl restart flock-proxy.service)", err)
+	// Then the grants: a provider whose key neither systemd nor root
+	// handed it (added since it started) keeps the old policy.
+	if err := s.models.setPolicy(c, cr); err != nil {
+		return fmt.Errorf("%w (the previous policy stays; flockctl provision hands a new provider's key over)", err)
 	}
 	// The secrets first: a grant taken away is no longer intercepted
 	// before the policy changes (egress, a plain tunnel's, stays).
