@@ -14,11 +14,12 @@ import (
 	"github.com/flockrun/flock/internal/fsutil"
 )
 
-// The hand-over: a secret's new value reaches the running flock-proxy,
-// whose LoadCredential= systemd reads at start alone, as a file in its
-// RuntimeDirectory= (spec.ProxyHandOverPath), which it takes at its next
-// reload. The directory is the proxy's dynamic uid's (0700) and goes at
-// its stop, so nothing handed over outlives the process.
+// The hand-over: a secret's new value, or a model API's new key, reaches
+// the running flock-proxy, whose LoadCredential= systemd reads at start
+// alone, as a file in its RuntimeDirectory= (spec.ProxyHandOverPath),
+// which it takes at its next reload. The directory is the proxy's dynamic
+// uid's (0700) and goes at its stop, so nothing handed over outlives the
+// process.
 
 // handOverMode is a handed-over file's: its owner's, read-only.
 const handOverMode = 0o400

@@ -17,10 +17,11 @@ import (
 )
 
 // Material is the OS boundary of the secrets' material (docs/secrets.md):
-// the placeholder key every agent's placeholders are drawn from,
-// flock-proxy's CA, the CA's certificate and the bundle agents trust, and
-// the operator's secret files, which root alone reads. MaterialStore is
-// the real one, MaterialFake (material_fake.go) keeps it in memory.
+// the placeholder key every agent's placeholders (and flock-proxy's
+// digests) are drawn from, flock-proxy's CA, the CA's certificate and the
+// bundle agents trust, and the operator's secret and model key files,
+// which root alone reads. MaterialStore is the real one, MaterialFake
+// (material_fake.go) keeps it in memory.
 type Material interface {
 	// Key is the placeholder key. Missing: with create it is made (and
 	// its directory), without it is nil.
@@ -31,7 +32,8 @@ type Material interface {
 	// Ensure makes or repairs what Problems finds. It never replaces a
 	// valid key or CA: the placeholders and the agents' trust stay.
 	Ensure(ctx context.Context) error
-	// Secret is the content of a secret's file.
+	// Secret is the content of a root's file flock-proxy is handed: a
+	// secret's, or a model API's key or CA.
 	Secret(ctx context.Context, path string) ([]byte, error)
 	// HandOver writes values (credential name -> value) into flock-proxy's
 	// hand-over directory (handover.go), each whole or not at all; a

@@ -450,16 +450,25 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	_, newCA := c.SecretsMaterial[spec.SecretsCAPath]
 	newCA = newCA && d.SecretsMaterial
 	if why, ok := handOverWhy(c, d.ProxyService); ok && !newIdentity && !newCA {
-		// The unit file differs in its secrets alone: installed, it
-		// changes nothing running; the secrets reach the proxy at a
-		// reload, which takes the config too.
+		// The unit file differs in what is handed over alone:
+		// installed, it changes nothing running; the secrets and keys
+		// reach the proxy at a reload, which takes the config too.
 		add(InstallProxy, units.ProxyUnit, why)
 		add(HandOverProxy, units.ProxyUnit, why+": it takes them at a reload")
 		return
 	}
+	var whys []string
+	for _, dg := range []struct {
+		digest func([]byte) string
+		why    string
+	}{{units.ProxySecretsDigest, "a secret's file changed"}, {units.ProxyModelsDigest, "a model API's key or CA changed"}} {
+		if was, now := dg.digest(c.ProxyService.File), dg.digest(d.ProxyService); was != now && was != "" && now != "" {
+			whys = append(whys, dg.why)
+		}
+	}
 	why := ""
-	if was, now := units.ProxySecretsDigest(c.ProxyService.File), units.ProxySecretsDigest(d.ProxyService); was != now && was != "" && now != "" {
-		why = "a secret's file changed: it reads them at start"
+	if len(whys) > 0 {
+		why = strings.Join(whys, "; ") + ": it reads them at start"
 	}
 	if diffService(add, units.ProxyUnit, c.ProxyService, d.ProxyService, InstallProxy, StartProxy, false, why) {
 		return
@@ -474,22 +483,34 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	}
 }
 
-// handOverWhy says why the running proxy is handed its secrets: its
-// unit file as installed differs from want in the secrets' digest and
-// credentials alone (units.ProxySecretsChange). Anything else changed,
-// or a proxy not running, is a restart.
+// handOverWhy says why the running proxy is handed its secrets and
+// model APIs' keys: its unit file as installed differs from want in
+// their digests and credentials alone (units.ProxySecretsChange). A new
+// provider is one of these: a reload reads its key and CA from what is
+// handed over. Anything else changed, or a proxy not running, is a
+// restart.
 func handOverWhy(c Current, want []byte) (string, bool) {
 	if c.ProxyService.ActiveState != "active" {
 		return "", false
 	}
-	only, creds := units.ProxySecretsChange(c.ProxyService.File, want)
-	switch {
-	case !only:
+	ch, ok := units.ProxySecretsChange(c.ProxyService.File, want)
+	if !ok {
 		return "", false
-	case creds:
-		return "a secret is granted or taken away", true
 	}
-	return "a secret's file changed", true
+	var whys []string
+	switch {
+	case ch.SecretCreds:
+		whys = append(whys, "a secret is granted or taken away")
+	case ch.Secrets:
+		whys = append(whys, "a secret's file changed")
+	}
+	switch {
+	case ch.ModelCreds:
+		whys = append(whys, "a model API is added or removed")
+	case ch.Models:
+		whys = append(whys, "a model API's key or CA changed")
+	}
+	return cmp.Or(strings.Join(whys, "; "), "its credentials moved"), true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/spec"
 	"github.com/flockrun/flock/units"
 )
@@ -15,22 +16,22 @@ import (
 // its reload (it removes each file once its new config is in force).
 var handOverWait = 10 * time.Second
 
-// handOverProxy hands the running proxy every granted secret and reloads
-// it: its tunnels and streams go on. Anything in the way (no hand-over
-// directory, the proxy not running, not taking them in time) withdraws
-// what was handed over and restarts it instead, on its new unit file, as
-// a secret's new file did before, saying why. The unit file is installed
-// after (InstallProxy): until then its digest says the proxy has not
-// taken them.
+// handOverProxy hands the running proxy every granted secret and every
+// model API's key and CA, and reloads it: its tunnels and streams go on.
+// Anything in the way (no hand-over directory, the proxy not running,
+// not taking them in time) withdraws what was handed over and restarts
+// it instead, on its new unit file, as a rotated file did before, saying
+// why. The unit file is installed after (InstallProxy): until then its
+// digests say the proxy has not taken them.
 func handOverProxy(ctx context.Context, x applier, cs []Change) error {
 	err := handOver(ctx, x)
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("handing the secrets to %s: %w", units.ProxyUnit, err)
+		return fmt.Errorf("handing the credentials to %s: %w", units.ProxyUnit, err)
 	}
-	x.say("%s: the secrets were not handed over (%v); restarting it instead\n", units.ProxyUnit, err)
+	x.say("%s: the credentials were not handed over (%v); restarting it instead\n", units.ProxyUnit, err)
 	// It reads them at start from the new unit file's credentials.
 	if err := installProxy(ctx, x, cs); err != nil {
 		return err
@@ -46,7 +47,12 @@ func handOver(ctx context.Context, x applier) error {
 	if st, err := x.h.Units.ActiveState(ctx, units.ProxyUnit); err != nil || st != "active" {
 		return fmt.Errorf("it is not running (%s)", cmpErr(st, err))
 	}
-	values := map[string][]byte{}
+	// Read as the proxy reads them at start: a value it takes is the one
+	// a restart would give it.
+	values, err := modelValues(ctx, m, gateway.ForFlock(x.d.Flock, x.d.Agents).Credentials())
+	if err != nil {
+		return err
+	}
 	for _, s := range GrantedSecrets(x.d.Flock, x.d.Agents) {
 		v, err := secretValue(ctx, m, s)
 		if err != nil {
@@ -58,7 +64,7 @@ func handOver(ctx context.Context, x applier) error {
 	if err := m.HandOver(ctx, values); err != nil {
 		return err
 	}
-	err := x.h.Units.ReloadService(ctx, units.ProxyUnit)
+	err = x.h.Units.ReloadService(ctx, units.ProxyUnit)
 	if err == nil {
 		err = waitTaken(ctx, x, names)
 	}

@@ -103,7 +103,7 @@ func Build(f *spec.Flock, s Site, uo units.Options) Desired {
 		}
 		d.ProxyConfig = b
 		d.ProxyService = units.ProxyService(uo.FlockctlBin, uo.FlockctlBuild, proxy.ConfigPath, spec.CredPath(creds.ProxyName),
-			proxySecrets(f, here.Agents, uo.SecretsDigest), pc.Gateway.Credentials()...)
+			proxySecrets(f, here.Agents, uo), pc.Gateway.Credentials()...)
 	}
 	// The read-only verbs of the readers' group connect as the reader.
 	d.Identities = append(d.Identities, creds.ReaderName, creds.OperatorName)

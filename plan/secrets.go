@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/flockrun/flock/creds"
+	"github.com/flockrun/flock/gateway"
 	"github.com/flockrun/flock/proxy"
 	"github.com/flockrun/flock/secrets"
 	"github.com/flockrun/flock/spec"
@@ -63,7 +65,8 @@ func Placeholders(agents []spec.Agent, key []byte, values map[string][]byte) map
 
 // SecretsDigest is HMAC-SHA256, keyed with the placeholder key, of the
 // values (name -> value) in name order, hex: it changes when a value
-// does and tells nothing of them. flock-proxy.service carries it. Pure.
+// does and tells nothing of them. flock-proxy.service carries one of the
+// secrets' values and one of the model APIs' files (DrawModels). Pure.
 func SecretsDigest(key []byte, values map[string][]byte) string {
 	mac := hmac.New(sha256.New, key)
 	for _, name := range slices.Sorted(maps.Keys(values)) {
@@ -101,6 +104,43 @@ func DrawSecrets(ctx context.Context, m creds.Material, f *spec.Flock, agents []
 	return Placeholders(agents, key, values), SecretsDigest(key, values), nil
 }
 
+// DrawModels is the digest flock-proxy.service carries of the model
+// APIs' keys and CAs it is handed for agents (this host's) of f, read
+// through m as root and keyed with the placeholder key, made with create
+// (the key alone: a flock granting no secret has no CA): a rotated key
+// is a difference of its unit, which provision hands over. "" without
+// model APIs. A file that cannot be read is left out, as in DrawSecrets.
+func DrawModels(ctx context.Context, m creds.Material, f *spec.Flock, agents []spec.Agent, create bool) (string, error) {
+	cs := gateway.ForFlock(f, agents).Credentials()
+	if len(cs) == 0 || m == nil {
+		return "", nil
+	}
+	key, err := m.Key(ctx, create)
+	if err != nil || key == nil {
+		return "", err
+	}
+	values, _ := modelValues(ctx, m, cs)
+	return SecretsDigest(key, values), nil
+}
+
+// modelValues are the model APIs' files cs (credential name, path) read
+// through m as root, by credential name: whole, as systemd hands them to
+// flock-proxy, which reads a handed-over one alike (gateway.LoadSecrets).
+// A file that cannot be read is left out, and the error says which.
+func modelValues(ctx context.Context, m creds.Material, cs [][2]string) (map[string][]byte, error) {
+	values := map[string][]byte{}
+	var errs []error
+	for _, c := range cs {
+		b, err := m.Secret(ctx, c[1])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("credential %s (%s): %w", c[0], c[1], err))
+			continue
+		}
+		values[c[0]] = b
+	}
+	return values, errors.Join(errs...)
+}
+
 // secretValue is the value of s's file read through m as flock-proxy
 // reads it (secrets.Value): the placeholder has the length of what is
 // swapped in, and a hand-over is what the proxy would read at start.
@@ -117,13 +157,14 @@ func secretValue(ctx context.Context, m creds.Material, s spec.Secret) ([]byte, 
 }
 
 // proxySecrets are what flock-proxy.service is handed for the secrets of
-// the agents: each granted secret's file and the CA, with digest.
-func proxySecrets(f *spec.Flock, agents []spec.Agent, digest string) units.ProxySecrets {
+// the agents: each granted secret's file and the CA, with digest; and
+// the model APIs' digest (uo's).
+func proxySecrets(f *spec.Flock, agents []spec.Agent, uo units.Options) units.ProxySecrets {
 	granted := GrantedSecrets(f, agents)
 	if len(granted) == 0 {
-		return units.ProxySecrets{}
+		return units.ProxySecrets{ModelsDigest: uo.ModelsDigest}
 	}
-	ps := units.ProxySecrets{Digest: digest}
+	ps := units.ProxySecrets{Digest: uo.SecretsDigest, ModelsDigest: uo.ModelsDigest}
 	for _, s := range granted {
 		ps.Creds = append(ps.Creds, [2]string{spec.SecretCredential(s.Name), s.File})
 	}

@@ -26,7 +26,7 @@ agents:
 `
 
 // provisionSecrets is provision as flockctl runs it with secrets: the
-// placeholders and digest drawn through the material first.
+// placeholders and digests drawn through the material first.
 func provisionSecrets(t *testing.T, h Host, f *spec.Flock) Plan {
 	t.Helper()
 	return provisionSecretsWith(t, h, f, units.Options{})
@@ -37,6 +37,9 @@ func provisionSecretsWith(t *testing.T, h Host, f *spec.Flock, uo units.Options)
 	ctx := context.Background()
 	var err error
 	if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
+		t.Fatal(err)
+	}
+	if uo.ModelsDigest, err = DrawModels(ctx, h.Secrets, f, f.Agents, true); err != nil {
 		t.Fatal(err)
 	}
 	return provisionWith(t, h, f, Site{}, uo)

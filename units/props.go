@@ -38,9 +38,11 @@ type Options struct {
 	// Not saved with a host's state: they are drawn on the host.
 	Placeholders map[int]map[string]string `json:"-"`
 	// SecretsDigest is of the secrets flock-proxy is handed
-	// (plan.SecretsDigest): its unit carries it, so a changed secret
-	// restarts the proxy and no agent.
+	// (plan.SecretsDigest), ModelsDigest of the model APIs' keys and CAs
+	// (plan.DrawModels): its unit carries them, so a rotated one is
+	// handed to the proxy at a reload and no agent restarts.
 	SecretsDigest string `json:"-"`
+	ModelsDigest  string `json:"-"`
 }
 
 // DefaultAgentBin is where `make install` puts flock-agent.

@@ -121,11 +121,13 @@ func TestPropertiesGolden(t *testing.T) {
 func TestBusServiceGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "flock.service.golden"), string(BusService("", "0123456789ab", "/etc/flock/bus.json")))
 	golden.Check(t, filepath.Join("testdata", "flock-proxy.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ProxySecrets{})))
-	// With model APIs: their keys and CA as credentials of this unit alone.
-	golden.Check(t, filepath.Join("testdata", "flock-proxy-models.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ProxySecrets{},
+	// With model APIs: their keys and CA as credentials of this unit
+	// alone, and the digest whose change hands them over.
+	golden.Check(t, filepath.Join("testdata", "flock-proxy-models.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk",
+		ProxySecrets{ModelsDigest: "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"},
 		[2]string{"model-key-anthropic", "/etc/flock/keys/anthropic"}, [2]string{"model-ca-corp", "/etc/flock/keys/corp-ca.pem"}, [2]string{"model-key-corp", "/etc/flock/keys/corp"})))
 	// With secrets: their files and the CA as credentials, and the
-	// digest whose change restarts it.
+	// digest whose change hands them over.
 	golden.Check(t, filepath.Join("testdata", "flock-proxy-secrets.service.golden"), string(ProxyService("", "0123456789ab", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk",
 		ProxySecrets{Creds: [][2]string{{"secret-github", "/etc/flock/secrets/github"}, {"secrets-ca", "/var/lib/flock/secrets/ca.pem"}}, Digest: "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"})))
 	// A multi-host flock's: the same, and the cluster's files as credentials.

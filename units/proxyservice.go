@@ -30,7 +30,11 @@ Type=notify
 LoadCredential=nats:{{.Seed}}
 {{if .Creds}}# The model APIs' keys (and private CAs): root's files, handed to this
 # unit alone; no agent's unit, environment or files hold them.
-{{range .Creds}}LoadCredential={{index . 0}}:{{index . 1}}
+{{if .Secrets.ModelsDigest}}# A digest of them (keyed: it tells nothing of them) is on the next
+# line, so provision sees a rotated key and hands it over at a reload:
+# this unit and the streams under way go on.
+# models {{.Secrets.ModelsDigest}}
+{{end}}{{range .Creds}}LoadCredential={{index . 0}}:{{index . 1}}
 {{end}}{{end}}{{if .Secrets.Creds}}# The secrets' files and its CA's certificate and key: root's, handed to
 # this unit alone; agents hold placeholders, which it swaps for the
 # secrets. A digest of them (keyed: it tells nothing of them) is on the
@@ -62,41 +66,70 @@ DevicePolicy=closed
 WantedBy=multi-user.target
 `))
 
-// ProxySecrets are the secrets flock-proxy.service is handed: their files
-// and its CA (credential name, path: spec.SecretCredential,
-// spec.SecretsCACredential), and a keyed digest of their contents.
+// ProxySecrets are what flock-proxy.service is handed that an operator
+// rotates: the secrets' files and its CA (credential name, path:
+// spec.SecretCredential, spec.SecretsCACredential) with a keyed digest of
+// the secrets' values, and a keyed digest of the model APIs' files (the
+// creds of ProxyService).
 type ProxySecrets struct {
-	Creds  [][2]string
-	Digest string
+	Creds        [][2]string
+	Digest       string
+	ModelsDigest string
 }
 
-// proxyDigestRe finds the digest the template writes.
-var proxyDigestRe = regexp.MustCompile(`(?m)^# secrets ([0-9a-f]*)$`)
-
-// proxySecretLines are the lines of a flock-proxy.service file that a
-// secret's value, or which secrets it holds, change: the digest and the
-// secrets' credentials (not the CA's, read at start alone).
 var (
-	proxySecretLines = regexp.MustCompile(`(?m)^(# secrets [0-9a-f]*|LoadCredential=secret-.*)\n`)
+	// proxyDigestRe and proxyModelsDigestRe find the digests the
+	// template writes.
+	proxyDigestRe       = regexp.MustCompile(`(?m)^# secrets ([0-9a-f]*)$`)
+	proxyModelsDigestRe = regexp.MustCompile(`(?m)^# models ([0-9a-f]*)$`)
+	// proxyHandedLines are the lines of a flock-proxy.service file that
+	// a credential's content, or which credentials it holds, change: the
+	// digests and the secrets' and model APIs' credentials (not the
+	// secrets' CA's, read at start alone). A reload reads them all
+	// through what root handed over (proxyd's credentials), a new
+	// provider's key and CA as a new secret's: a change of these lines
+	// alone is a hand-over, no restart.
+	proxyHandedLines = regexp.MustCompile(`(?m)^(# (secrets|models) [0-9a-f]*|LoadCredential=(secret|model-key|model-ca)-.*)\n`)
 	proxySecretCreds = regexp.MustCompile(`(?m)^LoadCredential=secret-.*$`)
+	proxyModelCreds  = regexp.MustCompile(`(?m)^LoadCredential=model-(key|ca)-.*$`)
 )
 
+// ProxyHandOver is how two flock-proxy.service files differ that differ
+// in what provision hands the running proxy alone: which secrets it is
+// handed (SecretCreds) or their values (Secrets), which model APIs' keys
+// and CAs (ModelCreds) or their contents (Models).
+type ProxyHandOver struct {
+	Secrets, SecretCreds, Models, ModelCreds bool
+}
+
 // ProxySecretsChange says how flock-proxy.service files was and now
-// differ: only in the secrets' digest and credentials (a change the
-// proxy takes at a reload, the secrets handed over), and if so whether
-// which secrets it holds changed too.
-func ProxySecretsChange(was, now []byte) (secretsOnly, credsChanged bool) {
-	if bytes.Equal(was, now) || !bytes.Equal(proxySecretLines.ReplaceAll(was, nil), proxySecretLines.ReplaceAll(now, nil)) {
-		return false, false
+// differ, if only in the digests and credentials of the secrets and the
+// model APIs (a change the proxy takes at a reload, the credentials
+// handed over): ok false when they are the same or differ in more.
+func ProxySecretsChange(was, now []byte) (ProxyHandOver, bool) {
+	if bytes.Equal(was, now) || !bytes.Equal(proxyHandedLines.ReplaceAll(was, nil), proxyHandedLines.ReplaceAll(now, nil)) {
+		return ProxyHandOver{}, false
 	}
-	creds := func(file []byte) []byte { return bytes.Join(proxySecretCreds.FindAll(file, -1), []byte{'\n'}) }
-	return true, !bytes.Equal(creds(was), creds(now))
+	differ := func(re *regexp.Regexp) bool {
+		return !bytes.Equal(bytes.Join(re.FindAll(was, -1), []byte{'\n'}), bytes.Join(re.FindAll(now, -1), []byte{'\n'}))
+	}
+	return ProxyHandOver{
+		Secrets: differ(proxyDigestRe), SecretCreds: differ(proxySecretCreds),
+		Models: differ(proxyModelsDigestRe), ModelCreds: differ(proxyModelCreds),
+	}, true
 }
 
 // ProxySecretsDigest is the digest of the secrets a flock-proxy.service
 // file says it was handed ("": none).
-func ProxySecretsDigest(file []byte) string {
-	if m := proxyDigestRe.FindSubmatch(file); m != nil {
+func ProxySecretsDigest(file []byte) string { return submatch(proxyDigestRe, file) }
+
+// ProxyModelsDigest is the digest of the model APIs' files a
+// flock-proxy.service file says it was handed ("": none).
+func ProxyModelsDigest(file []byte) string { return submatch(proxyModelsDigestRe, file) }
+
+// submatch is re's first group in file ("": no match).
+func submatch(re *regexp.Regexp, file []byte) string {
+	if m := re.FindSubmatch(file); m != nil {
 		return string(m[1])
 	}
 	return ""

@@ -69,35 +69,46 @@ func TestStaticUnitsAreOurs(t *testing.T) {
 	}
 }
 
-// Unit tier. Two flock-proxy.service files differ in the secrets alone
-// when only the digest and the secrets' credentials do; the CA's, the
-// command or anything else is more.
+// Unit tier. Two flock-proxy.service files differ in what is handed
+// over alone when only the digests and the secrets' and model APIs'
+// credentials do; the secrets' CA's, the command or anything else is
+// more.
 func TestProxySecretsChange(t *testing.T) {
-	sec := func(digest string, names ...string) ProxySecrets {
-		ps := ProxySecrets{Digest: digest}
+	sec := func(digest, models string, names ...string) ProxySecrets {
+		ps := ProxySecrets{Digest: digest, ModelsDigest: models}
 		for _, n := range names {
 			ps.Creds = append(ps.Creds, [2]string{"secret-" + n, "/etc/flock/secrets/" + n})
 		}
 		ps.Creds = append(ps.Creds, [2]string{"secrets-ca", "/var/lib/flock/secrets/ca.pem"})
 		return ps
 	}
-	unit := func(bin string, ps ProxySecrets) []byte {
-		return ProxyService(bin, "", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ps)
+	anth := [2]string{"model-key-anth", "/etc/flock/keys/anth"}
+	corp := [][2]string{{"model-ca-corp", "/etc/flock/keys/corp-ca.pem"}, {"model-key-corp", "/etc/flock/keys/corp"}}
+	unit := func(bin string, ps ProxySecrets, models ...[2]string) []byte {
+		return ProxyService(bin, "", "/etc/flock/proxy.json", "/var/lib/flock/creds/proxy.nk", ps, models...)
 	}
-	was := unit("", sec("aa", "github"))
+	was := unit("", sec("aa", "cc", "github"), anth)
 	for _, tc := range []struct {
-		name              string
-		now               []byte
-		secretsOnly, cred bool
+		name string
+		now  []byte
+		ok   bool
+		want ProxyHandOver
 	}{
-		{"the same", unit("", sec("aa", "github")), false, false},
-		{"a value changed", unit("", sec("bb", "github")), true, false},
-		{"a secret granted", unit("", sec("bb", "github", "search")), true, true},
-		{"its command changed", unit("/opt/flockctl", sec("bb", "github")), false, false},
-		{"no secrets left (the CA too)", unit("", ProxySecrets{}), false, false},
+		{"the same", unit("", sec("aa", "cc", "github"), anth), false, ProxyHandOver{}},
+		{"a value changed", unit("", sec("bb", "cc", "github"), anth), true, ProxyHandOver{Secrets: true}},
+		{"a secret granted", unit("", sec("bb", "cc", "github", "search"), anth), true, ProxyHandOver{Secrets: true, SecretCreds: true}},
+		{"a model API's key changed", unit("", sec("aa", "dd", "github"), anth), true, ProxyHandOver{Models: true}},
+		{"a model API added, with its CA", unit("", sec("aa", "dd", "github"), append([][2]string{anth}, corp...)...), true, ProxyHandOver{Models: true, ModelCreds: true}},
+		{"a secret and a key changed", unit("", sec("bb", "dd", "github"), anth), true, ProxyHandOver{Secrets: true, Models: true}},
+		{"its command changed", unit("/opt/flockctl", sec("bb", "cc", "github"), anth), false, ProxyHandOver{}},
+		{"no secrets left (the CA too)", unit("", ProxySecrets{ModelsDigest: "cc"}, anth), false, ProxyHandOver{}},
+		{"no model API left", unit("", sec("aa", "", "github")), false, ProxyHandOver{}},
 	} {
-		if only, cred := ProxySecretsChange(was, tc.now); only != tc.secretsOnly || cred != tc.cred {
-			t.Errorf("%s: secrets only %v, credentials changed %v; want %v, %v", tc.name, only, cred, tc.secretsOnly, tc.cred)
+		if got, ok := ProxySecretsChange(was, tc.now); ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+	if got := ProxyModelsDigest(was); got != "cc" {
+		t.Errorf("the models' digest read back: %q, want cc", got)
 	}
 }

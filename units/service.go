@@ -156,12 +156,7 @@ var busBuildRe = regexp.MustCompile(`(?m)^# flockctl build ([0-9a-f]+):`)
 
 // BusBuild is the flockctl build a flock.service file says it runs ("":
 // it does not say).
-func BusBuild(file []byte) string {
-	if m := busBuildRe.FindSubmatch(file); m != nil {
-		return string(m[1])
-	}
-	return ""
-}
+func BusBuild(file []byte) string { return submatch(busBuildRe, file) }
 
 // BusService is the text of flock.service for a bus reading configPath,
 // run by the flockctl of build id build ("" unknown). creds are files the

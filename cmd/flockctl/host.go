@@ -131,8 +131,12 @@ func setUp(ctx context.Context, f *spec.Flock, w where, observe bool) (*onHost, 
 	if err != nil {
 		return nil, err
 	}
-	// What the units and the proxy hold of the secrets, drawn as root.
-	if uo.Placeholders, uo.SecretsDigest, err = plan.DrawSecrets(ctx, h.Secrets, f, f.On(w.site.Host), w.makeKey); err != nil {
+	// What the units and the proxy hold of the secrets and the model
+	// APIs' keys, drawn as root.
+	if uo.Placeholders, uo.SecretsDigest, err = plan.DrawSecrets(ctx, h.Secrets, f, f.On(w.site.Host), w.makeKey); err == nil {
+		uo.ModelsDigest, err = plan.DrawModels(ctx, h.Secrets, f, f.On(w.site.Host), w.makeKey)
+	}
+	if err != nil {
 		closeHost()
 		return nil, fmt.Errorf("the secrets' placeholder key: %w", err)
 	}
