@@ -5,8 +5,9 @@ package test
 // nothing; an agent granted the secret holds a placeholder and the
 // bundle, one without the grant neither; the secret is in no unit,
 // environment, file or journal an agent can read; a rotated secret is
-// handed to the running flock-proxy at a reload, nothing restarted;
-// deprovision --all --purge removes the material.
+// handed to the running flock-proxy at a reload, nothing restarted, and
+// so is a model API's rotated key; deprovision --all --purge removes the
+// material.
 
 import (
 	"bytes"
@@ -33,7 +34,15 @@ agents:
   - id: 2
     egress: ["api.github.com:443"]
 `
+	modelKeyFile    = "/etc/flock/keys/anthropic"
+	modelKey        = "sk-ant-api03-HostSideTestKey0123456789"
+	modelKeyRotated = "sk-ant-api03-HostSideTestKey9876543210"
 )
+
+// secretsModelsHost is secretsHost with agent 1 granted a model API.
+var secretsModelsHost = `providers:
+  - {name: anthropic, kind: anthropic, url: "https://api.anthropic.com", key_file: ` + modelKeyFile + `}
+` + strings.Replace(secretsHost, "    secrets: [github]\n", "    secrets: [github]\n    models: {anthropic: {}}\n", 1)
 
 func TestSecretsHostSide(t *testing.T) {
 	// Tier: root + nspawn.
@@ -130,6 +139,45 @@ func TestSecretsHostSide(t *testing.T) {
 			t.Errorf("provision again: %s", out)
 		}
 		assertSecretNowhere(t, m, secretRotate)
+	})
+
+	t.Run("a model API's rotated key is handed to flock-proxy at a reload, nothing restarted", func(t *testing.T) {
+		mustRun(t, m, "install", "-d", "-m", "0700", "/etc/flock/keys")
+		writeKey := func(v string) {
+			t.Helper()
+			if err := m.WriteFile(modelKeyFile, []byte(v+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			mustRun(t, m, "chmod", "0600", modelKeyFile)
+		}
+		writeKey(modelKey)
+		// Agent 1 granted the model API: it and flock-proxy restart once.
+		provision(t, m, secretsModelsHost)
+		waitActive(t, m, 1, 2)
+		unit := mustRun(t, m, "cat", "/etc/systemd/system/flock-proxy.service")
+		if !strings.Contains(unit, "\n# models ") || !strings.Contains(unit, "LoadCredential=model-key-anthropic:"+modelKeyFile) {
+			t.Errorf("flock-proxy.service is not handed the key and its digest:\n%s", unit)
+		}
+		before := unitRuns(t, m, 1, 2)
+		proxyBefore := proxyRun(t, m)
+		writeKey(modelKeyRotated)
+		out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
+		if !strings.Contains(out, "hand over        flock-proxy.service (a model API's key or CA changed") || strings.Contains(out, "restarting it instead") {
+			t.Errorf("provision did not hand the key over:\n%s", out)
+		}
+		if after := unitRuns(t, m, 1, 2); after[1] != before[1] || after[2] != before[2] {
+			t.Errorf("an agent restarted: before %+v, after %+v", before, after)
+		}
+		if now := proxyRun(t, m); now != proxyBefore {
+			t.Errorf("flock-proxy restarted (%q, was %q): its streams were cut", now, proxyBefore)
+		}
+		if left := mustRun(t, m, "find", "/run/flock-proxy/handover", "-mindepth", "1"); strings.TrimSpace(left) != "" {
+			t.Errorf("the hand-over left files behind:\n%s", left)
+		}
+		if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
+			t.Errorf("provision again: %s", out)
+		}
+		assertSecretNowhere(t, m, modelKeyRotated)
 	})
 
 	t.Run("the material is made again when deleted", func(t *testing.T) {
