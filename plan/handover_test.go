@@ -44,11 +44,7 @@ func TestSecretsHandedOverOrRestarted(t *testing.T) {
 	// Agent 1 may reach search's host, and is granted github alone.
 	base := strings.NewReplacer("agents:\n", searchSecret+"agents:\n",
 		"egress: [\"api.github.com:443\"]\n    secrets", "egress: [\"api.github.com:443\", \"api.search.example:443\"]\n    secrets").Replace(secretsSpec)
-	for _, tc := range []struct {
-		name   string
-		change func(fk fakes) (spec string, uo units.Options)
-		want   string
-	}{
+	runProxyCases(t, base, func(fk fakes) { fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n") }, []proxyCase{
 		{"a secret's file changed", func(fk fakes) (string, units.Options) {
 			fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
 			return base, units.Options{}
@@ -74,10 +70,27 @@ install proxy    flock-proxy.service (a secret is granted or taken away)
 		}, `install proxy    flock-proxy.service (unit file missing, changed or not enabled)
 (re)start proxy  flock-proxy.service (not running)
 `},
-	} {
+	})
+}
+
+// proxyCase is a change to a provisioned flock (its spec, its units'
+// options, the fakes' files) and the lines of the proxy's it wants in
+// the next provision's plan.
+type proxyCase struct {
+	name   string
+	change func(fk fakes) (spec string, uo units.Options)
+	want   string
+}
+
+// runProxyCases provisions base, its files written by files, then each
+// case's change: the plan's proxy's lines are its want, the proxy
+// restarted as they say alone, and a second provision does nothing.
+func runProxyCases(t *testing.T, base string, files func(fakes), cases []proxyCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h, fk := newFakes()
-			fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+			files(fk)
 			provisionSecrets(t, h, mustParse(t, base))
 			restarts := fk.units.Restarts(units.ProxyUnit)
 			y, uo := tc.change(fk)

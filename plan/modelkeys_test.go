@@ -42,11 +42,10 @@ func TestModelKeysHandedOverOrRestarted(t *testing.T) {
 	// Agent 1 is granted the secret github and the model API anthropic.
 	base := strings.Replace(modelsSpec, "agents:\n", secretsSpec[:strings.Index(secretsSpec, "agents:\n")]+"agents:\n", 1)
 	base = strings.Replace(base, "    models: {anthropic: {}}\n", "    models: {anthropic: {}}\n    egress: [\"api.github.com:443\"]\n    secrets: [github]\n", 1)
-	for _, tc := range []struct {
-		name   string
-		change func(fk fakes) (spec string, uo units.Options)
-		want   string
-	}{
+	runProxyCases(t, base, func(fk fakes) {
+		modelKeyFiles(fk)
+		fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+	}, []proxyCase{
 		{"a model API's key file changed", func(fk fakes) (string, units.Options) {
 			fk.secrets.Secrets[anthropicFile] = []byte("sk-ant-9876543210\n")
 			return base, units.Options{}
@@ -71,27 +70,7 @@ install proxy    flock-proxy.service (a secret's file changed; a model API's key
 		}, `install proxy    flock-proxy.service (unit file missing, changed or not enabled)
 (re)start proxy  flock-proxy.service (a model API's key or CA changed: it reads them at start)
 `},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h, fk := newFakes()
-			modelKeyFiles(fk)
-			fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
-			provisionSecrets(t, h, mustParse(t, base))
-			restarts := fk.units.Restarts(units.ProxyUnit)
-			y, uo := tc.change(fk)
-			p := provisionSecretsWith(t, h, mustParse(t, y), uo)
-			if got := proxyLines(p); got != tc.want {
-				t.Errorf("plan:\n%swant its proxy's lines:\n%s", p, tc.want)
-			}
-			wantRestarts := restarts + p.Count(StartProxy)
-			if got := fk.units.Restarts(units.ProxyUnit); got != wantRestarts {
-				t.Errorf("the proxy restarted %d times, want %d", got-restarts, wantRestarts-restarts)
-			}
-			if p := provisionSecretsWith(t, h, mustParse(t, y), uo); !p.Empty() {
-				t.Errorf("provisioned again: %s; want nothing", p)
-			}
-		})
-	}
+	})
 }
 
 // A flock with model APIs and no secrets: the placeholder key is made

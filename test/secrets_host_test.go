@@ -116,27 +116,12 @@ func TestSecretsHostSide(t *testing.T) {
 		placeholder := envValue(unitProp(t, m, 1, "Environment"), "GH_TOKEN")
 		writeSecret(secretRotate, 0o600)
 		writeSpec(t, m, secretsHost)
-		out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
-		if !strings.Contains(out, "hand over        flock-proxy.service (a secret's file changed") || strings.Contains(out, "restarting it instead") {
-			t.Errorf("provision did not hand the secret over:\n%s", out)
-		}
-		if after := unitRuns(t, m, 1, 2); after[1] != before[1] || after[2] != before[2] {
-			t.Errorf("an agent restarted: before %+v, after %+v", before, after)
-		}
-		if now := proxyRun(t, m); now != proxyBefore {
-			t.Errorf("flock-proxy restarted (%q, was %q): its tunnels were cut", now, proxyBefore)
-		}
-		if left := mustRun(t, m, "find", "/run/flock-proxy/handover", "-mindepth", "1"); strings.TrimSpace(left) != "" {
-			t.Errorf("the hand-over left files behind:\n%s", left)
-		}
+		provisionHandsOver(t, m, "a secret's file changed", before, proxyBefore)
 		if journal := mustRun(t, m, "journalctl", "--no-pager", "-o", "cat", "-u", "flock-proxy.service"); !strings.Contains(journal, "reloaded /etc/flock/proxy.json") {
 			t.Errorf("flock-proxy did not say it reloaded:\n%s", journal)
 		}
 		if got := envValue(unitProp(t, m, 1, "Environment"), "GH_TOKEN"); got != placeholder {
 			t.Errorf("the placeholder moved from %q to %q for a secret of the same shape", placeholder, got)
-		}
-		if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
-			t.Errorf("provision again: %s", out)
 		}
 		assertSecretNowhere(t, m, secretRotate)
 	})
@@ -161,22 +146,7 @@ func TestSecretsHostSide(t *testing.T) {
 		before := unitRuns(t, m, 1, 2)
 		proxyBefore := proxyRun(t, m)
 		writeKey(modelKeyRotated)
-		out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
-		if !strings.Contains(out, "hand over        flock-proxy.service (a model API's key or CA changed") || strings.Contains(out, "restarting it instead") {
-			t.Errorf("provision did not hand the key over:\n%s", out)
-		}
-		if after := unitRuns(t, m, 1, 2); after[1] != before[1] || after[2] != before[2] {
-			t.Errorf("an agent restarted: before %+v, after %+v", before, after)
-		}
-		if now := proxyRun(t, m); now != proxyBefore {
-			t.Errorf("flock-proxy restarted (%q, was %q): its streams were cut", now, proxyBefore)
-		}
-		if left := mustRun(t, m, "find", "/run/flock-proxy/handover", "-mindepth", "1"); strings.TrimSpace(left) != "" {
-			t.Errorf("the hand-over left files behind:\n%s", left)
-		}
-		if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
-			t.Errorf("provision again: %s", out)
-		}
+		provisionHandsOver(t, m, "a model API's key or CA changed", before, proxyBefore)
 		assertSecretNowhere(t, m, modelKeyRotated)
 	})
 
@@ -224,6 +194,31 @@ func assertSecretNowhere(t *testing.T, m *harness.Machine, secret string) {
 	}
 	if journal, _, _ := run(t, m, "journalctl", "--no-pager", "-o", "cat"); strings.Contains(journal, secret) {
 		t.Error("the journal holds the secret")
+	}
+}
+
+// provisionHandsOver provisions the spec as written and wants flock-proxy
+// handed what changed (why, as the plan says it) at a reload: no agent
+// restarted (before: their runs), nor flock-proxy (proxyBefore), which
+// would cut its tunnels and streams; nothing left in the hand-over
+// directory; and nothing to do at the next provision.
+func provisionHandsOver(t *testing.T, m *harness.Machine, why string, before map[int]unitRun, proxyBefore string) {
+	t.Helper()
+	out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
+	if !strings.Contains(out, "hand over        flock-proxy.service ("+why) || strings.Contains(out, "restarting it instead") {
+		t.Errorf("provision did not hand it over (%s):\n%s", why, out)
+	}
+	if after := unitRuns(t, m, 1, 2); after[1] != before[1] || after[2] != before[2] {
+		t.Errorf("an agent restarted: before %+v, after %+v", before, after)
+	}
+	if now := proxyRun(t, m); now != proxyBefore {
+		t.Errorf("flock-proxy restarted (%q, was %q): its tunnels and streams were cut", now, proxyBefore)
+	}
+	if left := mustRun(t, m, "find", "/run/flock-proxy/handover", "-mindepth", "1"); strings.TrimSpace(left) != "" {
+		t.Errorf("the hand-over left files behind:\n%s", left)
+	}
+	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
+		t.Errorf("provision again: %s", out)
 	}
 }
 
