@@ -274,8 +274,9 @@ test-fuzz:
 # machines and the VM tier's guests on their emulated CPUs, so the two
 # share the cores well. Each tier's output goes to bin/test-logs/ too, and
 # the run ends with each tier's time against its budget (docs/testing.md,
-# Budgets) and the slowest tests. CI has 90 minutes; the budgets hold the
-# run to 60.
+# Budgets), the slowest tests, and last why each failed test failed (CI
+# keeps only the end of the output). CI has 90 minutes; the budgets hold
+# the run to 60.
 TIERS := test-unit test-fuzz test-fresh preflight test-system+test-vm
 test: deps
 	@CGO_ENABLED=0 $(GO) build -o bin/tiers ./test/tiers

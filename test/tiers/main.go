@@ -16,6 +16,16 @@
 // slowest tests, and it exits 1 if a tier failed. A tier over its budget
 // is marked in the table, never failed for it: a test run is not a
 // timed assertion (docs/testing.md, "Budgets").
+//
+// Last, as CI keeps only the end of a run's output, "Why they failed":
+// each failed test (the leaves; a parent only for a failure of its own
+// after its subtests'), its tier and package, and the log entries that
+// say why, read from go test's output as it came, -v or not: its last
+// entry and the last before it that reads like a failure, a panic and
+// its first frame in a test file, or a timeout. A package that did not
+// build shows its compiler errors, a tier that failed with no test to
+// blame its last lines. At most 8 failures in about 30 lines; what is
+// left out is named, and each tier's log has all of it.
 package main
 
 import (

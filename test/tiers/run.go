@@ -29,6 +29,8 @@ type tierResult struct {
 	elapsed time.Duration
 	err     error // the make's, or why it could not start
 	times   []testTime
+	fails   []failure // why its tests failed
+	tail    []string  // its last lines, for a tier that failed with no test to blame
 }
 
 // runStage runs the targets of one stage at once and waits for them all.
@@ -88,6 +90,7 @@ func (r *runner) runTarget(target, prefix string) tierResult {
 	}
 	stop := forwardSignals(cmd.Process)
 	var parsed times
+	var failed fails
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -98,6 +101,7 @@ func (r *runner) runTarget(target, prefix string) tierResult {
 			fmt.Fprintln(log, line)
 			r.say(prefix, line)
 			parsed.line(line)
+			failed.line(line)
 		}
 		// A line longer than the buffer: the rest still goes to the log.
 		_, _ = io.Copy(log, pr)
@@ -108,6 +112,7 @@ func (r *runner) runTarget(target, prefix string) tierResult {
 	<-done
 	res.elapsed = time.Since(t0)
 	res.times = parsed.tests()
+	res.fails, res.tail = failed.failures(), failed.tail
 	verdict := "passed"
 	if res.err != nil {
 		verdict = fmt.Sprintf("FAILED (%v)", res.err)

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// report is the table printed at the end of a run.
+// report is the table printed at the end of a run, and last, as CI keeps
+// only the end of a run's output, why each failed test failed.
 type report struct {
 	stages  [][]tierResult
 	budget  map[string]time.Duration
@@ -88,23 +89,23 @@ func (rep report) text() string {
 	}
 	slices.SortStableFunc(all, func(a, b ran) int { return cmp.Compare(b.elapsed, a.elapsed) })
 	all = all[:min(len(all), rep.slowest)]
-	if len(all) == 0 {
-		return b.String()
-	}
-	fmt.Fprintf(&b, "\nThe %d slowest tests\n\n", len(all))
-	w = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "minutes\ttier\ttest")
-	for _, t := range all {
-		name := t.name
-		if t.pkg {
-			name += " (package)"
+	if len(all) > 0 {
+		fmt.Fprintf(&b, "\nThe %d slowest tests\n\n", len(all))
+		w = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "minutes\ttier\ttest")
+		for _, t := range all {
+			name := t.name
+			if t.pkg {
+				name += " (package)"
+			}
+			if t.result != "PASS" {
+				name += " " + t.result
+			}
+			fmt.Fprintf(w, "%7s\t%s\t%s\n", minutes(t.elapsed), t.tier, name)
 		}
-		if t.result != "PASS" {
-			name += " " + t.result
-		}
-		fmt.Fprintf(w, "%7s\t%s\t%s\n", minutes(t.elapsed), t.tier, name)
+		w.Flush()
 	}
-	w.Flush()
+	b.WriteString(rep.whyFailed())
 	return b.String()
 }
 

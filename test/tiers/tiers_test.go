@@ -186,7 +186,7 @@ case $target in
 a) for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "` + dir + `/started-b" ] && break; sleep 0.2; done
    [ -e "` + dir + `/started-b" ] || { echo "b never started beside a"; exit 1; }
    echo "--- PASS: TestA (3.00s)"; echo "ok  	pkg/a	3.1s" ;;
-b) echo "--- FAIL: TestB (1.00s)"; exit 2 ;;
+b) echo "--- FAIL: TestB (1.00s)"; echo "    b_test.go:3: boom"; exit 2 ;;
 c) echo "ok  	pkg/c	0.2s" ;;
 esac
 `
@@ -205,6 +205,9 @@ esac
 	}
 	if got := res[0][0].times; len(got) != 1 || got[0].name != "TestA" {
 		t.Errorf("a's times: %+v", got)
+	}
+	if got := res[0][1].fails; len(got) != 1 || brief(got[0]) != "TestB (): b_test.go:3: boom" {
+		t.Errorf("b's failures: %q", got)
 	}
 	for _, want := range []string{"a | args: --no-print-directory -o deps -o b -o c a\n", "b | --- FAIL: TestB (1.00s)\n", "args: --no-print-directory -o deps -o a -o b c\n"} {
 		if !strings.Contains(out.String(), want) {
