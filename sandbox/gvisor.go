@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 )
@@ -86,7 +87,7 @@ func (gvisor) Launch(c Config, runsc, run string) error {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		if exit.ExitCode() == runscFailed {
-			showRunscLog(os.Stderr, RunscLog(run))
+			showRunscLog(os.Stderr, run)
 		}
 		os.Exit(exit.ExitCode())
 	}
@@ -97,19 +98,31 @@ func (gvisor) Launch(c Config, runsc, run string) error {
 // failed: creating, booting or waiting on the sandbox.
 const runscFailed = 128
 
-// showRunscLog copies the warnings and errors of runsc's log (glog lines
-// that begin W, E or F) to w, the journal, so that a sandbox that died
-// while booting says why beside runsc's own one line.
-func showRunscLog(w io.Writer, path string) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintf(w, "flock-agent: sandbox: no runsc log: %v\n", err)
-		return
-	}
+// showRunscLog copies the warnings and errors of runsc's logs in run
+// (glog lines that begin W, E or F, and a Go crash's first line) to w,
+// the journal, so that a sandbox that died while booting says why beside
+// runsc's own one line: runsc's log first, then each of its processes'
+// (RunscLogs), the sandbox's kernel's last; the last 30 lines in all.
+func showRunscLog(w io.Writer, run string) {
+	paths, _ := filepath.Glob(filepath.Join(RunscLogs(run), "*"))
+	// The sandbox's kernel (boot) last: its error is why.
+	sort.SliceStable(paths, func(i, j int) bool { return logCommand(paths[i]) != "boot" && logCommand(paths[j]) == "boot" })
+	paths = append([]string{RunscLog(run)}, paths...)
 	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && strings.ContainsRune("WEF", rune(l[0])) {
-			lines = append(lines, l)
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(w, "flock-agent: sandbox: no runsc log: %v\n", err)
+			continue
+		}
+		who := "runsc log"
+		if path != RunscLog(run) {
+			who = "runsc " + logCommand(path) + " log"
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if glogProblem(l) || strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+				lines = append(lines, who+": "+l)
+			}
 		}
 	}
 	const most = 30
@@ -117,8 +130,25 @@ func showRunscLog(w io.Writer, path string) {
 		lines = lines[len(lines)-most:]
 	}
 	for _, l := range lines {
-		fmt.Fprintln(w, "flock-agent: runsc log:", l)
+		fmt.Fprintln(w, "flock-agent:", l)
 	}
+}
+
+// glogProblem says whether l is a glog line of a warning, an error or a
+// fatal error: "W1130 04:08:11.818306 ...".
+func glogProblem(l string) bool {
+	return len(l) > 5 && strings.ContainsRune("WEF", rune(l[0])) && strings.Trim(l[1:5], "0123456789") == ""
+}
+
+// logCommand is the process a log of RunscLogs is of: its name's
+// second-to-last dotted part (runsc.log.20261130-040811.758161.boot.txt:
+// boot).
+func logCommand(path string) string {
+	parts := strings.Split(filepath.Base(path), ".")
+	if len(parts) < 2 {
+		return filepath.Base(path)
+	}
+	return parts[len(parts)-2]
 }
 
 // Gaps: none. Even with --network=host (host TCP/IP, so flock's table

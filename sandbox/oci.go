@@ -61,13 +61,16 @@ func OCISpec(c Config) *specs.Spec {
 
 // RunscArgs is the runsc command line (without "runsc") that runs c from
 // run, the unit's runtime directory: its bundle in run/bundle, its state
-// under run/runsc, and the log of runsc and of its sandbox in
-// RunscLog(run). Without a log file the sandbox process writes nowhere,
-// so a sandbox that dies while it boots would say nothing of why.
+// under run/runsc, runsc's own log in RunscLog(run), and a log per
+// process of the sandbox (run, gofer, boot) in RunscLogs(run). Only those
+// say why a sandbox died while it booted: --log alone stays empty then.
+// At info level they are a few tens of KiB per start, in the unit's
+// runtime directory, gone at its stop.
 func RunscArgs(c Config, run string) []string {
 	return []string{
 		"--root", runscRoot(run),
 		"--log", RunscLog(run),
+		"--debug-log", RunscLogs(run) + "/",
 		// The sandbox stays in the unit's cgroup, which sets the limits.
 		"--ignore-cgroups",
 		"--network=host",
@@ -80,5 +83,9 @@ func RunscArgs(c Config, run string) []string {
 // runscRoot is runsc's state directory (--root), in the run directory.
 func runscRoot(run string) string { return filepath.Join(run, "runsc") }
 
-// RunscLog is where runsc and its sandbox log, in the run directory.
+// RunscLog is where runsc logs, in the run directory.
 func RunscLog(run string) string { return filepath.Join(run, "runsc.log") }
+
+// RunscLogs is the directory of the sandbox's processes' logs, a file
+// per process (runsc.log.TIME.COMMAND.txt), in the run directory.
+func RunscLogs(run string) string { return filepath.Join(run, "logs") }

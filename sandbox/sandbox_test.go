@@ -125,40 +125,61 @@ func TestGaps(t *testing.T) {
 	}
 }
 
-// A sandbox that dies while booting logs why only to runsc's log: the
-// journal gets its warnings and errors, the last 30, and not its info.
+// A sandbox that dies while booting logs why only to its processes' logs
+// (and runsc its own line to runsc's): the journal gets their warnings,
+// errors and crashes, the last 30, each naming its log, and not their
+// info.
 func TestShowRunscLog(t *testing.T) {
-	dir := t.TempDir()
-	log := RunscLog(dir)
+	run := t.TempDir()
 	var b strings.Builder
 	b.WriteString("I1129 09:53:19.000001       1 main.go:1] ***************************\n")
-	for i := range 32 {
+	for i := range 31 {
 		fmt.Fprintf(&b, "W1129 09:53:19.%06d       1 boot.go:1] warning %d\n", i, i)
 	}
 	b.WriteString("D1129 09:53:19.100000       1 boot.go:2] debug\n")
+	b.WriteString("[09:53:19.466254]	     +95µs             	├─ memory file created: 95µs\n")
+	b.WriteString("Where a word starts with E: not a log line\n")
 	b.WriteString("E1129 09:53:19.200000       1 boot.go:3] creating loader: cannot create kernel\n")
-	if err := os.WriteFile(log, []byte(b.String()), 0o600); err != nil {
+	b.WriteString("fatal error: runtime: cannot allocate memory\n")
+	if err := os.MkdirAll(RunscLogs(run), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	boot := filepath.Join(RunscLogs(run), "runsc.log.20261129-095319.000001.boot.txt")
+	gofer := filepath.Join(RunscLogs(run), "runsc.log.20261129-095319.000001.gofer.txt")
+	for path, text := range map[string]string{
+		RunscLog(run): "",
+		gofer:         "W1129 09:53:19.000000       1 config.go:563] --allow-suid is disabled\n",
+		boot:          b.String(),
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var out strings.Builder
-	showRunscLog(&out, log)
+	showRunscLog(&out, run)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 30 {
 		t.Fatalf("%d lines, want the last 30 warnings and errors:\n%s", len(lines), out.String())
 	}
-	if !strings.HasPrefix(lines[0], "flock-agent: runsc log: W1129") || !strings.HasSuffix(lines[0], "warning 3") {
-		t.Errorf("first line %q, want warning 3 (the last 30 of 33)", lines[0])
+	if !strings.HasPrefix(lines[0], "flock-agent: runsc boot log: W1129") || !strings.HasSuffix(lines[0], "warning 3") {
+		t.Errorf("first line %q, want boot's warning 3 (the last 30 of 34)", lines[0])
 	}
-	if !strings.HasSuffix(lines[29], "cannot create kernel") {
-		t.Errorf("last line %q, want the error", lines[29])
+	if !strings.HasSuffix(lines[28], "cannot create kernel") || lines[29] != "flock-agent: runsc boot log: fatal error: runtime: cannot allocate memory" {
+		t.Errorf("last lines %q, want the error and the crash", lines[28:])
 	}
-	if strings.Contains(out.String(), "debug") || strings.Contains(out.String(), "****") {
-		t.Errorf("info or debug lines shown:\n%s", out.String())
+	if strings.Contains(out.String(), "debug") || strings.Contains(out.String(), "****") || strings.Contains(out.String(), "memory file") || strings.Contains(out.String(), "Where") {
+		t.Errorf("info, debug or other lines shown:\n%s", out.String())
 	}
 
 	out.Reset()
-	showRunscLog(&out, filepath.Join(dir, "missing.log"))
+	showRunscLog(&out, filepath.Join(run, "missing"))
 	if !strings.Contains(out.String(), "no runsc log") {
 		t.Errorf("a missing log: %q, want it said", out.String())
+	}
+	os.Remove(boot)
+	out.Reset()
+	showRunscLog(&out, run)
+	if !strings.Contains(out.String(), "flock-agent: runsc gofer log: W1129") {
+		t.Errorf("the gofer's warning: %q, want it shown", out.String())
 	}
 }

@@ -324,7 +324,11 @@ func startedProbe(t *testing.T, m *harness.Machine, id int) *probe {
 		unit := fmt.Sprintf("flock-agent@%d", id)
 		st, _, _ := m.Run(t.Context(), "systemctl", "status", "--no-pager", unit)
 		log, _, _ := m.Run(t.Context(), "journalctl", "-u", unit, "-n", "40", "--no-pager", "-o", "short-monotonic")
-		t.Fatalf("agent %d's probe never said it was ready: %v\n%s\n%s", id, err, st, log)
+		t.Logf("%s\n%s", st, log)
+		// The unit's own last lines first: the end of a run shows this
+		// message's first lines alone.
+		last, _, _ := m.Run(t.Context(), "journalctl", "-u", unit, "-n", "5", "--no-pager", "-o", "cat", "SYSLOG_IDENTIFIER=flock-agent")
+		t.Fatalf("agent %d's probe never said it was ready: %v; its unit's last words:\n%s", id, err, last)
 	}
 	return &probe{m: m, id: id, pid: info.PID}
 }
