@@ -82,6 +82,7 @@ type applier struct {
 	h        Host
 	say      func(format string, args ...any)
 	d        Desired
+	plan     Plan
 	progress Progress
 }
 
@@ -95,7 +96,7 @@ func Apply(ctx context.Context, h Host, d Desired, p Plan, progress Progress) er
 				p.Changes[i].Kind, p.Changes[i].Target, p.Changes[i-1].Kind, p.Changes[i-1].Target)
 		}
 	}
-	x := applier{h: h, d: d, progress: progress, say: h.Say}
+	x := applier{h: h, d: d, plan: p, progress: progress, say: h.Say}
 	if x.say == nil {
 		x.say = func(string, ...any) {}
 	}
@@ -221,8 +222,23 @@ func createIdentities(ctx context.Context, x applier, cs []Change) error {
 }
 
 func installBus(ctx context.Context, x applier, _ []Change) error {
-	if err := x.h.Units.InstallService(ctx, units.BusUnit, x.d.Service); err != nil {
-		return fmt.Errorf("installing %s: %w", units.BusUnit, err)
+	return install(ctx, x, units.BusUnit, x.d.Service, x.plan.Count(StartBus) > 0)
+}
+
+// install installs a static unit's file; when the plan restarts the
+// running unit onto it, the restart is marked owed first, so a run
+// killed between the two leaves the next one the restart to do
+// (units.ServiceStatus.RestartOwed).
+func install(ctx context.Context, x applier, name string, file []byte, restarts bool) error {
+	if restarts {
+		if st, err := x.h.Units.ActiveState(ctx, name); err == nil && st == "active" {
+			if err := x.h.Units.OweRestart(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := x.h.Units.InstallService(ctx, name, file); err != nil {
+		return fmt.Errorf("installing %s: %w", name, err)
 	}
 	return nil
 }
@@ -243,15 +259,10 @@ func reloadBus(ctx context.Context, x applier, _ []Change) error {
 
 // installCounters writes the template before the socket that starts it.
 func installCounters(ctx context.Context, x applier, _ []Change) error {
-	for _, u := range []struct {
-		name string
-		text []byte
-	}{{units.CountersTemplate, x.d.CountersService}, {units.CountersSocket, x.d.CountersSocket}} {
-		if err := x.h.Units.InstallService(ctx, u.name, u.text); err != nil {
-			return fmt.Errorf("installing %s: %w", u.name, err)
-		}
+	if err := install(ctx, x, units.CountersTemplate, x.d.CountersService, false); err != nil {
+		return err
 	}
-	return nil
+	return install(ctx, x, units.CountersSocket, x.d.CountersSocket, x.plan.Count(StartCounters) > 0)
 }
 
 func startCounters(ctx context.Context, x applier, _ []Change) error {
@@ -294,10 +305,7 @@ func writeProxyConfig(ctx context.Context, x applier, _ []Change) error {
 }
 
 func installProxy(ctx context.Context, x applier, _ []Change) error {
-	if err := x.h.Units.InstallService(ctx, units.ProxyUnit, x.d.ProxyService); err != nil {
-		return fmt.Errorf("installing %s: %w", units.ProxyUnit, err)
-	}
-	return nil
+	return install(ctx, x, units.ProxyUnit, x.d.ProxyService, x.plan.Count(StartProxy) > 0)
 }
 
 func startProxy(ctx context.Context, x applier, _ []Change) error {

@@ -358,6 +358,8 @@ func diffBus(d Desired, c Current, add func(Kind, string, string), notHere func(
 		add(StartBus, units.BusUnit, "not running")
 	case fileChanged:
 		add(StartBus, units.BusUnit, fileWhy)
+	case c.Service.RestartOwed:
+		add(StartBus, units.BusUnit, restartOwed)
 	case c.Service.NoAccount:
 		// Running as a uid no longer in passwd: dbus-daemon drops it.
 		add(StartBus, units.BusUnit, "its user "+units.BusUser+" was made again")
@@ -408,10 +410,15 @@ func diffCounters(d Desired, c Current, add func(Kind, string, string)) {
 	}
 }
 
+// restartOwed is why a static unit whose new file a killed run installed
+// restarts (units.ServiceStatus.RestartOwed).
+const restartOwed = "a provision was stopped before it restarted it: it runs its former unit file"
+
 // diffService lists a static unit's install, when its file (or another
 // of its files: alsoChanged) is missing or changed, or it is not
-// enabled; and its (re)start, when it is not running or its file
-// changed (why, "": "unit file changed"). It says whether it planned a
+// enabled; and its (re)start, when it is not running, its file changed
+// (why, "": "unit file changed"), or a killed run owes it a restart
+// onto the file it installed. It says whether it planned a
 // (re)start: the caller's other reasons come after those.
 func diffService(add func(Kind, string, string), name string, st units.ServiceStatus, want []byte, install, start Kind, alsoChanged bool, why string) bool {
 	fileChanged := !bytes.Equal(st.File, want)
@@ -423,6 +430,8 @@ func diffService(add func(Kind, string, string), name string, st units.ServiceSt
 		add(start, name, "not running")
 	case fileChanged:
 		add(start, name, cmp.Or(why, "unit file changed"))
+	case st.RestartOwed:
+		add(start, name, restartOwed)
 	default:
 		return false
 	}
@@ -449,7 +458,7 @@ func diffProxy(d Desired, c Current, newIdentity bool, add func(Kind, string, st
 	}
 	_, newCA := c.SecretsMaterial[spec.SecretsCAPath]
 	newCA = newCA && d.SecretsMaterial
-	if why, ok := handOverWhy(c, d.ProxyService); ok && !newIdentity && !newCA {
+	if why, ok := handOverWhy(c, d.ProxyService); ok && !newIdentity && !newCA && !c.ProxyService.RestartOwed {
 		// The unit file differs in what is handed over alone:
 		// installed, it changes nothing running; the secrets and keys
 		// reach the proxy at a reload, which takes the config too.

@@ -33,7 +33,7 @@ func handOverProxy(ctx context.Context, x applier, cs []Change) error {
 	}
 	x.say("%s: the credentials were not handed over (%v); restarting it instead\n", units.ProxyUnit, err)
 	// It reads them at start from the new unit file's credentials.
-	if err := installProxy(ctx, x, cs); err != nil {
+	if err := install(ctx, x, units.ProxyUnit, x.d.ProxyService, true); err != nil {
 		return err
 	}
 	return startProxy(ctx, x, cs)

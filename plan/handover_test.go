@@ -212,3 +212,64 @@ func TestHandOverKilledIsDoneAgain(t *testing.T) {
 		t.Errorf("provisioned again: %s; want nothing", p)
 	}
 }
+
+// killedAtRestart is units whose restart of one static unit is where
+// provision was killed.
+type killedAtRestart struct {
+	units.Manager
+	name string
+	kill context.CancelFunc
+}
+
+func (k killedAtRestart) RestartService(ctx context.Context, name string) error {
+	if name == k.name {
+		k.kill()
+		return ctx.Err()
+	}
+	return k.Manager.RestartService(ctx, name)
+}
+
+// A provision killed after it installed a running static unit's changed
+// file and before it restarted the unit leaves it running its former
+// file under one that looks done: the next run still restarts it.
+func TestARestartKilledIsDoneAgain(t *testing.T) {
+	withMetrics := "bus:\n  metrics: 127.0.0.1:8223\n" + secretsSpec
+	// (flock-counters.socket's restart is the proxy's, diffService's.)
+	for _, name := range []string{units.BusUnit, units.ProxyUnit} {
+		t.Run(name, func(t *testing.T) {
+			h, fk := newFakes()
+			fk.secrets.Secrets[githubFile] = []byte(githubToken + "\n")
+			f := mustParse(t, withMetrics)
+			provisionSecrets(t, h, f)
+			restarts := fk.units.Restarts(name)
+
+			// A new flockctl: every static unit's ExecStart changes.
+			uo := units.Options{FlockctlBin: "/opt/flock/flockctl"}
+			ctx, kill := context.WithCancel(context.Background())
+			killed := h
+			killed.Units = killedAtRestart{h.Units, name, kill}
+			var err error
+			if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
+				t.Fatal(err)
+			}
+			d := Build(f, Site{}, uo)
+			cur, err := Observe(ctx, h, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Apply(ctx, killed, d, Diff(d, cur), nil); err == nil {
+				t.Fatalf("apply killed at %s's restart: no error", name)
+			}
+			if st, _ := fk.units.Service(context.Background(), name); !strings.Contains(string(st.File), "/opt/flock/flockctl") || fk.units.Restarts(name) != restarts {
+				t.Fatalf("killed: %s's file is not the new one, or it restarted:\n%s", name, st.File)
+			}
+			p := provisionSecretsWith(t, h, f, uo)
+			if !strings.Contains(p.String(), name+" (a provision was stopped before it restarted it") || fk.units.Restarts(name) != restarts+1 {
+				t.Errorf("the next run: %s; want %s restarted once, as owed", p, name)
+			}
+			if p := provisionSecretsWith(t, h, f, uo); !p.Empty() {
+				t.Errorf("provisioned again: %s; want nothing", p)
+			}
+		})
+	}
+}

@@ -214,6 +214,18 @@ func (f *Fake) DropAccount(name string) {
 	}
 }
 
+func (f *Fake) OweRestart(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkStarted(name); err != nil {
+		return err
+	}
+	st := f.service(name)
+	st.RestartOwed = true
+	f.services[name] = st
+	return nil
+}
+
 func (f *Fake) RestartService(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -221,7 +233,7 @@ func (f *Fake) RestartService(ctx context.Context, name string) error {
 		return err
 	}
 	st := f.service(name)
-	st.ActiveState = "active"
+	st.ActiveState, st.RestartOwed = "active", false
 	f.services[name] = st
 	f.restarts[name]++
 	return nil

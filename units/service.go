@@ -40,6 +40,10 @@ type ServiceStatus struct {
 	// (BusUnit's BusUser) is not, so systemd would give it a dynamic
 	// user, which dbus-daemon drops (account.go).
 	NoAccount bool
+	// RestartOwed: provision installed a changed file for the running
+	// unit and was stopped before it restarted it (owed.go), so it runs
+	// its former file.
+	RestartOwed bool
 }
 
 // busTemplate: Type=notify, so a start job finishes only once the bus
@@ -241,6 +245,9 @@ func (s *Systemd) Service(ctx context.Context, name string) (ServiceStatus, erro
 	}
 	st.Enabled, _ = props["UnitFileState"].(string)
 	st.ActiveState, _ = props["ActiveState"].(string)
+	if st.RestartOwed, err = s.owed(name); err != nil {
+		return st, err
+	}
 	return st, nil
 }
 
@@ -281,7 +288,10 @@ func (s *Systemd) RestartService(ctx context.Context, name string) error {
 	if _, err := s.conn.RestartUnitContext(ctx, name, "replace", done); err != nil {
 		return fmt.Errorf("RestartUnit %s: %w", name, err)
 	}
-	return s.waitJob(ctx, name, "restart", done)
+	if err := s.waitJob(ctx, name, "restart", done); err != nil {
+		return err
+	}
+	return s.paid(name)
 }
 
 func (s *Systemd) ReloadService(ctx context.Context, name string) error {
@@ -313,6 +323,9 @@ func (s *Systemd) RemoveService(ctx context.Context, name string) error {
 	// template's instances end by themselves (RuntimeMaxSec=).
 	if !isTemplate(name) {
 		if err := s.stop(ctx, name); err != nil {
+			return err
+		}
+		if err := s.paid(name); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 type Systemd struct {
 	conn    *sd.Conn
 	UnitDir string // where BusUnit is written; "" is DefaultUnitDir
+	OwedDir string // the restarts owed (owed.go); "" is DefaultOwedDir
 }
 
 var _ Manager = (*Systemd)(nil)

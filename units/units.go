@@ -77,6 +77,10 @@ type Manager interface {
 	// reloads systemd) and enables it (not a template); for BusUnit it
 	// first makes the static account BusUser (account.go).
 	InstallService(ctx context.Context, name string, content []byte) error
+	// OweRestart marks the running unit as owing a restart, before its
+	// changed file is installed: Service reports RestartOwed until
+	// RestartService (or RemoveService) clears it (owed.go).
+	OweRestart(ctx context.Context, name string) error
 	// RestartService (re)starts the unit and waits until it is ready
 	// (not a template).
 	RestartService(ctx context.Context, name string) error
