@@ -155,3 +155,33 @@ func assertConverged(t *testing.T, m *harness.Machine, ids []int, when string) {
 		t.Errorf("%s: want %d users, units and credentials (and %s's credentials), have %d: %v", when, 3*len(ids)+len(own), strings.Join(own, " and "), n, have)
 	}
 }
+
+// A provision killed after it installed flock.service's new file and
+// before it restarted the bus leaves the restart marked owed (all a
+// killed run leaves besides the file, here written as it would): the
+// next run restarts the bus, clears the mark, and the one after has
+// nothing to do.
+func TestARestartOwedIsDone(t *testing.T) {
+	// Tier: root + nspawn.
+	m := harness.Boot(t)
+	provision(t, m, crashSpecs[0].yaml)
+	pid := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock.service")
+	mustRun(t, m, "sh", "-c", "mkdir -p /run/flockctl/restart-owed && : > /run/flockctl/restart-owed/flock.service")
+	if out := statusOut(t, m); !strings.Contains(out, "a provision was stopped before it restarted it") {
+		t.Errorf("status does not show the restart owed as drift:\n%s", out)
+	}
+	out := mustRun(t, m, "flockctl", "provision", "-f", specPath)
+	if !strings.Contains(out, "flock.service (a provision was stopped before it restarted it: it runs its former unit file)") {
+		t.Errorf("provision with a restart owed:\n%s", out)
+	}
+	if now := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock.service"); now == pid {
+		t.Errorf("the bus's MainPID is still %s: not restarted", strings.TrimSpace(pid))
+	}
+	if _, _, err := run(t, m, "test", "-e", "/run/flockctl/restart-owed/flock.service"); err == nil {
+		t.Errorf("the mark is still there after the restart")
+	}
+	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
+		t.Errorf("provisioned again:\n%s", out)
+	}
+	waitActive(t, m, crashSpecs[0].ids...)
+}
