@@ -155,19 +155,49 @@ func TestHandOverAppliedOrRestarted(t *testing.T) {
 	}
 }
 
-// killedAtReload is units whose reload of the proxy is where provision
-// was killed: the run's context ends there.
-type killedAtReload struct {
+// killedAt is units whose reload or restart (op) of one static unit is
+// where provision was killed: the run's context ends there.
+type killedAt struct {
 	units.Manager
-	kill context.CancelFunc
+	op, name string
+	kill     context.CancelFunc
 }
 
-func (k killedAtReload) ReloadService(ctx context.Context, name string) error {
-	if name == units.ProxyUnit {
+func (k killedAt) ReloadService(ctx context.Context, name string) error {
+	if k.op == "reload" && name == k.name {
 		k.kill()
 		return ctx.Err()
 	}
 	return k.Manager.ReloadService(ctx, name)
+}
+
+func (k killedAt) RestartService(ctx context.Context, name string) error {
+	if k.op == "restart" && name == k.name {
+		k.kill()
+		return ctx.Err()
+	}
+	return k.Manager.RestartService(ctx, name)
+}
+
+// provisionKilled provisions f with uo on h, killed at op of name; the
+// apply must fail.
+func provisionKilled(t *testing.T, h Host, f *spec.Flock, uo units.Options, op, name string) {
+	t.Helper()
+	ctx, kill := context.WithCancel(context.Background())
+	killed := h
+	killed.Units = killedAt{h.Units, op, name, kill}
+	var err error
+	if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
+		t.Fatal(err)
+	}
+	d := Build(f, Site{}, uo)
+	cur, err := Observe(ctx, h, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, killed, d, Diff(d, cur), nil); err == nil {
+		t.Fatalf("apply killed at %s's %s: no error", name, op)
+	}
 }
 
 // A provision killed while handing a rotated secret over leaves the
@@ -182,22 +212,7 @@ func TestHandOverKilledIsDoneAgain(t *testing.T) {
 	before, _ := fk.units.Service(context.Background(), units.ProxyUnit)
 
 	fk.secrets.Secrets[githubFile] = []byte(rotated + "\n")
-	ctx, kill := context.WithCancel(context.Background())
-	killed := h
-	killed.Units = killedAtReload{h.Units, kill}
-	var uo units.Options
-	var err error
-	if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
-		t.Fatal(err)
-	}
-	d := Build(f, Site{}, uo)
-	cur, err := Observe(ctx, h, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Apply(ctx, killed, d, Diff(d, cur), nil); err == nil {
-		t.Fatal("apply killed at the proxy's reload: no error")
-	}
+	provisionKilled(t, h, f, units.Options{}, "reload", units.ProxyUnit)
 	if after, _ := fk.units.Service(context.Background(), units.ProxyUnit); string(after.File) != string(before.File) {
 		t.Errorf("killed mid hand-over, the proxy's unit file changed:\n%s", after.File)
 	}
@@ -211,22 +226,6 @@ func TestHandOverKilledIsDoneAgain(t *testing.T) {
 	if p := provisionSecrets(t, h, f); !p.Empty() {
 		t.Errorf("provisioned again: %s; want nothing", p)
 	}
-}
-
-// killedAtRestart is units whose restart of one static unit is where
-// provision was killed.
-type killedAtRestart struct {
-	units.Manager
-	name string
-	kill context.CancelFunc
-}
-
-func (k killedAtRestart) RestartService(ctx context.Context, name string) error {
-	if name == k.name {
-		k.kill()
-		return ctx.Err()
-	}
-	return k.Manager.RestartService(ctx, name)
 }
 
 // A provision killed after it installed a running static unit's changed
@@ -245,26 +244,12 @@ func TestARestartKilledIsDoneAgain(t *testing.T) {
 
 			// A new flockctl: every static unit's ExecStart changes.
 			uo := units.Options{FlockctlBin: "/opt/flock/flockctl"}
-			ctx, kill := context.WithCancel(context.Background())
-			killed := h
-			killed.Units = killedAtRestart{h.Units, name, kill}
-			var err error
-			if uo.Placeholders, uo.SecretsDigest, err = DrawSecrets(ctx, h.Secrets, f, f.Agents, true); err != nil {
-				t.Fatal(err)
-			}
-			d := Build(f, Site{}, uo)
-			cur, err := Observe(ctx, h, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := Apply(ctx, killed, d, Diff(d, cur), nil); err == nil {
-				t.Fatalf("apply killed at %s's restart: no error", name)
-			}
+			provisionKilled(t, h, f, uo, "restart", name)
 			if st, _ := fk.units.Service(context.Background(), name); !strings.Contains(string(st.File), "/opt/flock/flockctl") || fk.units.Restarts(name) != restarts {
 				t.Fatalf("killed: %s's file is not the new one, or it restarted:\n%s", name, st.File)
 			}
 			p := provisionSecretsWith(t, h, f, uo)
-			if !strings.Contains(p.String(), name+" (a provision was stopped before it restarted it") || fk.units.Restarts(name) != restarts+1 {
+			if !strings.Contains(p.String(), name+" ("+restartOwed) || fk.units.Restarts(name) != restarts+1 {
 				t.Errorf("the next run: %s; want %s restarted once, as owed", p, name)
 			}
 			if p := provisionSecretsWith(t, h, f, uo); !p.Empty() {
