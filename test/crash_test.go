@@ -166,7 +166,7 @@ func TestARestartOwedIsDone(t *testing.T) {
 	m := harness.Boot(t)
 	provision(t, m, crashSpecs[0].yaml)
 	pid := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock.service")
-	mustRun(t, m, "sh", "-c", "mkdir -p /run/flockctl/restart-owed && : > /run/flockctl/restart-owed/flock.service")
+	mustRun(t, m, "sh", "-c", "mkdir -p /run/flockctl-restart-owed && : > /run/flockctl-restart-owed/flock.service")
 	if out := statusOut(t, m); !strings.Contains(out, "a provision was stopped before it restarted it") {
 		t.Errorf("status does not show the restart owed as drift:\n%s", out)
 	}
@@ -177,8 +177,11 @@ func TestARestartOwedIsDone(t *testing.T) {
 	if now := mustRun(t, m, "systemctl", "show", "-p", "MainPID", "--value", "flock.service"); now == pid {
 		t.Errorf("the bus's MainPID is still %s: not restarted", strings.TrimSpace(pid))
 	}
-	if _, _, err := run(t, m, "test", "-e", "/run/flockctl/restart-owed/flock.service"); err == nil {
+	if _, _, err := run(t, m, "test", "-e", "/run/flockctl-restart-owed/flock.service"); err == nil {
 		t.Errorf("the mark is still there after the restart")
+	}
+	if _, _, err := run(t, m, "test", "-e", "/run/flockctl-restart-owed"); err == nil {
+		t.Errorf("the marks' directory outlives its last mark")
 	}
 	if out := mustRun(t, m, "flockctl", "provision", "-f", specPath); !strings.Contains(out, "nothing to do") {
 		t.Errorf("provisioned again:\n%s", out)

@@ -17,7 +17,7 @@ import (
 // from its file anyway.
 
 // DefaultOwedDir is where the marks are, one empty file per unit.
-const DefaultOwedDir = "/run/flockctl/restart-owed"
+const DefaultOwedDir = "/run/flockctl-restart-owed"
 
 func (s *Systemd) owedPath(name string) string {
 	dir := s.OwedDir
@@ -53,10 +53,13 @@ func (s *Systemd) owed(name string) (bool, error) {
 	return false, fmt.Errorf("reading %s's restart mark: %w", name, err)
 }
 
-// paid clears name's mark: it restarted, or is gone.
+// paid clears name's mark: it restarted, or is gone. The directory goes
+// with its last mark.
 func (s *Systemd) paid(name string) error {
-	if err := os.Remove(s.owedPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	path := s.owedPath(name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("clearing %s's restart mark: %w", name, err)
 	}
+	os.Remove(filepath.Dir(path)) // not empty: another unit's mark
 	return nil
 }

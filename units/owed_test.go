@@ -4,6 +4,9 @@ package units
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"testing"
 )
 
@@ -33,6 +36,9 @@ func TestRestartOwedMarks(t *testing.T) {
 	}
 	if err := s.paid(ProxyUnit); err != nil {
 		t.Errorf("paid twice: %v", err)
+	}
+	if _, err := os.Stat(s.OwedDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the marks' directory outlives its last mark: %v", err)
 	}
 	if err := s.OweRestart(context.Background(), CountersTemplate); err == nil {
 		t.Errorf("a template owes a restart")
