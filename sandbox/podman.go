@@ -29,8 +29,15 @@ func (podman) CheckRoot(rootfs, image string) (string, string) {
 }
 
 // Launch becomes podman: it proxies SIGTERM to the agent and exits with
-// it, so the unit sees the agent's exit.
+// it, so the unit sees the agent's exit. A rootfs's mount points are
+// made first, as gVisor's are: crun would make the missing ones 0700,
+// which a gVisor agent sharing the rootfs then cannot open.
 func (podman) Launch(c Config, runtime, _ string) error {
+	if c.Rootfs != "" {
+		if err := EnsureMountPoints(c.Rootfs, c.MountPoints()); err != nil {
+			return err
+		}
+	}
 	argv := append([]string{"podman"}, PodmanArgs(c)...)
 	fmt.Fprintln(os.Stderr, "flock-agent: sandbox:", runtime, strings.Join(argv[1:], " "))
 	if err := syscall.Exec(runtime, argv, os.Environ()); err != nil {

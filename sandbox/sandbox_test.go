@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flockrun/flock/internal/golden"
@@ -92,6 +93,69 @@ func TestMountPointsAreMadeNeverThroughSymlinks(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(evil); len(entries) != 0 {
 		t.Errorf("created %v behind the symlink", entries)
+	}
+}
+
+// Tier: unit. A mount point has its mode from the moment it is made,
+// whatever the launcher's umask (a unit's is 077): another agent's
+// launcher sharing the rootfs may find it before the chmod, and gVisor's
+// gofer, walking as the agent, must be able to open it. An empty file of
+// root's that others cannot read (crun makes its mount points 0700) is
+// made readable; a file with content is the operator's and is left.
+func TestMountPointsAreReadableFromTheMomentTheyAreMade(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	defer func(f func(string)) { madeMountPoint = f }(madeMountPoint)
+	seen := map[string]os.FileMode{}
+	madeMountPoint = func(p string) {
+		if fi, err := os.Lstat(p); err == nil {
+			seen[p] = fi.Mode().Perm()
+		}
+	}
+	root := t.TempDir()
+	c := config(GVisor)
+	if err := EnsureMountPoints(root, c.MountPoints()); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) == 0 {
+		t.Fatal("no mount point was made")
+	}
+	for p, mode := range seen {
+		if fi, _ := os.Lstat(p); (fi.IsDir() && mode != 0o755) || (!fi.IsDir() && mode != 0o644) {
+			t.Errorf("%s was %o when made, before its chmod", p, mode)
+		}
+	}
+	if got := syscall.Umask(0o077); got != 0o077 {
+		t.Errorf("the umask after: %o, want the caller's 077 back", got)
+	}
+
+	if os.Getuid() != 0 {
+		t.Skip("the repair of root's mount points needs root (the unit tier runs as root in CI)")
+	}
+	var file, kept string
+	for _, m := range c.MountPoints() {
+		if m.File {
+			file = filepath.Join(root, m.Dest)
+		}
+	}
+	kept = filepath.Join(t.TempDir(), "kept")
+	if err := os.WriteFile(kept, []byte("the operator's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureMountPoints(root, c.MountPoints()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(file); fi.Mode().Perm() != 0o644 {
+		t.Errorf("a 0700 empty mount point of root's is %o after, want 0644", fi.Mode().Perm())
+	}
+	if err := EnsureMountPoints(filepath.Dir(kept), []Mount{{Dest: "/kept", File: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(kept); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a file with content at a mount point is %o after, want the operator's 0600", fi.Mode().Perm())
 	}
 }
 

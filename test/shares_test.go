@@ -141,6 +141,15 @@ func TestShares(t *testing.T) {
 	}
 	slices.Sort(ids)
 	waitActive(t, m, ids...)
+	// The rootfs the podman and gVisor agents share, its mount points
+	// made by whichever launcher came first: each readable (crun made
+	// missing ones 0700, which every gVisor agent's gofer then failed to
+	// open, at every start).
+	r := harness.Rootfs
+	modes := mustRun(t, m, "stat", "-c", "%a %n", r+"/.flock", r+"/.flock/flock-agent", r+"/.flock/nats", r+"/srv/flock")
+	if want := fmt.Sprintf("755 %s/.flock\n644 %s/.flock/flock-agent\n644 %s/.flock/nats\n755 %s/srv/flock\n", r, r, r, r); modes != want {
+		t.Errorf("the shared rootfs's mount points:\n%swant\n%s", modes, want)
+	}
 	waitBus(t, m, time.Time{}, bystander, restarted)
 	tlsUpstream(t, m)
 
