@@ -252,7 +252,8 @@ func (f *fails) panicLine(l string) {
 }
 
 // pkgEnd turns the package's failed tests into failures: the leaves, and
-// a parent only for what it logged after its failed subtests.
+// a parent only for what it logged after its failed subtests that reads
+// like a failure.
 func (f *fails) pkgEnd(pkg string, failed bool) {
 	f.settlePanic()
 	if failed && !f.anyFailed() {
@@ -274,8 +275,9 @@ func (f *fails) pkgEnd(pkg string, failed bool) {
 		}
 		own := t.entries
 		if children > 0 {
+			// Its tear-down's logs after its subtests failed are not why.
 			own = slices.DeleteFunc(slices.Clone(own), func(e *entry) bool { return e.seq < children })
-			if len(own) == 0 {
+			if lastFailing(own) < 0 {
 				continue
 			}
 		}

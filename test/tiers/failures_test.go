@@ -139,3 +139,30 @@ func TestFailsBoundsEntries(t *testing.T) {
 		t.Errorf("the long line is not cut at a rune to %d bytes: %d bytes, %q", lineMaxChars, len(first), first[:40])
 	}
 }
+
+// A parent whose subtest failed and which then logged only its tear-down
+// (a machine powered off) is not reported: the leaf says why. The lines
+// are TestVMEnforcesLimits' in a CI run.
+func TestFailsLeavesAParentsTearDown(t *testing.T) {
+	out := `=== RUN   TestVMEnforcesLimits
+    require.go:92: vm flock-vm-21316-5: booted in 16.816s (qemu pid 5126, ssh on 127.0.0.1:45591)
+=== RUN   TestVMEnforcesLimits/fork_bomb_never_exceeds_TasksMax
+    vm_limits_test.go:411: flock-agent@2.service reached 21 tasks, above TasksMax 20
+    vm_limits_test.go:427: FIGURE tasks: max 21 tasks sampled (1135 samples; pids.peak 20) vs TasksMax 20
+=== NAME  TestVMEnforcesLimits
+    require.go:92: vm flock-vm-21316-5: powered off in 26ms (<nil>)
+    require.go:92: VM flock-vm-21316-5: torn down in 36ms
+--- FAIL: TestVMEnforcesLimits (129.10s)
+    --- FAIL: TestVMEnforcesLimits/fork_bomb_never_exceeds_TasksMax (1.01s)
+FAIL
+FAIL	github.com/flockrun/flock/test	1349.708s
+`
+	f := readFails(out)
+	var got []string
+	for _, fl := range f.failures() {
+		got = append(got, fl.test)
+	}
+	if want := []string{"TestVMEnforcesLimits/fork_bomb_never_exceeds_TasksMax"}; !slices.Equal(got, want) {
+		t.Errorf("failures %q, want the leaf alone %q", got, want)
+	}
+}
